@@ -1,0 +1,24 @@
+# `make demo` runs the main job on the embedded simulator; `make test` runs the tests.
+# Both set themselves up: `make install` (idempotent) creates .venv with sglab installed.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.sglab-installed
+
+.PHONY: install test demo clean-venv
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest -q -ra
+
+demo: install
+	$(BIN)/sglab validate --stack eagle-nccl-ll
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,3 @@
+"""sglab: declarative, measured rollouts of SGLang speculative decoding on Kubernetes."""
+
+__version__ = "0.1.0"

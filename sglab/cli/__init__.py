@@ -1,0 +1,55 @@
+"""`sglab` command line: one module per subcommand under sglab/cli/, registered below.
+
+Every command turns bad input (ConfigError and friends) into one message on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from sglab.config.loader import ConfigError
+
+# subcommand module names under sglab.cli; a module that is not there yet is skipped.
+COMMANDS = ("render", "validate", "sim", "bench", "results", "compare", "report", "promote", "ui")
+
+
+class UsageError(Exception):
+    """Bad command-line input that is not a config problem; printed as-is, exit 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sglab",
+        description="Declarative, measured rollouts of SGLang speculative decoding on Kubernetes.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"sglab.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"sglab.cli.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ConfigError, UsageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

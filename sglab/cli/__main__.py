@@ -1,0 +1,5 @@
+import sys
+
+from sglab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,29 @@
+"""`sglab validate --stack NAME`: check a stack's config and list its confounds (no Pulumi needed)."""
+
+from __future__ import annotations
+
+import argparse
+
+from sglab.config import confounds, load_stack
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="check a stack's config and list confounds")
+    p.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_stack(args.stack)
+    for note in loaded.warnings:
+        print(f"warning: {note}")
+    found = confounds(loaded.config)
+    print(f"{loaded.path}: valid")
+    if found:
+        print(f"confounds ({len(found)}): the candidate differs from the baseline beyond speculation in")
+        for c in found:
+            print(f"  - {c.describe()}")
+        print("  results of this stack are reported with these confounds and cannot be promoted")
+    else:
+        print("confounds: none (baseline and candidate differ only in the speculative block)")
+    return 0

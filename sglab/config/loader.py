@@ -1,0 +1,242 @@
+"""Read `stacks/Pulumi.<stack>.yaml` into a `StackConfig`, turning every failure into one clear message.
+
+The message always names the file, the key path (as written in the file), the problem and the fix;
+callers print it and exit 2. No traceback reaches a user for bad input.
+"""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from sglab.config.models import StackConfig
+from sglab.config.nccl import KNOWN_NCCL_KEYS, UnknownNcclKeyWarning
+
+NAMESPACE = "sglab"
+# Other namespaces a stack file may hold (provider settings); everything else is a typo.
+FOREIGN_NAMESPACES = ("kubernetes", "pulumi")
+
+
+class ConfigError(Exception):
+    """Bad stack input. `str()` is the whole user-facing message."""
+
+    def __init__(self, file: Path | str, key: str | None, problem: str, fix: str | None = None, line: int | None = None):
+        self.file = str(file)
+        self.key = key
+        self.problem = problem
+        self.fix = fix
+        self.line = line
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = self.file + (f":{self.line}" if self.line else "")
+        head = f"{where}: {self.key}: {self.problem}" if self.key else f"{where}: {self.problem}"
+        return head + (f"\n  fix: {self.fix}" if self.fix else "")
+
+
+@dataclass(frozen=True)
+class LoadedStack:
+    name: str
+    path: Path
+    config: StackConfig
+    warnings: list[str] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def project_root() -> Path:
+    """The directory holding Pulumi.yaml (the checkout), found from this file."""
+    return Path(__file__).resolve().parents[2]
+
+
+def stacks_dir(root: Path | None = None) -> Path:
+    return (root or project_root()) / "stacks"
+
+
+def stack_path(name: str, root: Path | None = None) -> Path:
+    return stacks_dir(root) / f"Pulumi.{name}.yaml"
+
+
+def list_stacks(root: Path | None = None) -> list[str]:
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir(root).glob("Pulumi.*.yaml"))
+
+
+def load_stack(name: str, root: Path | None = None, *, path: Path | None = None) -> LoadedStack:
+    """Load and validate a stack by name (or an explicit file path)."""
+    path = path or stack_path(name, root)
+    if not path.exists():
+        known = ", ".join(list_stacks(root)) or "none"
+        raise ConfigError(path, None, f"stack file not found (stack '{name}')", f"known stacks: {known}; "
+                          f"or create {path.name} under stacks/")
+    document = _read_yaml(path)
+    namespaced = _sglab_keys(document, path)
+    return load_mapping(name, path, namespaced)
+
+
+def load_mapping(name: str, path: Path, namespaced: dict[str, Any]) -> LoadedStack:
+    """Validate the keys of the `sglab:` namespace (already stripped of the prefix)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnknownNcclKeyWarning)
+        try:
+            config = StackConfig.model_validate(_plain(namespaced))
+        except ValidationError as exc:
+            raise _from_validation(exc, path, namespaced) from None
+    notes = [f"{path}: {w.message}" for w in caught if issubclass(w.category, UnknownNcclKeyWarning)]
+    return LoadedStack(name=name, path=path, config=config, warnings=notes, raw=namespaced)
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(path, None, f"cannot read the stack file: {exc.strerror}") from None
+    try:
+        return YAML(typ="rt").load(text)
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(path, None, f"broken YAML: {problem}",
+                          "fix the indentation/quoting at that line (YAML uses spaces, not tabs)", line) from None
+
+
+def _sglab_keys(document: Any, path: Path) -> dict[str, Any]:
+    if document is None:
+        raise ConfigError(path, None, "the file is empty", "add a config: section with sglab:* keys")
+    if not isinstance(document, dict):
+        raise ConfigError(path, None, "the top level must be a mapping with a config: section")
+    config = document.get("config")
+    if not isinstance(config, dict):
+        raise ConfigError(path, "config", "missing or not a mapping", "put the stack's settings under config:")
+    out: dict[str, Any] = {}
+    for key in config:
+        key_str = str(key)
+        namespace, sep, rest = key_str.partition(":")
+        if not sep:
+            raise ConfigError(path, f"config.{key_str}", "config keys need a namespace",
+                              f"write it as {NAMESPACE}:{key_str}", _line(config, key))
+        if namespace == NAMESPACE:
+            out[rest] = config[key]
+        elif namespace not in FOREIGN_NAMESPACES:
+            guess = _guess(namespace, [NAMESPACE, *FOREIGN_NAMESPACES])
+            raise ConfigError(path, key_str, f"unknown config namespace '{namespace}'",
+                              f"did you mean {guess}:{rest}?" if guess else f"use {NAMESPACE}:{rest}",
+                              _line(config, key))
+    out["__lines__"] = {str(k).partition(":")[2]: _line(config, k) for k in config}
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """ruamel's round-trip types -> plain dict/list/scalars (and drop our line bookkeeping)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items() if k != "__lines__"}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def _line(mapping: Any, key: Any) -> int | None:
+    try:
+        return mapping.lc.key(key)[0] + 1
+    except Exception:
+        return None
+
+
+def _guess(word: str, options: list[str]) -> str | None:
+    match = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def _field_names(model: type[BaseModel]) -> list[str]:
+    return [(f.alias or n).replace("_", "-") for n, f in model.model_fields.items()]
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """Walk StackConfig's fields along a validation location to find the model owning the last key."""
+    model: Any = StackConfig
+    for part in loc[:-1]:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        fields = {n.replace("_", "-"): f for n, f in model.model_fields.items()}
+        fld = fields.get(str(part))
+        if fld is None:
+            return None
+        model = _unwrap(fld.annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    args = getattr(annotation, "__args__", None)
+    if args:
+        for arg in args:
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                return arg
+    return annotation
+
+
+def _from_validation(exc: ValidationError, path: Path, namespaced: dict[str, Any]) -> ConfigError:
+    """The first (most specific) pydantic error as a ConfigError with a key path and a fix."""
+    err = exc.errors(include_url=False)[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    loc = tuple(p for p in loc if p not in ("literal_error",))
+    key = f"{NAMESPACE}:" + ".".join(str(p) for p in loc) if loc else NAMESPACE
+    line = namespaced.get("__lines__", {}).get(str(loc[0])) if loc else None
+    kind = err["type"]
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    fix: str | None = None
+    if kind == "extra_forbidden":
+        owner = _model_at(loc)
+        options = _field_names(owner) if owner else []
+        guess = _guess(str(loc[-1]), options)
+        problem = f"unknown key '{loc[-1]}'"
+        fix = f"did you mean '{guess}'?" if guess else (f"valid keys here: {', '.join(options)}" if options else
+                                                       "remove it")
+        if len(loc) == 1:
+            problem = f"unknown key '{loc[0]}' (not a sglab setting)"
+        return ConfigError(path, key, problem, fix, line)
+    if kind == "missing":
+        return ConfigError(path, key, "required key is missing", f"add {loc[-1]}: to this section", line)
+    if kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        fix = f"use one of {expected}"
+        return ConfigError(path, key, f"invalid value {err.get('input')!r}", fix, line)
+    if "nccl" in [str(p) for p in loc] and "NCCL_" in msg:
+        fix = "use one of the values NCCL documents (see docs/config.md#nccl)"
+    if kind.endswith("_type") or kind.endswith("_parsing"):
+        return ConfigError(path, key, f"{msg} (got {err.get('input')!r})", "give a value of that type", line)
+    if ";" in msg and fix is None:
+        problem, _, rest = msg.partition(";")
+        return ConfigError(path, key, problem.strip(), rest.strip(), line)
+    if ": " in msg and fix is None and msg.split(": ", 1)[0].endswith("missing"):
+        problem, _, rest = msg.partition(": ")
+        return ConfigError(path, key, problem, rest, line)
+    return ConfigError(path, key, msg, fix or "see docs/config.md", line)
+
+
+__all__ = [
+    "ConfigError",
+    "LoadedStack",
+    "KNOWN_NCCL_KEYS",
+    "list_stacks",
+    "load_mapping",
+    "load_stack",
+    "project_root",
+    "stack_path",
+    "stacks_dir",
+]

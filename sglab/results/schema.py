@@ -1,0 +1,143 @@
+"""The result document: one schema-versioned JSON per benchmark run (results/<stack>/<run-id>/result.json).
+
+Written by the load stage (bench runner, web UI download, in-cluster Job), read by analysis,
+promotion and reports. docs/results-schema.md documents every field; bump SCHEMA_VERSION on any
+incompatible change.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+RunKind = Literal["ab", "aa", "attribute", "interactive"]
+TargetKind = Literal["sim", "urls", "in-cluster", "interactive"]
+
+
+class Schema(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Percentiles(Schema):
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    mean: float | None = None
+
+
+class AcceptLength(Schema):
+    client_mean: float | None = Field(None, description="mean over requests of completion_tokens / spec_verify_ct")
+    server_mean: float | None = Field(None, description="server avg_spec_accept_length differenced per round")
+
+
+class ArmLevelSummary(Schema):
+    """One arm at one concurrency level, measured rounds only (warm-up excluded)."""
+
+    requests: int
+    errors: int
+    output_tokens: int
+    duration_s: float
+    output_tok_per_s: float | None = Field(None, description="aggregate: output tokens / measured wall time")
+    decode_tok_per_s: Percentiles = Field(default_factory=Percentiles, description="per request: p50, mean")
+    ttft_ms: Percentiles = Field(default_factory=Percentiles)
+    itl_ms: Percentiles = Field(default_factory=Percentiles)
+    e2e_ms: Percentiles = Field(default_factory=Percentiles)
+    accept_length: AcceptLength | None = None
+
+
+class RoundSample(Schema):
+    """One arm's share of one round at one level."""
+
+    level: int
+    round_index: int = Field(description="0-based; -1 is the discarded warm-up")
+    position: int = Field(description="0-based order of this arm inside the round (randomised per round)")
+    arm: str
+    warmup: bool = False
+    started_at_s: float = Field(description="seconds since the run started")
+    duration_s: float
+    requests: int
+    errors: int
+    output_tokens: int
+    output_tok_per_s: float | None = None
+    decode_tok_per_s_mean: float | None = None
+    decode_tok_per_s_p50: float | None = None
+    ttft_ms_p50: float | None = None
+    itl_ms_p50: float | None = None
+    itl_ms_p99: float | None = None
+    client_accept_length: float | None = None
+    server_accept_length: float | None = None
+
+
+class RequestSample(Schema):
+    """One request, measured client-side from the stream."""
+
+    arm: str
+    level: int
+    round_index: int
+    warmup: bool = False
+    start_s: float = Field(description="seconds since the run started")
+    prompt_index: int | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int = 0
+    expected_output_tokens: int | None = None
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    itl_ms: list[float] = Field(default_factory=list, description="one entry per token after the first")
+    decode_tok_per_s: float | None = Field(None, description="(output_tokens - 1) / (e2e - ttft)")
+    spec_verify_ct: int | None = None
+    accept_length: float | None = None
+    error: str | None = None
+
+
+class LevelResult(Schema):
+    concurrency: int
+    arms: dict[str, ArmLevelSummary] = Field(default_factory=dict)
+    rounds: list[RoundSample] = Field(default_factory=list)
+    requests: list[RequestSample] = Field(default_factory=list)
+
+
+class ArmInfo(Schema):
+    name: str
+    role: Literal["baseline", "candidate"]
+    speculative: bool
+    url: str | None = None
+    config_hash: str
+    launch_command: str
+    live_flags_checked: bool = False
+    live_mismatches: list[str] = Field(default_factory=list)
+
+
+class Target(Schema):
+    kind: TargetKind
+    urls: dict[str, str] = Field(default_factory=dict)
+
+
+class RunResult(Schema):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    stack: str
+    kind: RunKind = "ab"
+    started_at: str = Field(description="ISO 8601, UTC")
+    finished_at: str | None = None
+    complete: bool = False
+    incomplete_reason: str | None = None
+    git_commit: str | None = None
+    sglab_version: str | None = None
+    target: Target
+    arms: list[ArmInfo]
+    config_hash: dict[str, str] = Field(description="arm name -> sha256 of its effective launch args + env")
+    confounds: list[dict[str, str | None]] = Field(default_factory=list, description="declared differences")
+    live_mismatches: list[str] = Field(default_factory=list, description="live server flags != stack")
+    load_plan: dict = Field(default_factory=dict)
+    policy: dict = Field(default_factory=dict)
+    levels: list[LevelResult] = Field(default_factory=list)
+    verdict: dict | None = Field(None, description="filled by sglab.analysis when the run ends")
+
+    def level(self, concurrency: int) -> LevelResult | None:
+        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+
+    def arm(self, name: str) -> ArmInfo | None:
+        return next((a for a in self.arms if a.name == name), None)
