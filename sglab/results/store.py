@@ -1,0 +1,125 @@
+"""Durable results: results/<stack>/<run-id>/result.json, written atomically, never overwritten."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets
+import subprocess
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from sglab.config.loader import ConfigError, project_root
+from sglab.results.schema import SCHEMA_VERSION, RunResult
+
+RESULT_FILE = "result.json"
+
+
+def results_root(root: Path | None = None) -> Path:
+    env = os.environ.get("SGLAB_RESULTS_DIR")
+    if env:
+        return Path(env)
+    return (root or project_root()) / "results"
+
+
+def new_run_id(now: dt.datetime | None = None) -> str:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def utc_now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit(root: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root or project_root(), capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def create_run_dir(stack: str, run_id: str, base: Path | None = None) -> Path:
+    """A fresh directory for one run; refuses to reuse an existing one (nothing is ever overwritten)."""
+    path = (base or results_root()) / stack / run_id
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.mkdir(exist_ok=False)
+    return path
+
+
+def write_json_atomic(path: Path, payload: dict | list, *, overwrite: bool = False) -> Path:
+    """Write to a temp file in the same directory, fsync, then rename into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists; results are never overwritten")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh, indent=1, sort_keys=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # fails if path appeared meanwhile
+            os.unlink(tmp)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_result(result: RunResult, run_dir: Path, *, overwrite: bool = False) -> Path:
+    """Write result.json into its run directory. `overwrite` is only for the run's own progressive saves."""
+    return write_json_atomic(run_dir / RESULT_FILE, result.model_dump(mode="json"), overwrite=overwrite)
+
+
+def load_result(path: Path | str) -> RunResult:
+    """Load a result file (or a run directory holding one); bad files raise ConfigError with the reason."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULT_FILE
+    if not path.exists():
+        raise ConfigError(path, None, "result file not found", "pass a result.json or a run directory "
+                          "(see `sglab results --stack NAME`)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(path, None, f"not a readable JSON result: {exc}") from None
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != SCHEMA_VERSION:
+        raise ConfigError(path, "schema_version", f"is {version!r}, this sglab reads {SCHEMA_VERSION}",
+                          "re-run the benchmark with this version of sglab")
+    try:
+        return RunResult.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(path, key, err["msg"], "the file is damaged or not a sglab result") from None
+
+
+def list_runs(stack: str, base: Path | None = None) -> list[Path]:
+    """Run directories of a stack that hold a result.json, oldest first (run ids sort by time)."""
+    folder = (base or results_root()) / stack
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if (p / RESULT_FILE).is_file())
+
+
+def latest_complete(stack: str, base: Path | None = None, *,
+                    kinds: tuple[str, ...] | None = ("ab", "interactive")) -> tuple[Path, RunResult] | None:
+    """The newest complete run of a stack (of the given kinds; None = any), or None."""
+    for run_dir in reversed(list_runs(stack, base)):
+        try:
+            result = load_result(run_dir)
+        except ConfigError:
+            continue
+        if result.complete and (kinds is None or result.kind in kinds):
+            return run_dir, result
+    return None
