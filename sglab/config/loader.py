@@ -7,6 +7,7 @@ callers print it and exit 2. No traceback reaches a user for bad input.
 from __future__ import annotations
 
 import difflib
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,10 @@ def project_root() -> Path:
 
 
 def stacks_dir(root: Path | None = None) -> Path:
+    """stacks/ of the checkout; SGLAB_STACKS_DIR overrides it (the in-cluster Job mounts its stack file there)."""
+    env = os.environ.get("SGLAB_STACKS_DIR")
+    if env and root is None:
+        return Path(env)
     return (root or project_root()) / "stacks"
 
 

@@ -287,6 +287,8 @@ class BenchmarkJob(Model):
     image: str | None = None
     timeout_min: Annotated[int, Field(ge=1)] = 60
     quick: bool = False
+    cpu: str = "2"
+    memory: str = "2Gi"
 
 
 class LocustSpec(Model):
@@ -298,6 +300,9 @@ class LocustSpec(Model):
     web_login: bool = True
     username: str = "sglab"
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    locustfile: str = Field("loadtests/locustfile.py", description="path inside the project image")
+    cpu: str = Field("1", description="CPU request of the master and of each worker")
+    memory: str = "1Gi"
 
 
 class SimSpec(Model):
@@ -330,6 +335,8 @@ class StackConfig(Model):
     benchmark_job: BenchmarkJob = Field(default_factory=BenchmarkJob)
     locust: LocustSpec = Field(default_factory=LocustSpec)
     locust_password: Any = None
+    project_image: str = Field("sglab:0.1.0", description="sglab + Locust + loadtests/: runs the benchmark "
+                               "Job and in-cluster Locust unless benchmark-job.image / locust.image say otherwise")
     sim: SimSpec = Field(default_factory=SimSpec)
 
     @field_validator("namespace")
