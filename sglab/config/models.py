@@ -207,7 +207,22 @@ class Rollout(Model):
     probe_period_s: Annotated[int, Field(ge=1)] = 10
     readiness_path: str = "/health_generate"
     liveness_path: str = "/health"
+    # Above SGLang's own 20 s SGLANG_HEALTH_CHECK_TIMEOUT, so a slow /health_generate is not a probe failure.
+    probe_timeout_s: Annotated[int, Field(ge=1)] = 25
+    liveness_failure_threshold: Annotated[int, Field(ge=1)] = 6
     pulumi_timeout_min: Annotated[int, Field(ge=1)] = 90
+
+    @field_validator("readiness_path", "liveness_path")
+    @classmethod
+    def _http_path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"{value!r} is not an HTTP path; start it with / (e.g. /health_generate)")
+        return value
+
+    @property
+    def startup_failure_threshold(self) -> int:
+        """Startup probe failures allowed so that failures x period covers startup-timeout-min."""
+        return -(-self.startup_timeout_min * 60 // self.probe_period_s)
 
     @model_validator(mode="after")
     def _timeouts(self) -> "Rollout":
@@ -218,6 +233,13 @@ class Rollout(Model):
                 "raise pulumi-timeout-min"
             )
         return self
+
+
+class DisruptionBudget(Model):
+    """A PodDisruptionBudget per arm: a node drain must not evict a server mid-benchmark (reloading takes minutes)."""
+
+    enabled: bool = True
+    max_unavailable: Annotated[int, Field(ge=0)] = 0
 
 
 class NetworkPolicySpec(Model):
@@ -277,6 +299,8 @@ class PromotionPolicy(Model):
     min_rounds: Annotated[int, Field(ge=2)] = 3
     min_requests: Annotated[int, Field(ge=1)] = 20
     confidence: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
+    # How the per-round interval is computed (sglab/analysis/stats.py; docs/verdict.md measures both).
+    method: Literal["paired-t", "bootstrap"] = "paired-t"
 
 
 class BenchmarkJob(Model):
@@ -319,6 +343,7 @@ class StackConfig(Model):
 
     namespace: str = "sglab"
     image: str = "lmsysorg/sglang:v0.5.3-cu129"
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     backend: Literal["sglang", "sim"] = "sglang"
     model: ModelSpec
     server: ServerFlags = Field(default_factory=ServerFlags)
@@ -330,6 +355,7 @@ class StackConfig(Model):
     resources: Resources = Field(default_factory=Resources)
     rollout: Rollout = Field(default_factory=Rollout)
     network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
+    disruption_budget: DisruptionBudget = Field(default_factory=DisruptionBudget)
     load: LoadPlan = Field(default_factory=LoadPlan)
     policy: PromotionPolicy = Field(default_factory=PromotionPolicy)
     benchmark_job: BenchmarkJob = Field(default_factory=BenchmarkJob)

@@ -1,0 +1,27 @@
+{{/* Name of every object of this release (the Service name is what clients dial). */}}
+{{- define "sglang-server.fullname" -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels that select this arm's pods; stable across upgrades. */}}
+{{- define "sglang-server.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "sglang-server.labels" -}}
+{{ include "sglang-server.selectorLabels" . }}
+app.kubernetes.io/component: server
+app.kubernetes.io/part-of: {{ .Values.partOf }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+sglab/arm: {{ .Values.arm }}
+{{- if .Values.stack }}
+sglab/stack: {{ .Values.stack }}
+{{- end }}
+{{- end -}}
+
+{{- define "sglang-server.annotations" -}}
+sglab/config-hash: {{ .Values.configHash | quote }}
+{{- end -}}

@@ -1,0 +1,33 @@
+"""`sglab render --stack NAME [--out DIR]`: every Kubernetes object `pulumi up` would apply, as YAML."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from sglab.config import load_stack
+from sglab.deploy.render import header_comment, object_filename, render_stack, to_multidoc, to_yaml
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("render", help="print the Kubernetes objects a stack deploys (real Helm engine, no cluster)")
+    p.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
+    p.add_argument("--out", type=Path, help="write one YAML file per object into this directory instead")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    rendered = render_stack(load_stack(args.stack))
+    for note in rendered.warnings:
+        print(f"warning: {note}", file=sys.stderr)
+    header = header_comment(rendered)
+    if args.out is None:
+        sys.stdout.write(header + to_multidoc(rendered.objects))
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    for index, obj in enumerate(rendered.objects):
+        (args.out / object_filename(index, obj)).write_text(to_yaml(obj))
+    sys.stderr.write(header)
+    print(f"wrote {len(rendered.objects)} files to {args.out}", file=sys.stderr)
+    return 0

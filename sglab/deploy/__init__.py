@@ -1,0 +1,1 @@
+"""Deploy: chart values derived from the stack config, the Pulumi program, and the offline render."""

@@ -1,0 +1,96 @@
+"""Offline render of everything `pulumi up` would apply for a stack, through the real Helm v4 engine.
+
+No Pulumi CLI, no cluster: the stack file is read directly, the arm releases come from the same
+plan the program uses, and Secrets carry a placeholder instead of their value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import yaml
+
+from sglab.config.arms import Confound, confounds
+from sglab.config.loader import ConfigError, LoadedStack
+from sglab.deploy.naming import SECRET_PLACEHOLDER
+from sglab.deploy.objects import hf_token_secret_manifest, namespace_manifest
+from sglab.deploy.plan import arm_releases
+
+# Helm's install order (the subset our charts use): dependencies before dependents.
+KIND_ORDER = (
+    "Namespace", "NetworkPolicy", "PodDisruptionBudget", "ServiceAccount", "Secret", "ConfigMap", "Role",
+    "RoleBinding", "Service", "Deployment", "StatefulSet", "Job",
+)
+
+
+@dataclass
+class RenderedStack:
+    name: str
+    path: Path
+    objects: list[dict[str, Any]]
+    confounds: list[Confound]
+    warnings: list[str] = field(default_factory=list)
+
+
+def _kind_rank(obj: dict[str, Any]) -> int:
+    kind = obj.get("kind", "")
+    return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+
+
+def render_chart(chart: Path | str, values: dict[str, Any], *, release: str, namespace: str) -> list[dict[str, Any]]:
+    """The objects a Helm install of `chart` with exactly `values` creates, in install order.
+
+    Raises helm_python.HelmError (e.g. HelmValuesError when values.schema.json rejects a value).
+    """
+    with helm.Chart.load(str(chart)) as loaded:
+        rendered = loaded.render(values=values, name=release, namespace=namespace, is_install=True)
+    objects: list[dict[str, Any]] = []
+    for template in sorted(rendered):
+        if not template.endswith((".yaml", ".yml")):
+            continue
+        objects.extend(doc for doc in yaml.safe_load_all(rendered[template]) if doc)
+    return sorted(objects, key=_kind_rank)
+
+
+def render_stack(loaded: LoadedStack) -> RenderedStack:
+    """Namespace, HF token Secret (placeholder) and both arms' chart objects, in apply order."""
+    stack = loaded.config
+    objects: list[dict[str, Any]] = [namespace_manifest(stack, loaded.name)]
+    secret = hf_token_secret_manifest(stack, loaded.name, SECRET_PLACEHOLDER)
+    if secret is not None:
+        objects.append(secret)
+    for release in arm_releases(stack, loaded.name):
+        try:
+            objects += render_chart(release.chart, release.values, release=release.release,
+                                    namespace=release.namespace)
+        except helm.HelmError as exc:
+            raise ConfigError(loaded.path, None, f"the {release.arm.role} arm's chart values were rejected by "
+                              f"{release.chart.name}/values.schema.json: {exc}",
+                              "fix the stack setting behind that value (see docs/config.md)") from None
+    return RenderedStack(loaded.name, loaded.path, objects, confounds(stack), list(loaded.warnings))
+
+
+def object_filename(index: int, obj: dict[str, Any]) -> str:
+    return f"{index:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+
+
+def to_yaml(obj: dict[str, Any]) -> str:
+    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, width=4096)
+
+
+def to_multidoc(objects: list[dict[str, Any]]) -> str:
+    return "".join("---\n" + to_yaml(obj) for obj in objects)
+
+
+def header_comment(rendered: RenderedStack) -> str:
+    lines = [f"# sglab render --stack {rendered.name}: {len(rendered.objects)} objects, what "
+             f"`pulumi up --stack {rendered.name}` would apply (secrets shown as placeholders)"]
+    if rendered.confounds:
+        lines.append(f"# confounds ({len(rendered.confounds)}): the candidate differs beyond speculation in")
+        lines += [f"#   - {c.describe()}" for c in rendered.confounds]
+    else:
+        lines.append("# confounds: none (baseline and candidate differ only in the speculative block)")
+    return "\n".join(lines) + "\n"

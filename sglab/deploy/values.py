@@ -1,0 +1,146 @@
+"""Chart values for one arm, derived from the stack config in one place.
+
+Both the Pulumi program and `sglab render` call `chart_values`, so what is rendered is what is applied.
+Every value the chart reads is passed explicitly: the chart's own `values.yaml` is generated from this
+module (`python -m sglab.deploy.values`) and never consulted by sglab.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from sglab.config.arms import ArmSpec, baseline_arm
+from sglab.config.models import StackConfig, Toleration
+from sglab.deploy.naming import HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF, chart_dir
+
+
+def _toleration(tol: Toleration) -> dict[str, Any]:
+    out: dict[str, Any] = {"operator": tol.operator}
+    if tol.key is not None:
+        out["key"] = tol.key
+    if tol.value is not None:
+        out["value"] = tol.value
+    if tol.effect is not None:
+        out["effect"] = tol.effect
+    if tol.toleration_seconds is not None:
+        out["tolerationSeconds"] = tol.toleration_seconds
+    return out
+
+
+def _model_volume(stack: StackConfig) -> dict[str, Any]:
+    volume = stack.model.volume
+    if volume is None:
+        return {"kind": "none", "hostPath": "", "claimName": "", "mountPath": ""}
+    return {
+        "kind": volume.kind,
+        "hostPath": volume.host_path or "",
+        "claimName": volume.claim_name or "",
+        "mountPath": volume.mount_path,
+    }
+
+
+def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict[str, Any]:
+    """Values for `charts/sglang-server` rendering `arm` of `stack`: the chart's whole input."""
+    rollout = stack.rollout
+    return {
+        "arm": arm.role,
+        "stack": stack_name,
+        "partOf": PART_OF,
+        "configHash": arm.config_hash,
+        "image": {"name": arm.image, "pullPolicy": stack.image_pull_policy},
+        "command": list(arm.command),
+        "args": list(arm.args),
+        "port": arm.port,
+        "env": [{"name": k, "value": v} for k, v in arm.env.items()],
+        "secretEnv": [
+            {"name": name, "secretName": HF_TOKEN_SECRET, "secretKey": HF_TOKEN_SECRET_KEY} for name in arm.secret_env
+        ],
+        "gpus": stack.placement.gpus_per_node,
+        "resources": {"cpu": stack.resources.cpu or "", "memory": stack.resources.memory or ""},
+        "shmSize": stack.resources.shm_size,
+        "modelVolume": _model_volume(stack),
+        "probes": {
+            "periodSeconds": rollout.probe_period_s,
+            "timeoutSeconds": rollout.probe_timeout_s,
+            "startupFailureThreshold": rollout.startup_failure_threshold,
+            "readinessPath": rollout.readiness_path,
+            "livenessPath": rollout.liveness_path,
+            "livenessFailureThreshold": rollout.liveness_failure_threshold,
+        },
+        "awaitTimeoutSeconds": rollout.pulumi_timeout_min * 60,
+        "nodeSelector": dict(stack.placement.node_selector),
+        "tolerations": [_toleration(t) for t in stack.placement.tolerations],
+        "priorityClassName": stack.placement.priority_class_name or "",
+        "runtimeClassName": stack.placement.runtime_class_name or "",
+        "antiAffinity": {"enabled": stack.placement.separate_nodes},
+        "networkPolicy": {
+            "enabled": stack.network_policy.enabled,
+            "allowedFrom": dict(stack.network_policy.allowed_from),
+        },
+        "podDisruptionBudget": {
+            "enabled": stack.disruption_budget.enabled,
+            "maxUnavailable": stack.disruption_budget.max_unavailable,
+        },
+    }
+
+
+# The smallest valid stack: the model's defaults plus placeholders for the keys that have none.
+_CHART_DEFAULTS_STACK = {
+    "model": {"path": "/models/model", "volume": {"kind": "hostPath", "host-path": "/models", "mount-path": "/models"}},
+    "server": {"max-running-requests": 48},
+    "candidate": {"speculative": {"algorithm": "EAGLE3", "draft-model-path": "/models/draft", "num-steps": 3,
+                                  "eagle-topk": 1, "num-draft-tokens": 4}},
+}
+
+VALUES_HEADER = """\
+# Default values of the sglang-server chart: one SGLang server (one arm of an sglab A/B pair).
+# GENERATED from sglab's config model (sglab/config/models.py) by `python -m sglab.deploy.values`;
+# do not edit by hand. sglab itself always passes every value; these defaults serve `helm install`
+# users and `helm lint`. The model path below is a placeholder: set args to your own server flags
+# (see examples/ and docs/deploy.md).
+"""
+
+
+def default_values() -> dict[str, Any]:
+    """The chart's default values: the baseline arm of the smallest valid stack."""
+    stack = StackConfig.model_validate(_CHART_DEFAULTS_STACK)
+    values = chart_values(stack, baseline_arm(stack), stack_name="")
+    values["configHash"] = ""
+    return values
+
+
+def to_yaml(values: dict[str, Any], header: str = "") -> str:
+    yaml = YAML()
+    yaml.default_flow_style = False
+    yaml.width = 4096
+    from io import StringIO
+
+    buf = StringIO()
+    buf.write(header)
+    yaml.dump(values, buf)
+    return buf.getvalue()
+
+
+def values_yaml_text() -> str:
+    return to_yaml(default_values(), VALUES_HEADER)
+
+
+def main() -> int:
+    """Regenerate charts/sglang-server/values.yaml (or check it with --check)."""
+    target = chart_dir() / "values.yaml"
+    text = values_yaml_text()
+    if "--check" in sys.argv[1:]:
+        if target.read_text() != text:
+            print(f"{target} is out of date; run: python -m sglab.deploy.values", file=sys.stderr)
+            return 1
+        return 0
+    target.write_text(text)
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
