@@ -1,0 +1,67 @@
+"""Speculation economics: the article's break-even arithmetic, from measured numbers.
+
+A speculative server emits `accept_length` tokens per verify cycle; the baseline emits one token per
+decode step. Speculation wins exactly when accept_length exceeds the break-even accept length
+verify_cycle_ms / baseline_step_ms. The crossover is the concurrency where the gain reaches zero.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel
+
+from sglab.analysis.samples import ArmLevelStats
+
+
+class Economics(BaseModel):
+    concurrency: int
+    baseline_step_ms: float | None = None
+    candidate_itl_ms: float | None = None
+    accept_length: float | None = None
+    accept_length_source: str | None = None
+    verify_cycle_ms: float | None = None
+    break_even_accept_length: float | None = None
+    accept_margin: float | None = None  # accept_length / break-even - 1: > 0 means speculation pays
+
+
+class Crossover(BaseModel):
+    """Where the candidate stops winning (gain reaches 0), interpolated in log2(concurrency)."""
+
+    concurrency: float | None = None
+    status: str = "unknown"  # "between" | "beyond" | "below" | "unknown"
+    note: str = ""
+
+
+def level_economics(concurrency: int, baseline: ArmLevelStats, candidate: ArmLevelStats) -> Economics:
+    econ = Economics(concurrency=concurrency, baseline_step_ms=baseline.itl_mean_ms,
+                     candidate_itl_ms=candidate.itl_mean_ms, accept_length=candidate.accept_length,
+                     accept_length_source=candidate.accept_length_source)
+    if candidate.itl_mean_ms is not None and candidate.accept_length is not None:
+        econ.verify_cycle_ms = candidate.itl_mean_ms * candidate.accept_length
+        if baseline.itl_mean_ms:
+            econ.break_even_accept_length = econ.verify_cycle_ms / baseline.itl_mean_ms
+            econ.accept_margin = candidate.accept_length / econ.break_even_accept_length - 1.0
+    return econ
+
+
+def crossover(gains: dict[int, float]) -> Crossover:
+    """First level pair where the gain turns from positive to non-positive, interpolated on log2(c)."""
+    levels = sorted(gains)
+    if not levels:
+        return Crossover(note="no levels measured")
+    if all(gains[c] > 0 for c in levels):
+        return Crossover(status="beyond", note=f"the candidate still wins at the highest level measured "
+                         f"(concurrency {levels[-1]}); crossover is beyond it")
+    if gains[levels[0]] <= 0:
+        return Crossover(concurrency=float(levels[0]), status="below",
+                         note=f"the candidate does not win even at the lowest level (concurrency {levels[0]})")
+    for low, high in zip(levels, levels[1:]):
+        if gains[low] > 0 >= gains[high]:
+            x0, x1 = math.log2(low), math.log2(high)
+            frac = gains[low] / (gains[low] - gains[high])
+            at = 2 ** (x0 + frac * (x1 - x0))
+            return Crossover(concurrency=round(at, 2), status="between",
+                             note=f"the candidate stops winning at about concurrency {at:.1f} "
+                                  f"(between {low} and {high})")
+    return Crossover(note="no crossover found")
