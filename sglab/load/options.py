@@ -1,0 +1,71 @@
+"""The locustfile's custom arguments (shown in Locust's web-UI form) and the settings built from them.
+
+--baseline-url / --candidate-url (or SGLAB_BASELINE_URL / SGLAB_CANDIDATE_URL), --endpoint,
+--max-new-tokens, --request-timeout-s, --model and --stack (take prompts, endpoint and
+max_new_tokens from that stack's load plan; explicit options still win).
+"""
+
+from __future__ import annotations
+
+import os
+
+from sglab.config.models import LoadPlan
+from sglab.load.settings import LoadSettings
+
+URL_ENV = {"baseline": "SGLAB_BASELINE_URL", "candidate": "SGLAB_CANDIDATE_URL"}
+
+
+def add_arguments(parser) -> None:
+    group = parser.add_argument_group("sglab", "A/B target and request shape")
+    group.add_argument("--baseline-url", default=os.environ.get(URL_ENV["baseline"], ""),
+                       help="baseline server URL (env SGLAB_BASELINE_URL)")
+    group.add_argument("--candidate-url", default=os.environ.get(URL_ENV["candidate"], ""),
+                       help="candidate server URL (env SGLAB_CANDIDATE_URL)")
+    group.add_argument("--endpoint", choices=["generate", "chat"], default=None,
+                       help="SGLang native /generate (default) or OpenAI /v1/chat/completions")
+    group.add_argument("--max-new-tokens", type=int, default=None,
+                       help="tokens generated per request (ignore_eos); default from the stack's load plan")
+    group.add_argument("--request-timeout-s", type=float, default=None, help="per-request timeout")
+    group.add_argument("--model", default="default", help="model name sent to the chat endpoint")
+    group.add_argument("--stack", default="", help="take prompts and request shape from this stack's load plan")
+
+
+def url_from_options(environment, arm: str) -> str | None:
+    options = getattr(environment, "parsed_options", None)
+    value = getattr(options, f"{arm}_url", None) if options is not None else None
+    return value or os.environ.get(URL_ENV.get(arm, ""), "") or None
+
+
+def _plan(options) -> tuple[LoadPlan, str | None]:
+    stack = getattr(options, "stack", "") if options is not None else ""
+    if stack:
+        from sglab.config.loader import load_stack
+
+        plan = load_stack(stack).config.load
+    else:
+        plan = LoadPlan()
+    updates = {}
+    for option, field in (("endpoint", "endpoint"), ("max_new_tokens", "max_new_tokens"),
+                          ("request_timeout_s", "request_timeout_s")):
+        value = getattr(options, option, None) if options is not None else None
+        if value is not None:
+            updates[field] = value
+    if updates:
+        plan = LoadPlan.model_validate({**plan.model_dump(), **updates})
+    return plan, stack or None
+
+
+def settings_from_options(environment) -> LoadSettings:
+    """Settings for a plain locust run; rebuilt when the web-UI form changes the options."""
+    options = getattr(environment, "parsed_options", None)
+    key = tuple(getattr(options, name, None) for name in
+                ("stack", "endpoint", "max_new_tokens", "request_timeout_s", "model", "baseline_url", "candidate_url"))
+    cached = getattr(environment, "_sglab_options_settings", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    plan, stack = _plan(options)
+    urls = {arm: url for arm in URL_ENV if (url := url_from_options(environment, arm))}
+    settings = LoadSettings.from_plan(plan, urls=urls, model=getattr(options, "model", None) or "default",
+                                      stack=stack)
+    environment._sglab_options_settings = (key, settings)
+    return settings

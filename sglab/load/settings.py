@@ -1,0 +1,74 @@
+"""What every request of a run sends: endpoint, max_new_tokens, timeout and the prompt set.
+
+Built from a stack's LoadPlan (the single source of defaults) and attached to a Locust Environment,
+so the locustfile, the bench runner, the web UI and distributed workers all send the same requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sglab.config.models import LoadPlan
+from sglab.load.prompts import Prompt, build_prompts
+from sglab.load.stream_parser import Endpoint
+
+GENERATE_PATH = "/generate"
+CHAT_PATH = "/v1/chat/completions"
+
+
+@dataclass
+class LoadSettings:
+    endpoint: Endpoint
+    max_new_tokens: int
+    request_timeout_s: float
+    prompts: list[Prompt]
+    urls: dict[str, str] = field(default_factory=dict)
+    model: str = "default"
+    stack: str | None = None
+    plan: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_plan(cls, plan: LoadPlan, *, urls: dict[str, str] | None = None, model: str = "default",
+                  stack: str | None = None, base_dir: Path | None = None) -> "LoadSettings":
+        return cls(
+            endpoint=plan.endpoint,
+            max_new_tokens=plan.max_new_tokens,
+            request_timeout_s=plan.request_timeout_s,
+            prompts=build_prompts(plan.prompts, base_dir),
+            urls=dict(urls or {}),
+            model=model,
+            stack=stack,
+            plan=plan.model_dump(mode="json", by_alias=False),
+        )
+
+    @property
+    def path(self) -> str:
+        return GENERATE_PATH if self.endpoint == "generate" else CHAT_PATH
+
+    def payload(self, prompt: Prompt) -> dict:
+        """Fixed output length on both arms: max_new_tokens with ignore_eos, greedy sampling."""
+        if self.endpoint == "generate":
+            return {
+                "text": prompt.text,
+                "sampling_params": {"max_new_tokens": self.max_new_tokens, "ignore_eos": True, "temperature": 0.0},
+                "stream": True,
+            }
+        return {
+            "model": self.model,
+            "messages": [{"role": "user", "content": prompt.text}],
+            "max_tokens": self.max_new_tokens,
+            "ignore_eos": True,
+            "temperature": 0.0,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
+
+    def to_message(self) -> dict:
+        """Plain data for Locust's master -> worker messages."""
+        return {"plan": self.plan, "urls": self.urls, "model": self.model, "stack": self.stack}
+
+    @classmethod
+    def from_message(cls, data: dict) -> "LoadSettings":
+        return cls.from_plan(LoadPlan.model_validate(data["plan"]), urls=data.get("urls"),
+                             model=data.get("model", "default"), stack=data.get("stack"))

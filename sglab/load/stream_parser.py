@@ -1,0 +1,200 @@
+"""Token timing from an SSE stream, isolated from transport so it can be tested on recorded bytes.
+
+Feed it lines as they arrive with their arrival time; it yields TTFT, every inter-token gap,
+e2e latency, output tokens, decode tok/s and accept length. The timing rules follow SGLang's own
+bench_serving: a chunk that carries k new tokens counts k gaps of Δt/k, and TTFT is the arrival of
+the first chunk carrying a token.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Literal
+
+Endpoint = Literal["generate", "chat"]
+
+DONE = "[DONE]"
+
+
+@dataclass
+class StreamMetrics:
+    """What one streamed request measured. Times are seconds relative to the request start."""
+
+    output_tokens: int = 0
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    spec_verify_ct: int | None = None
+    accept_length: float | None = None
+    finish_reason: str | None = None
+    done: bool = False
+    error: str | None = None
+    chunks: int = 0
+    bytes_received: int = 0
+
+    @property
+    def decode_tok_per_s(self) -> float | None:
+        """(output tokens - 1) / (e2e - TTFT): the decode rate after the first token."""
+        if self.ttft_s is None or self.e2e_s is None or self.output_tokens < 2:
+            return None
+        span = self.e2e_s - self.ttft_s
+        return (self.output_tokens - 1) / span if span > 0 else None
+
+
+class StreamParser:
+    """Accumulates one response. Call `feed_line` per received line, then `finish`."""
+
+    def __init__(self, endpoint: Endpoint = "generate") -> None:
+        self.endpoint = endpoint
+        self.metrics = StreamMetrics()
+        self._pending: list[str] = []
+        self._partial = b""
+        self._last_token_s: float | None = None
+        self._last_event_s: float | None = None
+
+    def feed_bytes(self, data: bytes, at_s: float) -> None:
+        """Convenience for tests and raw transports: split into lines and feed each at `at_s`."""
+        self.metrics.bytes_received += len(data)
+        buffer = self._partial + data
+        lines = buffer.split(b"\n")
+        self._partial = lines.pop()  # the unterminated tail waits for the next read
+        for line in lines:
+            self._line(line.decode("utf-8", errors="replace"), at_s)
+
+    def feed_line(self, line: bytes | str, at_s: float) -> None:
+        if isinstance(line, bytes):
+            self.metrics.bytes_received += len(line)
+            line = line.decode("utf-8", errors="replace")
+        self._line(line, at_s)
+
+    def _line(self, line: str, at_s: float) -> None:
+        stripped = line.rstrip("\r\n")
+        if stripped == "":
+            if self._pending:
+                data = "\n".join(self._pending)
+                self._pending = []
+                self._event(data, at_s)
+            return
+        if stripped.startswith(":"):
+            return  # SSE comment / keep-alive
+        if stripped.startswith("data:"):
+            self._pending.append(stripped[5:].lstrip(" "))
+        # other SSE fields (event:, id:, retry:) carry nothing we measure
+
+    def finish(self, at_s: float) -> StreamMetrics:
+        """End of body: flush a trailing event without its blank line, then validate."""
+        if self._partial:
+            self._line(self._partial.decode("utf-8", errors="replace"), at_s)
+            self._partial = b""
+        if self._pending:
+            data = "\n".join(self._pending)
+            self._pending = []
+            self._event(data, at_s)
+        m = self.metrics
+        if m.e2e_s is None:
+            m.e2e_s = self._last_event_s if self._last_event_s is not None else at_s
+        if m.error is None and not m.done:
+            m.error = "stream ended before [DONE]"
+        return m
+
+    def _event(self, data: str, at_s: float) -> None:
+        m = self.metrics
+        self._last_event_s = at_s
+        if data.strip() == DONE:
+            m.done = True
+            m.e2e_s = at_s
+            return
+        if m.done:
+            return
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError:
+            m.error = m.error or f"unparsable stream chunk: {data[:80]!r}"
+            return
+        if not isinstance(chunk, dict):
+            m.error = m.error or f"unexpected stream chunk: {data[:80]!r}"
+            return
+        m.chunks += 1
+        if "error" in chunk:
+            err = chunk["error"]
+            message = err.get("message") if isinstance(err, dict) else err
+            m.error = m.error or f"server error in stream: {message}"
+            return
+        if self.endpoint == "generate":
+            self._generate_chunk(chunk, at_s)
+        else:
+            self._chat_chunk(chunk, at_s)
+
+    def _add_tokens(self, new_tokens: int, at_s: float) -> None:
+        m = self.metrics
+        if new_tokens <= 0:
+            return
+        if m.ttft_s is None:
+            m.ttft_s = at_s  # extra tokens in the first chunk add no gap (as bench_serving)
+        else:
+            assert self._last_token_s is not None
+            gap = (at_s - self._last_token_s) / new_tokens
+            m.itl_s.extend([gap] * new_tokens)
+        m.output_tokens += new_tokens
+        self._last_token_s = at_s
+
+    def _generate_chunk(self, chunk: dict, at_s: float) -> None:
+        m = self.metrics
+        meta = chunk.get("meta_info") or {}
+        completion = meta.get("completion_tokens")
+        if isinstance(completion, int):
+            self._add_tokens(completion - m.output_tokens, at_s)
+        elif chunk.get("text"):
+            self._add_tokens(1, at_s)
+        if isinstance(meta.get("prompt_tokens"), int):
+            m.prompt_tokens = meta["prompt_tokens"]
+        finish = meta.get("finish_reason")
+        if finish:
+            m.finish_reason = finish.get("type") if isinstance(finish, dict) else str(finish)
+            if m.finish_reason == "abort":
+                message = finish.get("message") if isinstance(finish, dict) else None
+                m.error = m.error or f"request aborted by the server: {message}"
+            self._accept_length(meta)
+
+    def _accept_length(self, meta: dict) -> None:
+        m = self.metrics
+        verify = meta.get("spec_verify_ct")
+        if isinstance(verify, int) and verify > 0:
+            m.spec_verify_ct = verify
+            m.accept_length = m.output_tokens / verify
+        elif isinstance(meta.get("spec_accept_length"), (int, float)):
+            m.accept_length = float(meta["spec_accept_length"])
+
+    def _chat_chunk(self, chunk: dict, at_s: float) -> None:
+        """OpenAI chat chunks; exact counts come from usage (continuous or final) when the server sends it."""
+        m = self.metrics
+        usage = chunk.get("usage") or None
+        choices = chunk.get("choices") or []
+        content = ""
+        finish = None
+        if choices and isinstance(choices[0], dict):
+            delta = choices[0].get("delta") or {}
+            content = delta.get("content") or ""
+            finish = choices[0].get("finish_reason")
+        if usage and isinstance(usage.get("completion_tokens"), int):
+            if isinstance(usage.get("prompt_tokens"), int):
+                m.prompt_tokens = usage["prompt_tokens"]
+            self._add_tokens(usage["completion_tokens"] - m.output_tokens, at_s)
+        elif content:
+            self._add_tokens(1, at_s)
+        if finish:
+            m.finish_reason = str(finish)
+            self._accept_length(chunk.get("sglext") or chunk.get("meta_info") or {})
+
+
+def parse_recorded(body: bytes, timestamps: list[float] | None = None, endpoint: Endpoint = "generate") -> StreamMetrics:
+    """Parse a whole recorded body; `timestamps` gives one arrival time per line (default: line index)."""
+    parser = StreamParser(endpoint)
+    lines = body.splitlines(keepends=True)
+    last = 0.0
+    for i, line in enumerate(lines):
+        last = timestamps[i] if timestamps is not None else float(i)
+        parser.feed_line(line, last)
+    return parser.finish(last)

@@ -1,0 +1,246 @@
+"""Locust users that stream one request at a time and measure it token by token.
+
+`BaselineUser` and `CandidateUser` target one arm each (URL from the locustfile's custom arguments
+or SGLAB_BASELINE_URL / SGLAB_CANDIDATE_URL): that is what `locust -f loadtests/locustfile.py` and
+the web UI run, both arms side by side. `ArmUser` follows whichever arm the bench runner's phase
+names, so one pool of users serves A/B, A/A and the four attribution arms, interleaved.
+
+Locust's `response_time` of each request is the full stream time; TTFT, ITL and decode tok/s go in
+as extra Locust request rows (request_type "TOKENS") so they show in Locust's stats, CSV and HTML,
+and every request also becomes a raw `RequestSample` in the collector.
+"""
+
+from __future__ import annotations
+
+import time
+
+import gevent
+from locust import constant, task
+from locust.contrib.fasthttp import FastHttpUser
+from locust.exception import StopUser
+
+from sglab.load.collector import SampleCollector, Ticket, get_collector
+from sglab.load.settings import LoadSettings
+from sglab.load.stream_parser import StreamMetrics, StreamParser
+from sglab.results.schema import RequestSample
+
+TOKENS_REQUEST_TYPE = "TOKENS"
+IDLE_SLEEP_S = 0.01
+
+
+class RequestTimeout(Exception):
+    pass
+
+
+def get_settings(environment) -> LoadSettings:
+    """The run's settings: set by the runner, or built from the locustfile's options (see options.py)."""
+    settings = getattr(environment, "sglab_settings", None)
+    if settings is None:
+        from sglab.load.options import settings_from_options
+
+        settings = settings_from_options(environment)
+    return settings
+
+
+def set_settings(environment, settings: LoadSettings) -> None:
+    environment.sglab_settings = settings
+
+
+def arm_url(environment, arm: str) -> str | None:
+    from sglab.load.options import url_from_options
+
+    settings = get_settings(environment)
+    return settings.urls.get(arm) or url_from_options(environment, arm)
+
+
+class StreamingUser(FastHttpUser):
+    """One request at a time (closed loop): N users = concurrency N."""
+
+    abstract = True
+    wait_time = constant(0)
+    arm: str | None = None
+
+    def __init__(self, environment) -> None:
+        self.settings = get_settings(environment)
+        self.collector: SampleCollector = get_collector(environment)
+        self.missing_url = False
+        if self.arm is not None:
+            url = arm_url(environment, self.arm)
+            self.missing_url = not url
+            self.host = (url or "http://url-not-set.invalid").rstrip("/")
+        elif self.host is None:
+            self.host = "http://127.0.0.1"  # ArmUser always sends absolute URLs
+        # the whole generation must fit in a socket read: raise geventhttpclient's 60 s default
+        self.network_timeout = self.settings.request_timeout_s
+        super().__init__(environment)
+
+    def on_start(self) -> None:
+        if self.missing_url:
+            _warn_once(self.environment, f"{type(self).__name__}: no URL for arm '{self.arm}' (set --{self.arm}-url "
+                       f"or SGLAB_{self.arm.upper()}_URL); this user does not run")
+            raise StopUser()
+
+    def current_arm(self) -> str | None:
+        return self.arm
+
+    def current_level(self) -> int:
+        runner = self.environment.runner
+        if runner is None:
+            return 0
+        return runner.user_classes_count.get(type(self).__name__, 0)
+
+    @task
+    def stream_one(self) -> None:
+        arm = self.current_arm()
+        ticket = self.collector.next_ticket(arm, len(self.settings.prompts), self.current_level()) if arm else None
+        if ticket is None:
+            gevent.sleep(IDLE_SLEEP_S)
+            return
+        try:
+            self.run_request(ticket)
+        finally:
+            self.collector.release(ticket)
+
+    def base_url(self, arm: str) -> str:
+        return self.host
+
+    def run_request(self, ticket: Ticket) -> RequestSample:
+        settings = self.settings
+        prompt = settings.prompts[ticket.prompt_index]
+        url = self.base_url(ticket.arm) + settings.path
+        name = f"{ticket.arm} {settings.path}" + (" [warm-up]" if ticket.warmup else "")
+        parser = StreamParser(settings.endpoint)
+        error: str | None = None
+        start = time.perf_counter()
+        timeout = gevent.Timeout(settings.request_timeout_s, RequestTimeout)
+        timeout.start()
+        try:
+            with self.client.post(url, json=settings.payload(prompt), stream=True, catch_response=True,
+                                  name=name) as resp:
+                try:
+                    error = _read_stream(resp, parser, start)
+                except RequestTimeout:
+                    error = f"timeout: no complete response within {settings.request_timeout_s:g} s"
+                except Exception as exc:  # transport errors: broken connection, reset, parse error
+                    error = f"broken stream: {type(exc).__name__}: {exc}".rstrip(": ")
+                metrics = parser.finish(time.perf_counter() - start)
+                if error is None:
+                    error = metrics.error
+                if error is None and metrics.output_tokens != settings.max_new_tokens:
+                    error = (f"wrong token count: got {metrics.output_tokens}, "
+                             f"expected {settings.max_new_tokens}")
+                resp.request_meta["response_time"] = (time.perf_counter() - start) * 1000
+                resp.request_meta["response_length"] = metrics.bytes_received
+                if error:
+                    resp.failure(error)
+                else:
+                    resp.success()
+        except RequestTimeout:
+            metrics = parser.finish(time.perf_counter() - start)
+            error = f"timeout: no response within {settings.request_timeout_s:g} s"
+            self.environment.events.request.fire(
+                request_type="POST", name=name, response_time=(time.perf_counter() - start) * 1000,
+                response_length=0, exception=RequestTimeout(error), context={})
+        finally:
+            timeout.close()
+        sample = _sample(ticket, prompt.index, metrics, settings.max_new_tokens, error, self.collector)
+        if not error and not ticket.warmup:
+            self._fire_token_rows(ticket.arm, metrics)
+        self.collector.record(sample, forward=_on_worker(self.environment))
+        return sample
+
+    def _fire_token_rows(self, arm: str, m: StreamMetrics) -> None:
+        fire = self.environment.events.request.fire
+        rows = [("ttft_ms", (m.ttft_s or 0.0) * 1000)]
+        if m.itl_s:
+            rows.append(("itl_ms mean/request", 1000 * sum(m.itl_s) / len(m.itl_s)))
+        if m.decode_tok_per_s is not None:
+            rows.append(("decode tok/s", m.decode_tok_per_s))
+        if m.accept_length is not None:
+            rows.append(("accept_length x1000", m.accept_length * 1000))
+        for metric, value in rows:
+            fire(request_type=TOKENS_REQUEST_TYPE, name=f"{arm} {metric}", response_time=value,
+                 response_length=m.output_tokens, exception=None, context={})
+
+
+def _read_stream(resp, parser: StreamParser, start: float) -> str | None:
+    """Read SSE lines as they arrive (readline returns per line; read(n) would wait for n bytes)."""
+    status = resp.status_code
+    if not status:
+        return f"connection failed: {getattr(resp, 'error', None)}"
+    if status != 200:
+        try:
+            body = resp.content or b""
+        except Exception:
+            body = b""
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+        return f"HTTP {status}: {text.strip()[:200]}"
+    raw = resp._response
+    while True:
+        line = raw.readline(b"\n")
+        if not line:
+            break
+        parser.feed_line(line, time.perf_counter() - start)
+        if parser.metrics.done:
+            break
+    return None
+
+
+def _sample(ticket: Ticket, prompt_index: int, m: StreamMetrics, expected: int, error: str | None,
+            collector: SampleCollector) -> RequestSample:
+    return RequestSample(
+        arm=ticket.arm,
+        level=ticket.level,
+        round_index=ticket.round_index,
+        warmup=ticket.warmup,
+        start_s=round(ticket.started_epoch - collector.run_started_epoch, 6),
+        prompt_index=prompt_index,
+        prompt_tokens=m.prompt_tokens,
+        output_tokens=m.output_tokens,
+        expected_output_tokens=expected,
+        ttft_ms=None if m.ttft_s is None else m.ttft_s * 1000,
+        e2e_ms=None if m.e2e_s is None else m.e2e_s * 1000,
+        itl_ms=[g * 1000 for g in m.itl_s],
+        decode_tok_per_s=m.decode_tok_per_s,
+        spec_verify_ct=m.spec_verify_ct,
+        accept_length=m.accept_length,
+        error=error,
+    )
+
+
+def _warn_once(environment, message: str) -> None:
+    seen = environment.__dict__.setdefault("sglab_warned", set())
+    if message not in seen:
+        seen.add(message)
+        import logging
+
+        logging.getLogger("sglab.load").warning(message)
+
+
+def _on_worker(environment) -> bool:
+    runner = environment.runner
+    return runner is not None and type(runner).__name__ == "WorkerRunner"
+
+
+class BaselineUser(StreamingUser):
+    arm = "baseline"
+
+
+class CandidateUser(StreamingUser):
+    arm = "candidate"
+
+
+class ArmUser(StreamingUser):
+    """Serves whichever arm the runner's phase names; URLs come from the run's settings."""
+
+    def current_arm(self) -> str | None:
+        return self.collector.phase.arm
+
+    def current_level(self) -> int:
+        return self.collector.phase.level
+
+    def base_url(self, arm: str) -> str:
+        url = self.settings.urls.get(arm)
+        if not url:
+            raise StopUser()
+        return url.rstrip("/")
