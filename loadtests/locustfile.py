@@ -14,6 +14,7 @@ from sglab.load import plugin
 from sglab.load.users import BaselineUser, CandidateUser
 
 plugin.install(events)
+import sglab.ui.web_tab  # noqa: E402,F401  registers the A/B tab in Locust's web UI (sglab/ui)
 
 if os.environ.get(plugin.RUNNER_ENV):
     # distributed `sglab bench` workers: one user class follows the master's phase (arm, level, round)

@@ -1,0 +1,227 @@
+"""One interactive A/B test as it runs: the per-request samples, the live table and the result document.
+
+An interactive run has no rounds: both arms run side by side for as long as the user lets them.
+For the verdict's confidence interval we cut the run into fixed time windows ("pseudo-rounds",
+`window_s` long, counted from the test start) and treat each window as one round in which both arms
+ran; the window still in progress is left out while the test runs. The first `warmup_requests`
+requests of each arm are kept but marked warm-up, as in `sglab bench`. A sample's concurrency level
+is the number of users of its arm when it arrived, so changing the user count mid-test starts a new
+level instead of mixing two loads.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sglab.results.schema import (
+    AcceptLength,
+    ArmInfo,
+    ArmLevelSummary,
+    LevelResult,
+    Percentiles,
+    RequestSample,
+    RoundSample,
+    RunResult,
+    Target,
+)
+
+BASELINE = "baseline"
+CANDIDATE = "candidate"
+DEFAULT_WINDOW_S = 10.0
+
+
+@dataclass
+class ArmServerCounter:
+    """Server-side accept length: the cumulative counter at the test start and its latest reading."""
+
+    start: float | None = None
+    latest: float | None = None
+    mean: float | None = None
+
+
+@dataclass
+class LiveRun:
+    """Samples of one test (from Locust's test_start to the next one), thread- and greenlet-safe."""
+
+    run_id: str
+    stack: str
+    arms: list[ArmInfo]
+    started_at: str
+    started_monotonic_s: float
+    window_s: float = DEFAULT_WINDOW_S
+    warmup_requests: int = 0
+    policy: dict = field(default_factory=dict)
+    load_plan: dict = field(default_factory=dict)
+    confounds: list[dict] = field(default_factory=list)
+    git_commit: str | None = None
+    target_kind: str = "urls"
+    stopped_monotonic_s: float | None = None
+    finished_at: str | None = None
+    server_accept_length: dict[str, float | None] = field(default_factory=dict)
+    samples: list[RequestSample] = field(default_factory=list)
+    _seen_per_arm: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def running(self) -> bool:
+        return self.stopped_monotonic_s is None
+
+    def elapsed_s(self, now_s: float | None = None) -> float:
+        end = self.stopped_monotonic_s if self.stopped_monotonic_s is not None else (now_s or time.monotonic())
+        return max(0.0, end - self.started_monotonic_s)
+
+    def add(self, sample: RequestSample, *, level: int, received_monotonic_s: float | None = None) -> RequestSample:
+        """Record one request; re-times it against this run's start and assigns level, window, warm-up."""
+        received = received_monotonic_s if received_monotonic_s is not None else time.monotonic()
+        e2e_s = (sample.e2e_ms or 0.0) / 1000.0
+        start_s = max(0.0, received - self.started_monotonic_s - e2e_s)
+        with self._lock:
+            seen = self._seen_per_arm.get(sample.arm, 0)
+            self._seen_per_arm[sample.arm] = seen + 1
+            warmup = seen < self.warmup_requests
+            recorded = sample.model_copy(update={
+                "level": max(1, level),
+                "start_s": round(start_s, 6),
+                "round_index": -1 if warmup else self.window_of(start_s + e2e_s),
+                "warmup": warmup,
+            })
+            self.samples.append(recorded)
+        return recorded
+
+    def window_of(self, end_s: float) -> int:
+        return int(end_s // self.window_s)
+
+    def stop(self, finished_at: str) -> None:
+        if self.stopped_monotonic_s is None:
+            self.stopped_monotonic_s = time.monotonic()
+            self.finished_at = finished_at
+
+    def snapshot(self) -> list[RequestSample]:
+        with self._lock:
+            return list(self.samples)
+
+    # ---- the result document -------------------------------------------------------------
+
+    def closed_windows(self, now_s: float | None = None) -> int:
+        """Windows that count as rounds: all finished ones, plus the last one once the test stopped."""
+        elapsed = self.elapsed_s(now_s)
+        return math.ceil(elapsed / self.window_s) if not self.running else int(elapsed // self.window_s)
+
+    def to_result(self, now_s: float | None = None, *, as_if_stopped: bool = False) -> RunResult:
+        """The run as a sglab result document (kind "interactive"); complete once the test stopped.
+
+        `as_if_stopped` judges a running test as if it ended now (the tab's live verdict); documents
+        exported while the test runs are marked incomplete.
+        """
+        samples = self.snapshot()
+        closed = self.closed_windows(now_s)
+        complete = (not self.running or as_if_stopped) and bool(samples)
+        levels: list[LevelResult] = []
+        for level in sorted({s.level for s in samples}):
+            in_level = [s for s in samples if s.level == level]
+            counted = [s for s in in_level if s.warmup or s.round_index < closed]
+            levels.append(self._level_result(level, counted))
+        return RunResult(
+            run_id=self.run_id,
+            stack=self.stack,
+            kind="interactive",
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            complete=complete,
+            incomplete_reason=None if complete else (
+                "interactive test still running when exported" if self.running else "no requests recorded"),
+            git_commit=self.git_commit,
+            target=Target(kind=self.target_kind, urls={a.name: a.url for a in self.arms if a.url}),
+            arms=self.arms,
+            config_hash={a.name: a.config_hash for a in self.arms},
+            confounds=self.confounds,
+            live_mismatches=[m for a in self.arms for m in a.live_mismatches],
+            load_plan={**self.load_plan, "interactive": True, "pseudo_round_window_s": self.window_s,
+                       "warmup_requests": self.warmup_requests},
+            policy=self.policy,
+            levels=levels,
+        )
+
+    def _level_result(self, level: int, samples: list[RequestSample]) -> LevelResult:
+        measured = [s for s in samples if not s.warmup]
+        arms: dict[str, ArmLevelSummary] = {}
+        rounds: list[RoundSample] = []
+        windows = sorted({s.round_index for s in measured})
+        for position, arm in enumerate(a.name for a in self.arms):
+            arm_samples = [s for s in measured if s.arm == arm]
+            if not arm_samples:
+                continue
+            span_s = len(windows) * self.window_s if windows else 0.0
+            arms[arm] = summarize(arm_samples, span_s, self.server_accept_length.get(arm),
+                                  speculative=self._is_speculative(arm))
+            for w in windows:
+                in_window = [s for s in arm_samples if s.round_index == w]
+                if in_window:
+                    rounds.append(round_sample(level, w, position, arm, in_window, w * self.window_s,
+                                               self.window_s, speculative=self._is_speculative(arm)))
+        return LevelResult(concurrency=level, arms=arms, rounds=rounds, requests=samples)
+
+    def _is_speculative(self, arm: str) -> bool:
+        info = next((a for a in self.arms if a.name == arm), None)
+        return bool(info and info.speculative)
+
+
+# ---- statistics over samples (shared by the table and the document) ------------------------
+
+def _pct(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _ok(samples: list[RequestSample]) -> list[RequestSample]:
+    return [s for s in samples if s.error is None]
+
+
+def summarize(samples: list[RequestSample], span_s: float, server_accept_length: float | None,
+              *, speculative: bool) -> ArmLevelSummary:
+    ok = _ok(samples)
+    output_tokens = sum(s.output_tokens for s in ok)
+    decode = [s.decode_tok_per_s for s in ok if s.decode_tok_per_s is not None]
+    ttft = [s.ttft_ms for s in ok if s.ttft_ms is not None]
+    itl = [gap for s in ok for gap in s.itl_ms]
+    e2e = [s.e2e_ms for s in ok if s.e2e_ms is not None]
+    client_accept = [s.accept_length for s in ok if s.accept_length is not None]
+    return ArmLevelSummary(
+        requests=len(ok),
+        errors=len(samples) - len(ok),
+        output_tokens=output_tokens,
+        duration_s=round(span_s, 3),
+        output_tok_per_s=output_tokens / span_s if span_s > 0 else None,
+        decode_tok_per_s=Percentiles(p50=_pct(decode, 50), mean=_mean(decode)),
+        ttft_ms=Percentiles(p50=_pct(ttft, 50), p90=_pct(ttft, 90), p99=_pct(ttft, 99)),
+        itl_ms=Percentiles(p50=_pct(itl, 50), p90=_pct(itl, 90), p99=_pct(itl, 99)),
+        e2e_ms=Percentiles(p50=_pct(e2e, 50), p99=_pct(e2e, 99)),
+        accept_length=AcceptLength(client_mean=_mean(client_accept), server_mean=server_accept_length)
+        if speculative else None,
+    )
+
+
+def round_sample(level: int, window: int, position: int, arm: str, samples: list[RequestSample],
+                 started_at_s: float, duration_s: float, *, speculative: bool) -> RoundSample:
+    ok = _ok(samples)
+    output_tokens = sum(s.output_tokens for s in ok)
+    decode = [s.decode_tok_per_s for s in ok if s.decode_tok_per_s is not None]
+    itl = [gap for s in ok for gap in s.itl_ms]
+    ttft = [s.ttft_ms for s in ok if s.ttft_ms is not None]
+    accept = [s.accept_length for s in ok if s.accept_length is not None]
+    return RoundSample(
+        level=level, round_index=window, position=position, arm=arm, warmup=False,
+        started_at_s=started_at_s, duration_s=duration_s, requests=len(samples), errors=len(samples) - len(ok),
+        output_tokens=output_tokens, output_tok_per_s=output_tokens / duration_s if duration_s > 0 else None,
+        decode_tok_per_s_mean=_mean(decode), decode_tok_per_s_p50=_pct(decode, 50),
+        ttft_ms_p50=_pct(ttft, 50), itl_ms_p50=_pct(itl, 50), itl_ms_p99=_pct(itl, 99),
+        client_accept_length=_mean(accept) if speculative else None,
+    )

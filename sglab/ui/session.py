@@ -1,0 +1,230 @@
+"""What the A/B tab knows in one Locust process: the stack's arms, the current test's `LiveRun`, the table.
+
+A new `LiveRun` starts at each Locust test start (reading the arm URLs from the form's custom
+arguments at that moment) and is kept after the test stops so it can still be downloaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sglab.config.loader import ConfigError
+from sglab.results.schema import ArmInfo, RequestSample, RunResult
+from sglab.results.store import git_commit, new_run_id, utc_now_iso
+from sglab.ui.live import BASELINE, CANDIDATE, DEFAULT_WINDOW_S, LiveRun
+from sglab.ui.table import table_rows
+
+logger = logging.getLogger("sglab.ui")
+
+WINDOW_ENV = "SGLAB_UI_WINDOW_S"
+TARGET_ENV = "SGLAB_UI_TARGET"
+SAVE_DIR_ENV = "SGLAB_UI_SAVE_RESULTS"
+TABLE_CACHE_S = 1.0
+
+
+@dataclass
+class StackContext:
+    """The stack's side of a run: arm identities, policy and plan (empty when run without --stack)."""
+
+    name: str
+    arms: dict[str, ArmInfo]
+    policy: dict = field(default_factory=dict)
+    load_plan: dict = field(default_factory=dict)
+    confounds: list[dict] = field(default_factory=list)
+    window_s: float = DEFAULT_WINDOW_S
+    warmup_requests: int = 0
+
+    @classmethod
+    def load(cls, stack: str | None) -> "StackContext":
+        from sglab.config import load_stack
+        from sglab.config.arms import baseline_arm, candidate_arm, confounds
+        from sglab.config.models import PromotionPolicy
+
+        if not stack:
+            arms = {name: ArmInfo(name=name, role=name, speculative=name == CANDIDATE, config_hash="unknown",
+                                  launch_command="unknown (run without --stack)") for name in (BASELINE, CANDIDATE)}
+            return cls("interactive", arms, policy=PromotionPolicy().model_dump(mode="json"))
+        config = load_stack(stack).config
+        arms = {}
+        for spec in (baseline_arm(config), candidate_arm(config)):
+            arms[spec.name] = ArmInfo(name=spec.name, role=spec.role, speculative=spec.speculative,
+                                      config_hash=spec.config_hash, launch_command=spec.launch_command)
+        return cls(
+            stack,
+            arms,
+            policy=config.policy.model_dump(mode="json"),
+            load_plan=config.load.model_dump(mode="json"),
+            confounds=[c.as_dict() for c in confounds(config)],
+            window_s=config.load.round_duration_s or DEFAULT_WINDOW_S,
+            warmup_requests=config.load.warmup_requests,
+        )
+
+
+class UiSession:
+    def __init__(self, environment, stack: StackContext) -> None:
+        self.environment = environment
+        self.stack = stack
+        self.run: LiveRun | None = None
+        self._rows_cache: tuple[float, list[dict]] | None = None
+        self.window_s = float(os.environ.get(WINDOW_ENV) or stack.window_s)
+        self.saved: list[Path] = []
+
+    @classmethod
+    def from_environment(cls, environment) -> "UiSession":
+        options = environment.parsed_options
+        stack_name = getattr(options, "stack", None) if options is not None else None
+        try:
+            stack = StackContext.load(stack_name)
+        except ConfigError as exc:
+            logger.error("sglab A/B tab: %s", exc)
+            stack = StackContext.load(None)
+        return cls(environment, stack)
+
+    # ---- arms and users ------------------------------------------------------------------
+
+    def arm_urls(self) -> dict[str, str | None]:
+        from sglab.load.options import url_from_options
+
+        return {arm: url_from_options(self.environment, arm) for arm in self.stack.arms}
+
+    def users_of(self, runner, arm: str) -> int:
+        """Users of one arm right now: the user classes whose `arm` attribute (or name) matches."""
+        if runner is None:
+            return 1
+        counts = getattr(runner, "reported_user_classes_count", None) or getattr(runner, "user_classes_count", {})
+        classes = {cls.__name__: cls for cls in (self.environment.user_classes or [])}
+        total = 0
+        for name, count in counts.items():
+            cls = classes.get(name)
+            owner = getattr(cls, "arm", None) or name.lower()
+            if owner == arm or (not getattr(cls, "arm", None) and arm in owner):
+                total += count
+        if total:
+            return total
+        return max(1, getattr(runner, "user_count", 0) // max(1, len(self.stack.arms)))
+
+    # ---- runs ------------------------------------------------------------------------------
+
+    def start_run(self) -> LiveRun:
+        urls = self.arm_urls()
+        arms = [info.model_copy(update={"url": urls.get(name)}) for name, info in self.stack.arms.items()]
+        self.run = LiveRun(
+            run_id=new_run_id(),
+            stack=self.stack.name,
+            arms=arms,
+            started_at=utc_now_iso(),
+            started_monotonic_s=time.monotonic(),
+            window_s=self.window_s,
+            warmup_requests=self.stack.warmup_requests,
+            policy=self.stack.policy,
+            load_plan=self.stack.load_plan,
+            confounds=self.stack.confounds,
+            git_commit=git_commit(),
+            target_kind=os.environ.get(TARGET_ENV, "urls"),
+        )
+        self._rows_cache = None
+        return self.run
+
+    def stop_run(self) -> Path | None:
+        run = self.run
+        if run is None or not run.running:
+            return None
+        run.stop(utc_now_iso())
+        self._rows_cache = None
+        save_dir = os.environ.get(SAVE_DIR_ENV)
+        if save_dir and run.samples:
+            return self._save(run, Path(save_dir))
+        return None
+
+    def _save(self, run: LiveRun, base: Path) -> Path | None:
+        from sglab.results.store import create_run_dir, write_result
+
+        try:
+            result = self.judged(run.to_result())
+            path = write_result(result, create_run_dir(result.stack, result.run_id, base))
+        except (OSError, ValueError) as exc:
+            logger.error("could not save the interactive run: %s", exc)
+            return None
+        self.saved.append(path)
+        logger.info("sglab: interactive run saved to %s", path)
+        return path
+
+    def add(self, sample: RequestSample, *, level: int, received_monotonic_s: float | None = None) -> None:
+        run = self.run
+        if run is None or not run.running:
+            return
+        run.add(sample, level=level, received_monotonic_s=received_monotonic_s)
+
+    # ---- what the UI shows ---------------------------------------------------------------
+
+    def judged(self, result: RunResult) -> RunResult:
+        verdict = judge_or_none(result)
+        if verdict is not None:
+            result = result.model_copy(update={"verdict": verdict_dict(verdict)})
+        return result
+
+    def result(self) -> RunResult | None:
+        return self.judged(self.run.to_result()) if self.run is not None else None
+
+    def table_rows(self) -> list[dict]:
+        now = time.monotonic()
+        if self._rows_cache is not None and now - self._rows_cache[0] < TABLE_CACHE_S:
+            return self._rows_cache[1]
+        rows: list[dict] = []
+        if self.run is not None:
+            result = self.run.to_result(now, as_if_stopped=True)
+            rows = table_rows(self.run, result, judge_or_none(result))
+        self._rows_cache = (now, rows)
+        return rows
+
+    def poll_server_accept_length(self) -> None:
+        run = self.run
+        if run is None or not run.running:
+            return
+        for arm in run.arms:
+            if arm.speculative and arm.url:
+                value = read_server_accept_length(arm.url)
+                if value is not None:
+                    run.server_accept_length[arm.name] = value
+
+
+def judge_or_none(result: RunResult):
+    """The analysis stage's verdict for this result, or None when there is nothing to judge yet."""
+    try:
+        from sglab.analysis.verdict import judge
+    except ImportError:
+        return None
+    if not any(len(level.arms) == 2 for level in result.levels):
+        return None
+    try:
+        return judge(result)
+    except Exception as exc:  # a partial live run must never break the UI
+        logger.debug("verdict not available yet: %s", exc)
+        return None
+
+
+def verdict_dict(verdict) -> dict:
+    if hasattr(verdict, "model_dump"):
+        return verdict.model_dump(mode="json")
+    if hasattr(verdict, "as_dict"):
+        return verdict.as_dict()
+    return dict(verdict)
+
+
+def read_server_accept_length(url: str, timeout_s: float = 2.0) -> float | None:
+    """The server's `avg_spec_accept_length` (cumulative since boot or the last /flush_cache).
+
+    SGLang >= 0.4.6 reports it under `internal_states[0]`, older servers at the top level.
+    """
+    import httpx
+
+    response = httpx.get(url.rstrip("/") + "/get_server_info", timeout=timeout_s)
+    response.raise_for_status()
+    info = response.json()
+    states = info.get("internal_states") or [info]
+    value = states[0].get("avg_spec_accept_length") if states else None
+    return float(value) if value is not None else None

@@ -1,0 +1,78 @@
+"""Rows of the A/B tab's table: one per arm and concurrency level, then the candidate-vs-baseline row.
+
+Arm rows use every measured (non-warm-up) request so far, including the pseudo-round still in
+progress; the gain row is the analysis stage's verdict over the completed pseudo-rounds.
+"""
+
+from __future__ import annotations
+
+from sglab.results.schema import RequestSample, RunResult
+from sglab.ui.live import LiveRun, summarize
+from sglab.ui.verdict_view import level_view
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def arm_row(arm: str, level: int, samples: list[RequestSample], server_accept: float | None,
+            *, speculative: bool, show_level: bool) -> dict:
+    span_s = 0.0
+    ok = [s for s in samples if s.error is None and s.e2e_ms is not None]
+    if ok:
+        span_s = max(s.start_s + s.e2e_ms / 1000.0 for s in ok) - min(s.start_s for s in ok)
+    summary = summarize(samples, span_s, server_accept, speculative=speculative)
+    accept = summary.accept_length
+    return {
+        "arm": f"{arm} (c={level})" if show_level else arm,
+        "users": level,
+        "requests": summary.requests,
+        "errors": summary.errors,
+        "decode_tok_s": _round(summary.decode_tok_per_s.mean),
+        "output_tok_s": _round(summary.output_tok_per_s),
+        "ttft_p50": _round(summary.ttft_ms.p50),
+        "ttft_p99": _round(summary.ttft_ms.p99),
+        "itl_p50": _round(summary.itl_ms.p50, 2),
+        "itl_p99": _round(summary.itl_ms.p99, 2),
+        "accept_client": _round(accept.client_mean, 3) if accept else None,
+        "accept_server": _round(accept.server_mean, 3) if accept else None,
+        "verdict": None,
+    }
+
+
+def gain_row(level: int, verdict, show_level: bool, windows: int) -> dict:
+    """The running gain with its CI and the verdict wording, from `sglab.analysis.verdict.judge`."""
+    view = level_view(verdict, level)
+    label = "candidate vs baseline" + (f" (c={level})" if show_level else "")
+    return {
+        "arm": label,
+        "users": level,
+        "requests": None,
+        "errors": None,
+        "decode_tok_s": view.decode_gain,
+        "output_tok_s": view.output_gain,
+        "ttft_p50": None,
+        "ttft_p99": view.ttft_p99_delta,
+        "itl_p50": None,
+        "itl_p99": view.itl_p99_delta,
+        "accept_client": None,
+        "accept_server": None,
+        "verdict": f"{view.wording} ({windows} pseudo-rounds)",
+    }
+
+
+def table_rows(run: LiveRun, result: RunResult, verdict) -> list[dict]:
+    samples = [s for s in run.snapshot() if not s.warmup]
+    levels = sorted({s.level for s in samples})
+    show_level = len(levels) > 1
+    rows: list[dict] = []
+    for level in levels:
+        for info in run.arms:
+            arm_samples = [s for s in samples if s.level == level and s.arm == info.name]
+            if arm_samples:
+                rows.append(arm_row(info.name, level, arm_samples, run.server_accept_length.get(info.name),
+                                    speculative=info.speculative, show_level=show_level))
+        judged_level = result.level(level)
+        windows = len({r.round_index for r in judged_level.rounds}) if judged_level else 0
+        rows.append(gain_row(level, verdict, show_level, windows))
+    return rows

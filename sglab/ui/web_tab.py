@@ -1,0 +1,140 @@
+"""The "A/B" tab in Locust's own web UI, through its documented extension points.
+
+Importing this module (the locustfile does) registers Locust event listeners that
+- add the tab and its table to the UI's template args (`extended_tabs`, `extended_tables`) and a
+  download link on the "Download Data" tab (`extended_csv_files`),
+- collect every request sample the locustfile fires (`sglab_request_sample`) into a `LiveRun`,
+  forwarding them from workers to the master in distributed mode,
+- inject the table rows into `/stats/requests` as `extended_stats` (the UI polls it every 2 s),
+- serve the run as a sglab result document at `/sglab/result.json` (kind "interactive"),
+- set up the login page when Locust runs with `--web-login` (see `sglab.ui.auth`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import gevent
+from flask import Response, request
+from locust import events
+from locust.runners import WorkerRunner
+
+from sglab.load.collector import get_collector
+from sglab.results.schema import RequestSample
+from sglab.ui import auth
+from sglab.ui.session import UiSession
+
+logger = logging.getLogger("sglab.ui")
+logging.getLogger("httpx").setLevel(logging.WARNING)  # the server-info poll would log every 5 s
+
+TAB_KEY = "sglab-ab"
+TAB_TITLE = "A/B"
+RESULT_PATH = "/sglab/result.json"
+STATS_PATH = "/stats/requests"
+SERVER_POLL_S = 5.0
+
+TABLE_COLUMNS = [
+    ("arm", "Arm"),
+    ("users", "Users"),
+    ("requests", "Requests"),
+    ("errors", "Errors"),
+    ("decode_tok_s", "Decode tok/s (mean)"),
+    ("output_tok_s", "Output tok/s (aggregate)"),
+    ("ttft_p50", "TTFT p50 ms"),
+    ("ttft_p99", "TTFT p99 ms"),
+    ("itl_p50", "ITL p50 ms"),
+    ("itl_p99", "ITL p99 ms"),
+    ("accept_client", "Accept length (client)"),
+    ("accept_server", "Accept length (server)"),
+    ("verdict", "Gain [95% CI] / verdict"),
+]
+
+
+def _session(environment) -> UiSession | None:
+    return getattr(environment, "sglab_ui", None)
+
+
+@events.init.add_listener
+def _on_init(environment, **_kwargs) -> None:
+    session = UiSession.from_environment(environment)
+    environment.sglab_ui = session
+    get_collector(environment).event.add_listener(lambda sample, **_kw: _on_sample(environment, sample))
+    if environment.web_ui:
+        _install_web(environment, session)
+
+
+def _install_web(environment, session: UiSession) -> None:
+    web_ui = environment.web_ui
+    if web_ui.web_login:
+        try:
+            credentials = auth.credentials_from_env()
+        except auth.LoginConfigError as exc:
+            logger.error("%s", exc)
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        auth.install_login(web_ui, credentials)
+
+    web_ui.template_args.update({
+        "extended_tabs": [{"title": TAB_TITLE, "key": TAB_KEY}],
+        "extended_tables": [{"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in TABLE_COLUMNS]}],
+        "extended_csv_files": [{"href": f".{RESULT_PATH}", "title": "Download the A/B run as a sglab result JSON"}],
+    })
+    app = web_ui.app
+
+    @app.after_request
+    def _add_ab_stats(response: Response) -> Response:
+        if not request.path.endswith(STATS_PATH) or response.status_code != 200 or not response.is_json:
+            return response
+        payload = response.get_json(silent=True)
+        if not isinstance(payload, dict):
+            return response
+        extended = [e for e in payload.get("extended_stats", []) if e.get("key") != TAB_KEY]
+        extended.append({"key": TAB_KEY, "data": session.table_rows()})
+        response.set_data(json.dumps({**payload, "extended_stats": extended}))
+        return response
+
+    @app.route(RESULT_PATH)
+    @web_ui.auth_required_if_enabled
+    def _download_result() -> Response:
+        result = session.result()
+        if result is None:
+            return Response(json.dumps({"error": "no test has run yet; start a swarm first"}), status=404,
+                            mimetype="application/json")
+        body = json.dumps(result.model_dump(mode="json"), indent=1)
+        return Response(body, mimetype="application/json", headers={
+            "Content-Disposition": f"attachment; filename=sglab-{result.stack}-{result.run_id}.json"})
+
+    gevent.spawn(_poll_servers, session)
+
+
+def _on_sample(environment, sample: RequestSample) -> None:
+    """Workers' samples reach the master's collector, which fires the event again there."""
+    session = _session(environment)
+    if session is None or isinstance(environment.runner, WorkerRunner):
+        return
+    session.add(sample, level=session.users_of(environment.runner, sample.arm))
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_kwargs) -> None:
+    session = _session(environment)
+    if session is not None and not isinstance(environment.runner, WorkerRunner):
+        session.start_run()
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment, **_kwargs) -> None:
+    session = _session(environment)
+    if session is not None and not isinstance(environment.runner, WorkerRunner):
+        session.stop_run()
+
+
+def _poll_servers(session: UiSession) -> None:
+    while True:
+        try:
+            session.poll_server_accept_length()
+        except Exception as exc:  # a flaky server must not kill the UI
+            logger.debug("server info poll failed: %s", exc)
+        gevent.sleep(SERVER_POLL_S)
