@@ -125,20 +125,19 @@ def arm_stats(level: LevelResult, arm: str) -> ArmLevelStats:
         )
     rounds = [s for s in level.rounds if s.arm == arm and not s.warmup and s.round_index >= 0]
     if summary is not None:
-        # ArmLevelSummary.requests counts completed requests; errors are counted beside them.
-        attempted = summary.requests + summary.errors
+        # `requests` counts every measured request, failed ones included (sglab/load/summary.py).
         itl_mean = summary.itl_ms.mean or summary.itl_ms.p50
         if itl_mean is None and summary.decode_tok_per_s.mean:
             itl_mean = 1000.0 / summary.decode_tok_per_s.mean
-        return ArmLevelStats(attempted, summary.requests, summary.errors, summary.ttft_ms.p99, summary.itl_ms.p99,
-                             itl_mean, accept, source)
+        return ArmLevelStats(summary.requests, summary.requests - summary.errors, summary.errors,
+                             summary.ttft_ms.p99, summary.itl_ms.p99, itl_mean, accept, source)
     if rounds:
-        done = sum(s.requests for s in rounds)
+        attempted = sum(s.requests for s in rounds)
         errors = sum(s.errors for s in rounds)
         accepts = [s.server_accept_length or s.client_accept_length for s in rounds]
         accepts = [a for a in accepts if a is not None]
         decode = [s.decode_tok_per_s_mean for s in rounds if s.decode_tok_per_s_mean]
-        return ArmLevelStats(done + errors, done, errors, None, None,
+        return ArmLevelStats(attempted, attempted - errors, errors, None, None,
                              1000.0 / float(np.mean(decode)) if decode else None,
                              float(np.mean(accepts)) if accepts else None, "rounds" if accepts else None)
     return ArmLevelStats(0, 0, 0, None, None, None, None, None)

@@ -2,7 +2,8 @@
 
 Per round, each arm's mean decode rate is rate x (1 + gain) x exp(shared + own noise): `shared_cv` is
 drift that hits both arms of a round alike (pairing cancels it), `round_cv` is each arm's own
-round-to-round noise, `request_cv` the spread of requests inside a round.
+round-to-round noise, `request_cv` the spread of requests inside a round (`candidate_request_cv` for
+speculative arms, whose accept length varies request to request).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def synthetic_result(
     round_cv: float = 0.015,
     shared_cv: float = 0.01,
     request_cv: float = 0.02,
+    candidate_request_cv: float | None = None,
     round_duration_s: float = 10.0,
     output_tokens: int = 64,
     ttft_ms: float = 60.0,
@@ -94,7 +96,8 @@ def synthetic_result(
                 rate = base_rate * (1 + arm_gain(name, level)) * float(np.exp(shared + rng.normal(0.0, round_cv)))
                 per_request_s = output_tokens / rate + ttft_ms / 1000
                 n = max(1, int(round(round_duration_s * level / per_request_s)))
-                decode = rate * np.exp(rng.normal(0.0, request_cv, n) - request_cv ** 2 / 2)
+                cv = candidate_request_cv if speculative and candidate_request_cv is not None else request_cv
+                decode = rate * np.exp(rng.normal(0.0, cv, n) - cv ** 2 / 2)
                 errors = rng.random(n) < error_rate.get(name, 0.0)
                 accept = _at(accept_length, level) if speculative else None
                 ttft_scale = candidate_ttft_factor if speculative else 1.0
@@ -120,7 +123,7 @@ def synthetic_result(
                 ok_decode = decode[~errors]
                 round_rows.append(RoundSample(
                     level=level, round_index=round_index, position=position, arm=name, started_at_s=clock_s,
-                    duration_s=round_duration_s, requests=ok, errors=int(errors.sum()), output_tokens=tokens,
+                    duration_s=round_duration_s, requests=n, errors=int(errors.sum()), output_tokens=tokens,
                     output_tok_per_s=rate * level * float(np.exp(rng.normal(0.0, request_cv / 2))),
                     decode_tok_per_s_mean=float(ok_decode.mean()) if ok else None,
                     decode_tok_per_s_p50=float(np.median(ok_decode)) if ok else None,
@@ -135,7 +138,7 @@ def synthetic_result(
             vals = per_arm_values[name]
             ok, errs, tokens = counts[name]
             summaries[name] = ArmLevelSummary(
-                requests=ok, errors=errs, output_tokens=tokens, duration_s=rounds * round_duration_s,
+                requests=ok + errs, errors=errs, output_tokens=tokens, duration_s=rounds * round_duration_s,
                 output_tok_per_s=tokens / (rounds * round_duration_s),
                 decode_tok_per_s=_pcts(vals["decode"]), ttft_ms=_pcts(vals["ttft"]), itl_ms=_pcts(vals["itl"]),
                 accept_length=AcceptLength(client_mean=_at(accept_length, level),
