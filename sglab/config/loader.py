@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from sglab.config.models import StackConfig
+from sglab.config.models import KeyedValueError, StackConfig
 from sglab.config.nccl import KNOWN_NCCL_KEYS, UnknownNcclKeyWarning
 
 NAMESPACE = "sglab"
@@ -134,13 +134,14 @@ def _sglab_keys(document: Any, path: Path) -> dict[str, Any]:
                               f"did you mean {guess}:{rest}?" if guess else f"use {NAMESPACE}:{rest}",
                               _line(config, key))
     out["__lines__"] = {str(k).partition(":")[2]: _line(config, k) for k in config}
+    out["__nodes__"] = {str(k).partition(":")[2]: config[k] for k in config}
     return out
 
 
 def _plain(value: Any) -> Any:
     """ruamel's round-trip types -> plain dict/list/scalars (and drop our line bookkeeping)."""
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items() if k != "__lines__"}
+        return {str(k): _plain(v) for k, v in value.items() if k not in ("__lines__", "__nodes__")}
     if isinstance(value, list):
         return [_plain(v) for v in value]
     if isinstance(value, bool) or value is None:
@@ -159,6 +160,27 @@ def _line(mapping: Any, key: Any) -> int | None:
         return mapping.lc.key(key)[0] + 1
     except Exception:
         return None
+
+
+def _line_at(namespaced: dict[str, Any], loc: tuple[Any, ...]) -> int | None:
+    """Line of the deepest key along `loc` that is in the file (a missing key points at its parent)."""
+    if not loc:
+        return None
+    line = namespaced.get("__lines__", {}).get(str(loc[0]))
+    node = namespaced.get("__nodes__", {}).get(str(loc[0]))
+    for part in loc[1:]:
+        if isinstance(node, dict) and part in node:
+            line = _line(node, part) or line
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            try:
+                line = node.lc.item(part)[0] + 1
+            except Exception:
+                pass
+            node = node[part]
+        else:
+            break
+    return line
 
 
 def _guess(word: str, options: list[str]) -> str | None:
@@ -198,8 +220,11 @@ def _from_validation(exc: ValidationError, path: Path, namespaced: dict[str, Any
     err = exc.errors(include_url=False)[0]
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     loc = tuple(p for p in loc if p not in ("literal_error",))
+    keyed = err.get("ctx", {}).get("error")
+    if isinstance(keyed, KeyedValueError):
+        loc = loc + keyed.loc
     key = f"{NAMESPACE}:" + ".".join(str(p) for p in loc) if loc else NAMESPACE
-    line = namespaced.get("__lines__", {}).get(str(loc[0])) if loc else None
+    line = _line_at(namespaced, loc)
     kind = err["type"]
     msg = err["msg"]
     if msg.startswith("Value error, "):

@@ -10,9 +10,20 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from sglab.config.nccl import NcclEnv
+
+
+class KeyedValueError(ValueError):
+    """A cross-field check failing at a key below the validated model (`loc`, kebab-case, e.g. server.tp-size).
+
+    The loader reports that key path and its line instead of the whole section.
+    """
+
+    def __init__(self, loc: str, message: str) -> None:
+        super().__init__(message)
+        self.loc = tuple(int(p) if p.isdigit() else p for p in loc.split("."))
 
 
 def _kebab(name: str) -> str:
@@ -60,11 +71,11 @@ class ModelVolume(Model):
     @model_validator(mode="after")
     def _source(self) -> "ModelVolume":
         if self.kind == "pvc" and not self.claim_name:
-            raise ValueError("kind is pvc but claim-name is missing: name the PersistentVolumeClaim holding the weights")
+            raise KeyedValueError("claim-name", "kind is pvc but claim-name is missing: name the PersistentVolumeClaim holding the weights")
         if self.kind == "hostPath" and not self.host_path:
-            raise ValueError("kind is hostPath but host-path is missing: give the node directory holding the weights")
+            raise KeyedValueError("host-path", "kind is hostPath but host-path is missing: give the node directory holding the weights")
         if not self.mount_path.startswith("/"):
-            raise ValueError("mount-path must be an absolute path inside the container")
+            raise KeyedValueError("mount-path", "mount-path must be an absolute path inside the container")
         return self
 
 
@@ -136,20 +147,22 @@ class SpeculativeSpec(Model):
             )
         assert self.num_steps is not None and self.eagle_topk is not None and self.num_draft_tokens is not None
         if self.eagle_topk == 1 and self.num_draft_tokens != self.num_steps + 1:
-            raise ValueError(
+            raise KeyedValueError(
+                "num-draft-tokens",
                 f"eagle-topk is 1, so SGLang would silently adjust num-draft-tokens from {self.num_draft_tokens} "
                 f"to num-steps + 1 = {self.num_steps + 1}; set num-draft-tokens: {self.num_steps + 1}"
             )
         if self.num_draft_tokens > self.num_steps * self.eagle_topk + 1:
-            raise ValueError(
+            raise KeyedValueError(
+                "num-draft-tokens",
                 f"num-draft-tokens {self.num_draft_tokens} exceeds num-steps * eagle-topk + 1 = "
                 f"{self.num_steps * self.eagle_topk + 1}: the draft tree cannot hold that many tokens; "
                 "lower num-draft-tokens or raise num-steps/eagle-topk"
             )
         if self.algorithm in DRAFT_MODEL_ALGORITHMS and not self.draft_model_path:
-            raise ValueError(f"algorithm {self.algorithm} needs draft-model-path (the draft model's weights)")
+            raise KeyedValueError("algorithm", f"algorithm {self.algorithm} needs draft-model-path (the draft model's weights)")
         if self.algorithm == "NGRAM" and self.draft_model_path:
-            raise ValueError("algorithm NGRAM uses no draft model; remove draft-model-path")
+            raise KeyedValueError("draft-model-path", "algorithm NGRAM uses no draft model; remove draft-model-path")
         return self
 
 
@@ -227,7 +240,8 @@ class Rollout(Model):
     @model_validator(mode="after")
     def _timeouts(self) -> "Rollout":
         if self.pulumi_timeout_min < self.startup_timeout_min:
-            raise ValueError(
+            raise KeyedValueError(
+                "pulumi-timeout-min",
                 f"pulumi-timeout-min ({self.pulumi_timeout_min}) is shorter than startup-timeout-min "
                 f"({self.startup_timeout_min}): pulumi up would give up while the model is still loading; "
                 "raise pulumi-timeout-min"
@@ -377,44 +391,49 @@ class StackConfig(Model):
     def _env(cls, env: dict[str, str]) -> dict[str, str]:
         for key in env:
             if not _ENV_NAME.match(key):
-                raise ValueError(f"{key!r} is not a valid environment variable name")
+                raise KeyedValueError(key, f"{key!r} is not a valid environment variable name")
             if key.startswith("NCCL_"):
-                raise ValueError(f"{key} belongs under nccl, where it is type-checked; move it there")
+                raise KeyedValueError(key, f"{key} belongs under nccl, where it is type-checked; move it there")
             if key == "HF_TOKEN":
-                raise ValueError(
+                raise KeyedValueError(
+                    key,
                     "HF_TOKEN must not be plain text; set it as a secret: pulumi config set --secret sglab:hf-token"
                 )
             if key.startswith("SGLAB_SIM_"):
-                raise ValueError(f"{key} is a simulator knob; set it under sim instead")
+                raise KeyedValueError(key, f"{key} is a simulator knob; set it under sim instead")
         return {k: str(v) for k, v in env.items()}
 
     @field_validator("hf_token", "locust_password")
     @classmethod
-    def _secret(cls, value: Any) -> Any:
+    def _secret(cls, value: Any, info: ValidationInfo) -> Any:
         if value is None:
             return None
         if isinstance(value, dict) and set(value) == {"secure"}:
             return value
         if isinstance(value, SecretValue):
             return value
+        key = _kebab(info.field_name or "")
         raise ValueError(
-            "must be a Pulumi secret ({secure: ...}), never plain text; set it with "
-            "pulumi config set --secret <key> <value>"
+            "is plain text in the stack file, but a secret must be a Pulumi secret ({secure: ...}); "
+            f"delete this line, then run: pulumi config set --secret sglab:{key} <value>"
         )
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "StackConfig":
+        if self.placement.nodes > 1:
+            raise KeyedValueError(
+                "placement.nodes",
+                f"nodes is {self.placement.nodes}: multi-node serving (LeaderWorkerSet) is not supported yet; "
+                "use nodes: 1 with server.tp-size equal to placement.gpus-per-node",
+            )
         gpus = self.placement.gpus_per_node * self.placement.nodes
         if self.backend == "sglang" and self.server.tp_size != gpus:
-            raise ValueError(
-                f"server.tp-size is {self.server.tp_size} but each arm requests {gpus} GPUs "
-                f"(placement.gpus-per-node {self.placement.gpus_per_node} x nodes {self.placement.nodes}); "
-                "SGLang needs one GPU per TP rank: make them equal"
-            )
-        if self.placement.nodes > 1:
-            raise ValueError(
-                "placement.nodes > 1 (multi-node via LeaderWorkerSet) is not supported yet; "
-                "use nodes: 1 with tp-size equal to gpus-per-node"
+            raise KeyedValueError(
+                "server.tp-size",
+                f"tp-size is {self.server.tp_size} but each arm requests {gpus} GPUs "
+                f"(placement.gpus-per-node {self.placement.gpus_per_node} x nodes {self.placement.nodes}) and "
+                f"SGLang runs one TP rank per GPU; set server.tp-size: {gpus} or placement.gpus-per-node: "
+                f"{self.server.tp_size}",
             )
         spec = self.candidate.speculative
         effective_max_running = self.server.max_running_requests
@@ -422,7 +441,8 @@ class StackConfig(Model):
         if overrides is not None and overrides.max_running_requests is not None:
             effective_max_running = overrides.max_running_requests
         if spec.algorithm in FORCES_MAX_RUNNING and effective_max_running is None:
-            raise ValueError(
+            raise KeyedValueError(
+                "server.max-running-requests",
                 f"server.max-running-requests is unset: SGLang would silently force it to "
                 f"{SGLANG_FORCED_MAX_RUNNING_REQUESTS} on the {spec.algorithm} candidate while the baseline "
                 f"chooses its own, so the arms would differ; set server.max-running-requests "
@@ -435,13 +455,16 @@ class StackConfig(Model):
                 paths.append(("candidate.speculative.draft-model-path", spec.draft_model_path))
             for key, path in paths:
                 if path.startswith("/") and not path.startswith(mount):
-                    raise ValueError(
-                        f"{key} {path!r} is outside the model volume mounted at {self.model.volume.mount_path}; "
-                        "the server could not read it: move it under the mount or change model.volume.mount-path"
+                    raise KeyedValueError(
+                        key,
+                        f"{path!r} is outside the model volume mounted at {self.model.volume.mount_path}, so the "
+                        f"server could not read it; move it under {self.model.volume.mount_path} or change "
+                        "model.volume.mount-path"
                     )
         for level in self.policy.levels:
             if level not in self.load.concurrency:
-                raise ValueError(
+                raise KeyedValueError(
+                    "policy.levels",
                     f"policy.levels names concurrency {level}, which load.concurrency "
                     f"{self.load.concurrency} never runs; add it there or remove it from policy.levels"
                 )

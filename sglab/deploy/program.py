@@ -1,0 +1,99 @@
+"""The Pulumi program: namespace, HF token Secret, then one `SGLangServer` per arm, then stack outputs.
+
+`run()` reads as the deployment order. Each builder takes the `Deployment` context and adds
+resources and outputs to it; a further component (benchmark Job, Locust) is one more builder
+called at the end of `run()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from sglab.config.arms import confounds
+from sglab.config.loader import ConfigError, LoadedStack
+from sglab.config.models import StackConfig
+from sglab.deploy.objects import hf_token_secret_manifest, namespace_manifest
+from sglab.deploy.plan import arm_releases
+from sglab.deploy.pulumi_config import PulumiStack, read_pulumi_config
+from sglab.deploy.server import SGLangServer
+
+
+@dataclass
+class Deployment:
+    """What the builders share: the validated stack and the resources declared so far."""
+
+    stack_name: str
+    loaded: LoadedStack
+    secrets: dict[str, pulumi.Output[str]]
+    namespace: k8s.core.v1.Namespace | None = None
+    hf_token_secret: k8s.core.v1.Secret | None = None
+    arms: dict[str, SGLangServer] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stack(self) -> StackConfig:
+        return self.loaded.config
+
+    def foundation(self) -> list[pulumi.Resource]:
+        """Resources every workload in the namespace depends on."""
+        return [r for r in (self.namespace, self.hf_token_secret) if r is not None]
+
+    def export(self, name: str, value: Any) -> None:
+        self.outputs[name] = value
+        pulumi.export(name, value)
+
+
+def read_stack() -> Deployment:
+    """The stack config from Pulumi config; bad input stops `pulumi up` with one clear message."""
+    try:
+        config: PulumiStack = read_pulumi_config()
+    except ConfigError as exc:
+        raise pulumi.RunError(str(exc)) from None
+    for note in config.loaded.warnings:
+        pulumi.log.warn(note)
+    return Deployment(stack_name=config.loaded.name, loaded=config.loaded, secrets=dict(config.secrets))
+
+
+def build_namespace(dep: Deployment) -> None:
+    manifest = namespace_manifest(dep.stack, dep.stack_name)
+    dep.namespace = k8s.core.v1.Namespace("namespace", metadata=manifest["metadata"])
+    dep.export("namespace", dep.stack.namespace)
+
+
+def build_hf_token_secret(dep: Deployment) -> None:
+    manifest = hf_token_secret_manifest(dep.stack, dep.stack_name, dep.secrets.get("hf-token"))
+    if manifest is None:
+        return
+    dep.hf_token_secret = k8s.core.v1.Secret(
+        "hf-token",
+        metadata=manifest["metadata"],
+        type=manifest["type"],
+        string_data=manifest["stringData"],
+        opts=pulumi.ResourceOptions(depends_on=[dep.namespace] if dep.namespace else []),
+    )
+
+
+def build_arms(dep: Deployment) -> None:
+    for release in arm_releases(dep.stack, dep.stack_name):
+        role = release.arm.role
+        server = SGLangServer(role, release, pulumi.ResourceOptions(depends_on=dep.foundation()))
+        dep.arms[role] = server
+        dep.export(f"{role}_service", server.service_host)
+        dep.export(f"{role}_port", server.port)
+        dep.export(f"{role}_url", server.url)
+        dep.export(f"{role}_launch_command", server.launch_command)
+    dep.export("config_hashes", {role: server.config_hash for role, server in dep.arms.items()})
+    dep.export("confounds", [c.as_dict() for c in confounds(dep.stack)])
+
+
+def run() -> Deployment:
+    """The whole program (`__main__.py` calls this)."""
+    dep = read_stack()
+    build_namespace(dep)
+    build_hf_token_secret(dep)
+    build_arms(dep)
+    return dep
