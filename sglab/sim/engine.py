@@ -1,0 +1,308 @@
+"""The continuous-batching scheduler: one asyncio task running prefill and decode iterations.
+
+Each iteration's duration comes from the timing model; the loop sleeps to an absolute deadline (the
+previous deadline + duration), so delivered timing does not drift with sleep overshoot. Like SGLang
+without mixed chunking, waiting requests are prefilled first (as one extend iteration) while the running
+batch waits; `max_running_requests` caps the batch and the rest queue in arrival order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+import zlib
+from dataclasses import dataclass, field
+
+from sglab.sim import timing
+from sglab.sim.cli_args import SimConfig
+from sglab.sim.metrics import Metrics
+from sglab.sim.tokens import OutputTokens
+
+EOS_TOKEN_ID = 163586
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """Delivered after an iteration: the request's cumulative output and whether it is done."""
+
+    completion_tokens: int
+    new_tokens: int
+    finished: bool
+    at: float
+
+
+@dataclass
+class SimRequest:
+    rid: str
+    prompt_tokens: int
+    max_new_tokens: int
+    ignore_eos: bool
+    prompt_key: str
+    internal: bool = False
+    output_len: int = 0
+    finish_type: str = "length"
+    tokens: OutputTokens = field(default_factory=lambda: OutputTokens(0))
+    completion_tokens: int = 0
+    verify_ct: int = 0
+    accepted_drafts: int = 0
+    accept_histogram: list[int] = field(default_factory=list)
+    arrival: float = 0.0
+    arrival_wall: float = 0.0
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    finished_at: float | None = None
+    aborted: bool = False
+    rng: random.Random | None = None
+    events: asyncio.Queue = field(default_factory=asyncio.Queue)
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    def finish_reason(self) -> dict | None:
+        if not self.finished:
+            return None
+        if self.aborted:
+            return {"type": "abort", "message": "client disconnected"}
+        if self.finish_type == "stop":
+            return {"type": "stop", "matched": EOS_TOKEN_ID}
+        return {"type": "length", "length": self.max_new_tokens}
+
+
+class Engine:
+    def __init__(self, config: SimConfig, metrics: Metrics) -> None:
+        self.config = config
+        self.profile = config.profile
+        self.metrics = metrics
+        self.spec = config.spec
+        self.acceptance = timing.acceptance_model(self.profile, self.spec) if self.spec else None
+        self.waiting: list[SimRequest] = []
+        self.running: list[SimRequest] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._seq = itertools.count()
+        self._deadline: float | None = None
+        self.iterations = 0
+        self.lag_resyncs = 0
+        # cumulative since start or the last /flush_cache (SGLang's avg_spec_accept_length)
+        self.spec_tokens_sum = 0
+        self.spec_verify_sum = 0
+        self.spec_accepted_drafts_sum = 0
+        self.last_gen_throughput = 0.0
+        self._log_tokens = 0
+        self._log_iterations = 0
+        self._log_started = time.monotonic()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="sglab-sim-scheduler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def prepare(self, request: SimRequest) -> SimRequest:
+        """Fix the request's output length and seeded streams before it is queued."""
+        seq = next(self._seq)
+        seed = self.config.seed
+        request.tokens = OutputTokens(zlib.crc32(f"{seed}:{request.prompt_key}".encode()))
+        request.rng = random.Random(f"accept:{seed}:{seq}")
+        length = request.max_new_tokens
+        if not request.ignore_eos:
+            eos_rng = random.Random(f"eos:{seed}:{request.prompt_key}")
+            natural = eos_rng.randint(self.profile.eos_min_tokens, max(self.profile.eos_min_tokens,
+                                                                       self.profile.eos_max_tokens))
+            if natural < length:
+                length, request.finish_type = natural, "stop"
+        request.output_len = length
+        if self.spec is not None:
+            request.accept_histogram = [0] * (self.spec.depth + 1)
+        return request
+
+    def submit(self, request: SimRequest) -> None:
+        loop = asyncio.get_running_loop()
+        request.arrival = loop.time()
+        request.arrival_wall = time.time()
+        if not request.internal:
+            self.metrics.counters["num_requests_total"] += 1
+            self.metrics.counters["prompt_tokens_total"] += request.prompt_tokens
+        self.waiting.append(request)
+        self._wake.set()
+
+    def abort(self, request: SimRequest) -> None:
+        if request.finished:
+            return
+        request.aborted = True
+        if request in self.waiting:
+            self.waiting.remove(request)
+            self._finish(request, asyncio.get_running_loop().time())
+
+    def flush_cache(self) -> bool:
+        """Reset the cumulative speculative counters; refused (False) while requests are in flight."""
+        if self.busy:
+            return False
+        self.spec_tokens_sum = self.spec_verify_sum = self.spec_accepted_drafts_sum = 0
+        return True
+
+    @property
+    def avg_spec_accept_length(self) -> float | None:
+        if self.spec is None or self.spec_verify_sum == 0:
+            return None
+        return self.spec_tokens_sum / self.spec_verify_sum
+
+    async def _sleep_until(self, deadline: float) -> None:
+        loop = asyncio.get_running_loop()
+        spin_s = self.config.spin_ms / 1000.0
+        remaining = deadline - loop.time()
+        if remaining > spin_s:
+            await asyncio.sleep(remaining - spin_s)
+        while loop.time() < deadline:
+            await asyncio.sleep(0)
+
+    def _next_deadline(self, duration_s: float) -> float:
+        now = asyncio.get_running_loop().time()
+        start = self._deadline
+        if start is None or now - start > max(duration_s, 0.002):
+            if start is not None:
+                self.lag_resyncs += 1
+            start = now
+        self._deadline = start + duration_s
+        return self._deadline
+
+    async def _run(self) -> None:
+        scale = self.config.time_scale
+        while True:
+            self.waiting = [r for r in self.waiting if not r.aborted]
+            for request in [r for r in self.running if r.aborted]:
+                self.running.remove(request)
+                self._finish(request, asyncio.get_running_loop().time())
+            self._update_load_gauges()
+            if not self.waiting and not self.running:
+                self._deadline = None
+                self._wake.clear()
+                await self._wake.wait()
+                self._log_started = time.monotonic()
+                continue
+            capacity = self.config.max_running_requests - len(self.running)
+            if self.waiting and capacity > 0:
+                admitted = self._admit(capacity)
+                prompt = sum(r.prompt_tokens for r in admitted)
+                duration = timing.prefill_ms(self.profile, prompt, self.config.comm_factor, self.spec is not None)
+                await self._sleep_until(self._next_deadline(duration / 1000.0 / scale))
+                self._after_prefill(admitted)
+            else:
+                batch = len(self.running)
+                duration = timing.iteration_ms(self.profile, batch, self.spec, self.config.comm_factor)
+                await self._sleep_until(self._next_deadline(duration / 1000.0 / scale))
+                self._after_decode()
+            self.iterations += 1
+
+    def _admit(self, capacity: int) -> list[SimRequest]:
+        admitted: list[SimRequest] = []
+        budget = self.config.server_args["max_prefill_tokens"]
+        while self.waiting and len(admitted) < capacity:
+            request = self.waiting[0]
+            if admitted and request.prompt_tokens > budget:
+                break
+            budget -= request.prompt_tokens
+            admitted.append(self.waiting.pop(0))
+        return admitted
+
+    def _emit(self, request: SimRequest, new_tokens: int, now: float) -> None:
+        request.completion_tokens += new_tokens
+        if not request.internal:
+            self.metrics.counters["generation_tokens_total"] += new_tokens
+            if request.last_token_at is None:
+                self.metrics.histograms["time_to_first_token_seconds"].observe(now - request.arrival)
+            else:
+                self.metrics.histograms["inter_token_latency_seconds"].observe(
+                    (now - request.last_token_at) / new_tokens, new_tokens)
+        if request.first_token_at is None:
+            request.first_token_at = now
+        request.last_token_at = now
+        self._log_tokens += new_tokens
+        done = request.completion_tokens >= request.output_len
+        if done:
+            request.finished_at = now
+            if not request.internal:
+                self.metrics.histograms["e2e_request_latency_seconds"].observe(now - request.arrival)
+        request.events.put_nowait(TokenEvent(request.completion_tokens, new_tokens, done, now))
+
+    def _finish(self, request: SimRequest, now: float) -> None:
+        """End without more tokens (abort, or max_new_tokens 0)."""
+        if request.finished:
+            return
+        request.finished_at = now
+        if request.aborted and not request.internal:
+            self.metrics.counters["num_aborted_requests_total"] += 1
+        request.events.put_nowait(TokenEvent(request.completion_tokens, 0, True, now))
+
+    def _after_prefill(self, admitted: list[SimRequest]) -> None:
+        now = asyncio.get_running_loop().time()
+        for request in admitted:
+            if request.aborted or request.output_len <= 0:
+                self._finish(request, now)
+                continue
+            self._emit(request, 1, now)
+            if not request.finished:
+                self.running.append(request)
+
+    def _after_decode(self) -> None:
+        now = asyncio.get_running_loop().time()
+        still_running: list[SimRequest] = []
+        for request in self.running:
+            if request.aborted:
+                self._finish(request, now)
+                continue
+            remaining = request.output_len - request.completion_tokens
+            if self.acceptance is None:
+                new_tokens = 1
+            else:
+                drafts = self.acceptance.sample_accepted_drafts(request.rng)
+                new_tokens = min(drafts + 1, remaining)
+                request.verify_ct += 1
+                request.accepted_drafts += new_tokens - 1
+                request.accept_histogram[new_tokens - 1] += 1
+                if not request.internal:
+                    self.spec_tokens_sum += new_tokens
+                    self.spec_verify_sum += 1
+                    self.spec_accepted_drafts_sum += new_tokens - 1
+            self._emit(request, new_tokens, now)
+            if not request.finished:
+                still_running.append(request)
+        self.running = still_running
+        self._log_iterations += 1
+        if self._log_iterations >= self.config.server_args["decode_log_interval"]:
+            self._log_decode_stats()
+
+    def _log_decode_stats(self) -> None:
+        """Every decode_log_interval iterations, as SGLang does: throughput and accept-length gauges."""
+        wall = time.monotonic()
+        elapsed = max(wall - self._log_started, 1e-9)
+        self.last_gen_throughput = self._log_tokens / elapsed
+        self.metrics.gauges["gen_throughput"] = self.last_gen_throughput
+        if self.spec is not None and self.spec_verify_sum:
+            self.metrics.gauges["spec_accept_length"] = self.spec_tokens_sum / self.spec_verify_sum
+            proposed = self.spec_verify_sum * max(1, self.spec.num_draft_tokens - 1)
+            self.metrics.gauges["spec_accept_rate"] = self.spec_accepted_drafts_sum / proposed
+        self._log_tokens = 0
+        self._log_iterations = 0
+        self._log_started = wall
+
+    def _update_load_gauges(self) -> None:
+        gauges = self.metrics.gauges
+        gauges["num_running_reqs"] = len(self.running)
+        gauges["num_queue_reqs"] = len(self.waiting)
+        used = sum(r.prompt_tokens + r.completion_tokens for r in self.running)
+        gauges["num_used_tokens"] = used
+        gauges["token_usage"] = used / self.profile.kv_cache_tokens
+        gauges["max_total_num_tokens"] = self.profile.kv_cache_tokens

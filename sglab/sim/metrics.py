@@ -1,0 +1,91 @@
+"""SGLang's Prometheus metrics (`sglang:` names), kept in memory and rendered as the text format.
+
+Served at /metrics only with --enable-metrics. Names, types and default buckets follow SGLang's
+metrics collector; every series carries the `model_name` label.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+TTFT_BUCKETS_S = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+ITL_BUCKETS_S = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
+                 0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0)
+E2E_BUCKETS_S = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 800, 1200, 1600, 2400)
+
+
+@dataclass
+class Histogram:
+    buckets: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * (len(self.buckets) + 1)
+
+    def observe(self, value: float, times: int = 1) -> None:
+        self.counts[bisect.bisect_left(self.buckets, value)] += times
+        self.total += value * times
+        self.count += times
+
+
+GAUGES = {
+    "num_running_reqs": "The number of running requests.",
+    "num_queue_reqs": "The number of requests in the waiting queue.",
+    "num_used_tokens": "The number of used tokens.",
+    "token_usage": "The token usage.",
+    "gen_throughput": "The generation throughput (token/s).",
+    "cache_hit_rate": "The prefix cache hit rate.",
+    "spec_accept_length": "The average acceptance length of speculative decoding.",
+    "spec_accept_rate": "The average acceptance rate of speculative decoding.",
+    "max_total_num_tokens": "Maximum total number of tokens in the KV cache pool.",
+    "num_grammar_queue_reqs": "The number of requests in the grammar waiting queue.",
+    "num_retracted_reqs": "The number of retracted requests.",
+}
+COUNTERS = {
+    "prompt_tokens_total": "Number of prefill tokens processed.",
+    "generation_tokens_total": "Number of generation tokens processed.",
+    "cached_tokens_total": "Number of cached prompt tokens.",
+    "num_requests_total": "Number of requests processed.",
+    "num_aborted_requests_total": "Number of requests aborted.",
+}
+HISTOGRAMS = {
+    "time_to_first_token_seconds": ("Histogram of time to first token in seconds.", TTFT_BUCKETS_S),
+    "inter_token_latency_seconds": ("Histogram of inter-token latency in seconds.", ITL_BUCKETS_S),
+    "e2e_request_latency_seconds": ("Histogram of End-to-end request latency in seconds", E2E_BUCKETS_S),
+}
+
+
+class Metrics:
+    def __init__(self, model_name: str) -> None:
+        self.model_name = model_name
+        self.gauges = {name: 0.0 for name in GAUGES}
+        self.counters = {name: 0.0 for name in COUNTERS}
+        self.histograms = {name: Histogram(buckets) for name, (_, buckets) in HISTOGRAMS.items()}
+
+    def render(self) -> str:
+        label = 'model_name="' + self.model_name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        lines: list[str] = []
+        for name, help_text in GAUGES.items():
+            lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} gauge",
+                      f"sglang:{name}{{{label}}} {_num(self.gauges[name])}"]
+        for name, help_text in COUNTERS.items():
+            lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} counter",
+                      f"sglang:{name}{{{label}}} {_num(self.counters[name])}"]
+        for name, (help_text, _) in HISTOGRAMS.items():
+            hist = self.histograms[name]
+            lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} histogram"]
+            cumulative = 0
+            for bound, count in zip(hist.buckets, hist.counts):
+                cumulative += count
+                lines.append(f'sglang:{name}_bucket{{le="{_num(float(bound))}",{label}}} {cumulative}')
+            lines.append(f'sglang:{name}_bucket{{le="+Inf",{label}}} {hist.count}')
+            lines.append(f"sglang:{name}_sum{{{label}}} {_num(hist.total)}")
+            lines.append(f"sglang:{name}_count{{{label}}} {hist.count}")
+        return "\n".join(lines) + "\n"
+
+
+def _num(value: float) -> str:
+    return repr(float(value))

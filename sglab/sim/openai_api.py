@@ -1,0 +1,246 @@
+"""OpenAI-compatible routes as SGLang serves them: /v1/completions, /v1/chat/completions, /v1/models.
+
+Streams carry deltas; the usage chunk (`choices: []`) is sent only with stream_options.include_usage,
+since bench_serving-style parsers index choices[0].
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from sglab.sim import generate_api
+from sglab.sim.engine import SimRequest
+from sglab.sim.state import BadRequest, SimState
+from sglab.sim.tokens import count_chat_tokens, count_prompt_tokens
+
+COMPLETION_DEFAULT_MAX_TOKENS = 16
+
+
+def openai_error(message: str, status: int = 400, err_type: str = "BadRequestError") -> web.Response:
+    return web.json_response({"object": "error", "message": message, "type": err_type, "param": None,
+                              "code": status}, status=status)
+
+
+def _finish(sim: SimRequest) -> tuple[str | None, Any]:
+    reason = sim.finish_reason()
+    if reason is None:
+        return None, None
+    if reason["type"] == "stop":
+        return "stop", reason.get("matched")
+    return reason["type"], None
+
+
+def _usage(sims: list[SimRequest], *, drop_none: bool = False) -> dict[str, Any]:
+    prompt = sum(s.prompt_tokens for s in sims)
+    completion = sum(s.completion_tokens for s in sims)
+    usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
+             "prompt_tokens_details": None, "reasoning_tokens": 0}
+    return {k: v for k, v in usage.items() if v is not None} if drop_none else usage
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    if request.content_type != "application/json":
+        raise BadRequest(f"Unsupported Content-Type {request.content_type!r}; use application/json")
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadRequest("request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    return body
+
+
+def _limits(body: dict[str, Any], default_max: int | None) -> tuple[int | None, bool]:
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens", default_max))
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0):
+        raise BadRequest(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
+    if body.get("n", 1) != 1:
+        raise BadRequest("the simulator supports n=1 only")
+    stream_options = body.get("stream_options")
+    if stream_options is not None and not body.get("stream"):
+        raise BadRequest("Stream options can only be defined when `stream=True`.")
+    ignore_eos = body.get("ignore_eos", False)
+    if not isinstance(ignore_eos, bool):
+        raise BadRequest("ignore_eos must be a boolean")
+    for name, low, high in (("temperature", 0, 2), ("top_p", 0, 1)):
+        value = body.get(name)
+        if value is not None and (not isinstance(value, (int, float)) or not low <= value <= high):
+            raise BadRequest(f"{name} must be in [{low}, {high}], got {value!r}")
+    return max_tokens, ignore_eos
+
+
+def _make(state: SimState, prompt_tokens: int, key: str, max_tokens: int | None, ignore_eos: bool) -> SimRequest:
+    if max_tokens is None:
+        max_tokens = max(0, state.config.context_length - prompt_tokens)
+    return state.new_request(rid=uuid.uuid4().hex, prompt_tokens=prompt_tokens, prompt_key=key,
+                             max_new_tokens=max_tokens, ignore_eos=ignore_eos)
+
+
+def _completion_prompts(prompt: Any) -> list[tuple[int, str]]:
+    if isinstance(prompt, str):
+        return [(count_prompt_tokens(prompt), prompt)]
+    if isinstance(prompt, list) and prompt:
+        if all(isinstance(p, str) for p in prompt):
+            return [(count_prompt_tokens(p), p) for p in prompt]
+        if all(isinstance(p, int) for p in prompt):
+            return [(len(prompt), json.dumps(prompt))]
+        if all(isinstance(p, list) and p and all(isinstance(i, int) for i in p) for p in prompt):
+            return [(len(p), json.dumps(p)) for p in prompt]
+    raise BadRequest("prompt must be a string, a list of strings, or token ids")
+
+
+def _chat_prompt(messages: Any) -> tuple[int, str]:
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages must be a non-empty list")
+    contents: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict) or "role" not in message:
+            raise BadRequest("each message needs a role")
+        content = message.get("content") or ""
+        if isinstance(content, list):
+            content = " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+        if not isinstance(content, str):
+            raise BadRequest("message content must be a string or a list of content parts")
+        contents.append(f"{message['role']}: {content}")
+    return count_chat_tokens(contents), json.dumps(contents)
+
+
+def _guard(state: SimState) -> web.Response | None:
+    if state.warming_up:
+        return openai_error("The server is starting up; retry after /health returns 200.", 503,
+                            "ServiceUnavailableError")
+    return None
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    state: SimState = request.app["state"]
+    if (busy := _guard(state)) is not None:
+        return busy
+    try:
+        body = await _body(request)
+        max_tokens, ignore_eos = _limits(body, COMPLETION_DEFAULT_MAX_TOKENS)
+        sims = [_make(state, n, key, max_tokens, ignore_eos) for n, key in _completion_prompts(body.get("prompt"))]
+    except BadRequest as exc:
+        return openai_error(str(exc))
+    model = body.get("model") or state.config.served_model_name
+    fault = state.faults.draw(state.expected_chunks(sims[0]))
+    if fault.error:
+        return openai_error("injected fault (sglab sim --sim-error-rate)", state.config.faults.error_status,
+                            "InternalServerError")
+    for sim in sims:
+        state.engine.submit(sim)
+    rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+    if not body.get("stream"):
+        await generate_api.wait_all(sims)
+        choices = []
+        for i, sim in enumerate(sims):
+            reason, matched = _finish(sim)
+            choices.append({"index": i, "text": sim.tokens.text(0, sim.completion_tokens), "logprobs": None,
+                            "finish_reason": reason, "matched_stop": matched})
+        return web.json_response({"id": rid, "object": "text_completion", "created": created, "model": model,
+                                  "choices": choices, "usage": _usage(sims),
+                                  "metadata": {"weight_version": "default"}})
+    sent = {id(s): 0 for s in sims}
+
+    def render(index: int, sim: SimRequest) -> dict[str, Any] | None:
+        start, sent[id(sim)] = sent[id(sim)], sim.completion_tokens
+        reason, matched = _finish(sim)
+        if start == sim.completion_tokens and reason is None:
+            return None
+        return {"id": rid, "object": "text_completion", "created": created, "model": model,
+                "choices": [{"index": index, "text": sim.tokens.text(start, sim.completion_tokens),
+                             "logprobs": None, "finish_reason": reason, "matched_stop": matched}],
+                "usage": None}
+
+    return await generate_api.stream_sse(request, state, sims, fault, render,
+                                         tail=lambda: _usage_tail(body, rid, "text_completion", created, model, sims))
+
+
+def _usage_tail(body: dict[str, Any], rid: str, obj: str, created: int, model: str,
+                sims: list[SimRequest]) -> list[dict[str, Any]]:
+    if not (body.get("stream_options") or {}).get("include_usage"):
+        return []
+    return [{"id": rid, "object": obj, "created": created, "model": model, "choices": [],
+             "usage": _usage(sims, drop_none=True)}]
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    state: SimState = request.app["state"]
+    if (busy := _guard(state)) is not None:
+        return busy
+    try:
+        body = await _body(request)
+        max_tokens, ignore_eos = _limits(body, None)
+        prompt_tokens, key = _chat_prompt(body.get("messages"))
+        sim = _make(state, prompt_tokens, key, max_tokens, ignore_eos)
+    except BadRequest as exc:
+        return openai_error(str(exc))
+    model = body.get("model") or state.config.served_model_name
+    fault = state.faults.draw(state.expected_chunks(sim))
+    if fault.error:
+        return openai_error("injected fault (sglab sim --sim-error-rate)", state.config.faults.error_status,
+                            "InternalServerError")
+    state.engine.submit(sim)
+    rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+    if not body.get("stream"):
+        await generate_api.wait_all([sim])
+        reason, matched = _finish(sim)
+        message = {"role": "assistant", "content": sim.tokens.text(0, sim.completion_tokens),
+                   "reasoning_content": None, "tool_calls": None}
+        return web.json_response({"id": rid, "object": "chat.completion", "created": created, "model": model,
+                                  "choices": [{"index": 0, "message": message, "logprobs": None,
+                                               "finish_reason": reason, "matched_stop": matched}],
+                                  "usage": _usage([sim]), "metadata": {"weight_version": "default"}})
+    sent = {"tokens": 0, "role": False}
+
+    def chunk(delta: dict[str, Any], reason: str | None = None, matched: Any = None) -> dict[str, Any]:
+        return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason,
+                             "matched_stop": matched}], "usage": None}
+
+    def render(index: int, sim: SimRequest) -> list[dict[str, Any]]:
+        out = []
+        if not sent["role"]:
+            sent["role"] = True
+            out.append(chunk({"role": "assistant", "content": ""}))
+        start, sent["tokens"] = sent["tokens"], sim.completion_tokens
+        if sim.completion_tokens > start:
+            out.append(chunk({"content": sim.tokens.text(start, sim.completion_tokens)}))
+        return out
+
+    def tail() -> list[dict[str, Any]]:
+        reason, matched = _finish(sim)
+        return [chunk({}, reason, matched)] + _usage_tail(body, rid, "chat.completion.chunk", created, model, [sim])
+
+    return await generate_api.stream_sse(request, state, [sim], fault, render, tail=tail)
+
+
+async def models(request: web.Request) -> web.Response:
+    state: SimState = request.app["state"]
+    name = state.config.served_model_name
+    return web.json_response({"object": "list", "data": [
+        {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang", "root": name,
+         "parent": None, "max_model_len": state.config.context_length}]})
+
+
+async def model_card(request: web.Request) -> web.Response:
+    state: SimState = request.app["state"]
+    name = state.config.served_model_name
+    if request.match_info["model_id"] != name:
+        return openai_error(f"The model '{request.match_info['model_id']}' does not exist", 404, "model_not_found")
+    return web.json_response({"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
+                              "root": name, "parent": None, "max_model_len": state.config.context_length})
+
+
+def routes() -> list[web.RouteDef]:
+    return [
+        web.post("/v1/completions", completions),
+        web.post("/v1/chat/completions", chat_completions),
+        web.get("/v1/models", models),
+        web.get("/v1/models/{model_id:.+}", model_card),
+    ]

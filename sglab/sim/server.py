@@ -1,0 +1,215 @@
+"""The simulator's HTTP server (aiohttp, one process): SGLang's routes on top of the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+import time
+from typing import Any
+
+from aiohttp import web
+
+from sglab.sim import generate_api, openai_api
+from sglab.sim.cli_args import SimConfig
+from sglab.sim.state import SimState
+
+log = logging.getLogger("sglab.sim")
+
+HEALTH_CHECK_TIMEOUT_S = 20.0
+FLUSH_OK = ("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
+            "requests, the operation will not be performed.)\n")
+
+
+def _state(request: web.Request) -> SimState:
+    return request.app["state"]
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.Response(status=503 if _state(request).warming_up else 200)
+
+
+async def health_generate(request: web.Request) -> web.Response:
+    """A real 1-token generation through the scheduler, like SGLang's health check."""
+    state = _state(request)
+    if state.warming_up:
+        return web.Response(status=503)
+    probe = state.new_request(rid=f"HEALTH_CHECK_{time.time()}", prompt_tokens=1, prompt_key="health",
+                              max_new_tokens=1, ignore_eos=True, internal=True)
+    state.engine.submit(probe)
+    try:
+        await asyncio.wait_for(generate_api.wait_all([probe]), HEALTH_CHECK_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        state.engine.abort(probe)
+        return web.Response(status=503)
+    return web.Response(status=200)
+
+
+async def ping(request: web.Request) -> web.Response:
+    return web.Response(status=200)
+
+
+def model_info(state: SimState) -> dict[str, Any]:
+    args = state.config.server_args
+    return {
+        "model_path": args["model_path"],
+        "tokenizer_path": args["tokenizer_path"],
+        "is_generation": True,
+        "preferred_sampling_params": None,
+        "weight_version": "default",
+        "has_image_understanding": False,
+        "has_audio_understanding": False,
+        "model_type": "sglab-sim",
+        "architectures": ["SglabSimForCausalLM"],
+    }
+
+
+async def get_model_info(request: web.Request) -> web.Response:
+    return web.json_response(model_info(_state(request)))
+
+
+def sim_block(state: SimState) -> dict[str, Any]:
+    """What the simulator itself read and chose, for live-flag checks and debugging."""
+    config = state.config
+    spec = config.spec
+    return {
+        "simulator": True,
+        "profile": config.profile_name,
+        "profile_overrides": config.profile_overrides,
+        "seed": config.seed,
+        "time_scale": config.time_scale,
+        "warmup_s": config.warmup_s,
+        "nccl_env": config.nccl_env,
+        "comm_factor": config.comm_factor,
+        "speculative": None if spec is None else {
+            "num_steps": spec.num_steps, "eagle_topk": spec.topk, "num_draft_tokens": spec.num_draft_tokens,
+            "expected_accept_length": state.engine.acceptance.expected_accept_length(),
+        },
+        "faults": vars(config.faults).copy(),
+        "injected_faults": dict(state.faults.injected),
+        "unknown_flags": config.unknown_flags,
+        "notes": list(config.notes),
+        "iterations": state.engine.iterations,
+        "lag_resyncs": state.engine.lag_resyncs,
+    }
+
+
+def server_info(state: SimState) -> dict[str, Any]:
+    config, engine = state.config, state.engine
+    internal: dict[str, Any] = {
+        "attention_backend": config.server_args.get("attention_backend") or "fa3",
+        "dp_size": config.server_args["dp_size"],
+        "last_gen_throughput": engine.last_gen_throughput,
+        "memory_usage": {"weight": 70.0, "kvcache": 45.0, "token_capacity": config.profile.kv_cache_tokens,
+                         "graph": 2.0},
+        "effective_max_running_requests_per_dp": config.max_running_requests,
+        "load": len(engine.running) + len(engine.waiting),
+    }
+    info: dict[str, Any] = dict(config.server_args)
+    info.update({
+        "status": "starting" if state.warming_up else "ready",
+        "max_total_num_tokens": config.profile.kv_cache_tokens,
+        "max_req_input_len": config.context_length - 1,
+        "version": config.profile.version,
+        "internal_states": [internal],
+        "last_gen_throughput": engine.last_gen_throughput,
+        "sglab_sim": sim_block(state),
+    })
+    accept = engine.avg_spec_accept_length
+    if accept is not None:
+        internal["avg_spec_accept_length"] = accept
+        info["avg_spec_accept_length"] = accept
+    return info
+
+
+async def get_server_info(request: web.Request) -> web.Response:
+    return web.json_response(server_info(_state(request)))
+
+
+async def flush_cache(request: web.Request) -> web.Response:
+    if not _state(request).engine.flush_cache():
+        return web.Response(status=400, text=FLUSH_OK)
+    return web.Response(status=200, text=FLUSH_OK)
+
+
+async def get_load(request: web.Request) -> web.Response:
+    engine = _state(request).engine
+    return web.json_response([{"dp_rank": 0, "num_reqs": len(engine.running) + len(engine.waiting),
+                               "num_waiting_reqs": len(engine.waiting), "num_tokens": 0}])
+
+
+async def metrics(request: web.Request) -> web.Response:
+    return web.Response(text=_state(request).metrics.render(),
+                        content_type="text/plain", charset="utf-8", headers={"X-Content-Type-Options": "nosniff"})
+
+
+def _auth_middleware(api_key: str):
+    @web.middleware
+    async def check(request: web.Request, handler):
+        if request.headers.get("Authorization", "") != f"Bearer {api_key}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
+    return check
+
+
+def build_app(config: SimConfig) -> web.Application:
+    middlewares = [_auth_middleware(config.server_args["api_key"])] if config.server_args.get("api_key") else []
+    app = web.Application(middlewares=middlewares, client_max_size=64 * 1024 * 1024)
+    state = SimState(config)
+    app["state"] = state
+
+    async def on_startup(app: web.Application) -> None:
+        state.started_at = time.monotonic()
+        state.engine.start()
+
+    async def on_cleanup(app: web.Application) -> None:
+        await state.engine.stop()
+
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    routes = [
+        web.get("/health", health), web.get("/health_generate", health_generate), web.get("/ping", ping),
+        web.get("/get_model_info", get_model_info), web.get("/model_info", get_model_info),
+        web.get("/get_server_info", get_server_info), web.get("/server_info", get_server_info),
+        web.get("/flush_cache", flush_cache), web.post("/flush_cache", flush_cache),
+        web.get("/get_load", get_load),
+        web.post("/generate", generate_api.handle_generate), web.put("/generate", generate_api.handle_generate),
+    ]
+    routes += openai_api.routes()
+    if config.server_args["enable_metrics"]:
+        routes.append(web.get("/metrics", metrics))
+    app.add_routes(routes)
+    return app
+
+
+def serve(config: SimConfig) -> int:
+    """Run until SIGTERM/SIGINT. `slow_start_s` keeps the port closed first, like a loading server."""
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", stream=sys.stderr)
+    for note in config.notes:
+        log.info("note: %s", note)
+
+    async def main() -> None:
+        if config.faults.slow_start_s:
+            log.info("slow start: port opens in %.1f s", config.faults.slow_start_s)
+            await asyncio.sleep(config.faults.slow_start_s)
+        app = build_app(config)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, config.host, config.port, reuse_address=True)
+        await site.start()
+        spec = config.spec
+        log.info("sglab sim listening on http://%s:%d (profile %s, seed %d, time scale %g, %s)",
+                 config.host, config.port, config.profile_name, config.seed, config.time_scale,
+                 "baseline" if spec is None else f"EAGLE {spec.num_steps}/{spec.topk}/{spec.num_draft_tokens}")
+        log.info("The server is fired up and ready to roll!")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+
+    asyncio.run(main())
+    return 0

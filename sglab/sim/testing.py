@@ -1,0 +1,89 @@
+"""Start `sglab sim` as a real subprocess on a free port, for tests and benchmarks.
+
+    with running_sim(["--model-path", "m", "--enable-metrics"], env={"SGLAB_SIM_TIME_SCALE": "20"}) as url:
+        httpx.post(url + "/generate", json={...})
+
+The process is started with this interpreter (`python -m sglab.cli sim ...`), waits until /health
+answers 200 (or, with `wait="port"`, until the port accepts connections), and is terminated on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _strip_port(args: list[str]) -> list[str]:
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--port", "--host"):
+            skip = True
+            continue
+        if arg.startswith(("--port=", "--host=")):
+            continue
+        out.append(arg)
+    return out
+
+
+@contextlib.contextmanager
+def running_sim(args: list[str], env: Mapping[str, str] | None = None, *, port: int | None = None,
+                timeout_s: float = 30.0, wait: str = "health", log_path: str | None = None) -> Iterator[str]:
+    """Yield the base URL (http://127.0.0.1:PORT) of a simulator started with `args` (+ env on top of ours).
+
+    --host/--port in `args` are replaced (127.0.0.1, a free port). NCCL_* and SGLAB_SIM_* of the calling
+    process are not inherited, so the server sees exactly `env`.
+    """
+    port = port or free_port()
+    argv = [sys.executable, "-m", "sglab.cli", "sim", *_strip_port(list(args)),
+            "--host", "127.0.0.1", "--port", str(port)]
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SGLAB_SIM_"))}
+    child_env.update(env or {})
+    log = open(log_path, "wb") if log_path else subprocess.DEVNULL
+    proc = subprocess.Popen(argv, env=child_env, stdout=log, stderr=subprocess.STDOUT if log_path else subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(proc, base, port, timeout_s, wait)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if log_path:
+            log.close()
+
+
+def _wait_ready(proc: subprocess.Popen, base: str, port: int, timeout_s: float, wait: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            raise RuntimeError(f"sglab sim exited with code {proc.returncode}: {err.strip()}")
+        try:
+            if wait == "port":
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    return
+            elif httpx.get(base + "/health", timeout=1.0).status_code == 200:
+                return
+        except (httpx.HTTPError, OSError):
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"sglab sim on {base} not ready within {timeout_s} s")
