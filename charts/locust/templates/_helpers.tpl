@@ -1,0 +1,52 @@
+{{/* Prefix of every object of this release. */}}
+{{- define "locust.fullname" -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Service the workers dial (port 5557); always ClusterIP. */}}
+{{- define "locust.masterService" -}}
+{{- printf "%s-master" (include "locust.fullname" .) -}}
+{{- end -}}
+
+{{/* Service of the web UI (port 8089); ClusterIP unless service.type says otherwise. */}}
+{{- define "locust.webService" -}}
+{{- printf "%s-web" (include "locust.fullname" .) -}}
+{{- end -}}
+
+{{- define "locust.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "locust.labels" -}}
+{{ include "locust.selectorLabels" . }}
+app.kubernetes.io/part-of: {{ .Values.partOf }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- if .Values.stack }}
+sglab/stack: {{ .Values.stack }}
+{{- end }}
+{{- end -}}
+
+{{/* Arm targets, read by the locustfile from the environment (also shown in the UI form). */}}
+{{- define "locust.targetEnv" -}}
+- name: SGLAB_BASELINE_URL
+  value: {{ .Values.targets.baselineUrl | quote }}
+- name: SGLAB_CANDIDATE_URL
+  value: {{ .Values.targets.candidateUrl | quote }}
+{{- end -}}
+
+{{- define "locust.containerSecurity" -}}
+allowPrivilegeEscalation: false
+capabilities:
+  drop: ["ALL"]
+{{- end -}}
+
+{{- define "locust.resources" -}}
+requests:
+  cpu: {{ .Values.resources.cpu | quote }}
+  memory: {{ .Values.resources.memory | quote }}
+limits:
+  memory: {{ .Values.resources.memory | quote }}
+{{- end -}}

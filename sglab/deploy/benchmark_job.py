@@ -1,0 +1,319 @@
+"""The benchmark that runs after every `pulumi up`: a Kubernetes Job running `sglab bench` against both arms.
+
+The Job is named after a hash of what the comparison depends on (both arms' effective configs, the
+load plan, the policy, the `benchmark-job.rerun` token) and of the measuring instrument (the Job's
+image, CPU/memory, namespace, pod labels: everything its immutable pod template holds). So it is
+created again exactly when one of those changes, and an unrelated change (tolerations, probes,
+timeouts, Locust) leaves the finished Job alone.
+
+The pod reads the stack file from a ConfigMap (the validated config, secrets as markers: the Job
+needs none, and the arms hash exactly as in the program), and writes its result JSON into a
+ConfigMap the program pre-creates; its Role may only get and update that one ConfigMap. After the
+Job completes, the program reads the ConfigMap back and exports the verdict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pydantic import ValidationError
+from ruamel.yaml import YAML
+
+from sglab.config.arms import baseline_arm, candidate_arm
+from sglab.config.loader import NAMESPACE
+from sglab.config.models import StackConfig
+from sglab.deploy.naming import service_url
+from sglab.deploy.objects import common_labels
+from sglab.deploy.result_sink import RESULT_LABEL, decode_result
+from sglab.results.schema import RunResult
+
+HASH_CHARS = 12
+SERVICE_ACCOUNT = "sglab-bench"
+STACKS_MOUNT = "/etc/sglab/stacks"
+RESULTS_DIR = "/tmp/sglab-results"
+RESULT_CONFIGMAP_FLAG = "--result-configmap"
+COMPARISON_LABEL = "sglab/comparison"
+PENDING = "pending"
+# Past the Job's own deadline, so a slow run fails with the Job's DeadlineExceeded, not a Pulumi timeout.
+AWAIT_SLACK_MIN = 5
+SECRET_KEYS = ("hf-token", "locust-password")
+SECRET_MARKER = "<pulumi secret>"
+
+
+def job_image(stack: StackConfig) -> str:
+    return stack.benchmark_job.image or stack.project_image
+
+
+def pod_labels(stack: StackConfig, stack_name: str) -> dict[str, str]:
+    """The Job pod is a load generator: it carries the label the servers' NetworkPolicy admits."""
+    return {
+        "app.kubernetes.io/name": "sglab-bench",
+        "app.kubernetes.io/component": "benchmark",
+        "app.kubernetes.io/part-of": "sglab",
+        "sglab/stack": stack_name,
+        **stack.network_policy.allowed_from,
+    }
+
+
+def comparison_identity(stack: StackConfig, stack_name: str) -> dict[str, Any]:
+    """Everything the Job's result depends on, and nothing else (see the module docstring)."""
+    job = stack.benchmark_job
+    return {
+        "stack": stack_name,
+        "namespace": stack.namespace,
+        "baseline": baseline_arm(stack).config_hash,
+        "candidate": candidate_arm(stack).config_hash,
+        "load": stack.load.model_dump(mode="json"),
+        "policy": stack.policy.model_dump(mode="json"),
+        "quick": job.quick,
+        "rerun": job.rerun,
+        "instrument": {"image": job_image(stack), "cpu": job.cpu, "memory": job.memory},
+        "pod_labels": pod_labels(stack, stack_name),
+    }
+
+
+def comparison_hash(stack: StackConfig, stack_name: str) -> str:
+    payload = json.dumps(comparison_identity(stack, stack_name), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()[:HASH_CHARS]
+
+
+@dataclass(frozen=True)
+class BenchmarkNames:
+    comparison: str
+    job: str
+    result_configmap: str
+    stack_configmap: str
+
+
+def names(stack: StackConfig, stack_name: str) -> BenchmarkNames:
+    digest = comparison_hash(stack, stack_name)
+    return BenchmarkNames(digest, f"sglab-bench-{digest}", f"sglab-result-{digest}", f"sglab-stack-{digest}")
+
+
+def stack_file_text(stack: StackConfig) -> str:
+    """The stack file the pod loads: the validated config under `sglab:`, secrets as markers."""
+    dumped = stack.model_dump(mode="json", by_alias=True)
+    config = {}
+    for key, value in dumped.items():
+        if key in SECRET_KEYS:
+            if value is None:
+                continue
+            value = {"secure": SECRET_MARKER}
+        config[f"{NAMESPACE}:{key}"] = value
+    buffer = io.StringIO()
+    buffer.write("# Rendered by the sglab Pulumi program from the validated stack config (secrets omitted).\n")
+    yaml = YAML()
+    yaml.default_flow_style = False
+    yaml.dump({"config": config}, buffer)
+    return buffer.getvalue()
+
+
+def bench_command(stack: StackConfig, stack_name: str) -> list[str]:
+    base, cand = baseline_arm(stack), candidate_arm(stack)
+    command = [
+        "sglab", "bench", "--stack", stack_name,
+        "--baseline-url", service_url(stack.namespace, "baseline", base.port),
+        "--candidate-url", service_url(stack.namespace, "candidate", cand.port),
+        RESULT_CONFIGMAP_FLAG, names(stack, stack_name).result_configmap,
+    ]
+    if stack.benchmark_job.quick:
+        command.append("--quick")
+    return command
+
+
+@dataclass(frozen=True)
+class BenchmarkPlan:
+    """The Job and its companions as manifests (what `sglab render` prints, what the program applies)."""
+
+    names: BenchmarkNames
+    service_account: dict[str, Any]
+    role: dict[str, Any]
+    role_binding: dict[str, Any]
+    stack_configmap: dict[str, Any]
+    result_configmap: dict[str, Any]
+    job: dict[str, Any]
+    await_timeout_min: int
+
+    def manifests(self) -> list[dict[str, Any]]:
+        return [self.service_account, self.role, self.role_binding, self.stack_configmap, self.result_configmap,
+                self.job]
+
+
+def role_rules(result_configmap: str) -> list[dict[str, Any]]:
+    """Minimal: read and overwrite the one pre-created result ConfigMap. No create (it cannot be limited
+    by name), no list, no delete, nothing else."""
+    return [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [result_configmap],
+             "verbs": ["get", "update"]}]
+
+
+def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
+    n = names(stack, stack_name)
+    ns = stack.namespace
+    job_cfg = stack.benchmark_job
+    labels = {**common_labels(stack_name), "app.kubernetes.io/component": "benchmark", COMPARISON_LABEL: n.comparison}
+
+    def meta(name: str, extra: dict[str, str] | None = None) -> dict[str, Any]:
+        return {"name": name, "namespace": ns, "labels": {**labels, **(extra or {})}}
+
+    service_account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(SERVICE_ACCOUNT),
+                       "automountServiceAccountToken": False}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(SERVICE_ACCOUNT),
+            "rules": role_rules(n.result_configmap)}
+    role_binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(SERVICE_ACCOUNT),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SERVICE_ACCOUNT},
+        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": ns}],
+    }
+    stack_configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(n.stack_configmap),
+                       "data": {f"Pulumi.{stack_name}.yaml": stack_file_text(stack)}}
+    result_configmap = {"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {**meta(n.result_configmap, {RESULT_LABEL: "true"}),
+                                     "annotations": {"sglab/job": n.job}}}
+    container = {
+        "name": "bench",
+        "image": job_image(stack),
+        "imagePullPolicy": stack.image_pull_policy,
+        "command": bench_command(stack, stack_name),
+        "env": [
+            {"name": "SGLAB_STACKS_DIR", "value": STACKS_MOUNT},
+            {"name": "SGLAB_RESULTS_DIR", "value": RESULTS_DIR},
+            {"name": "HOME", "value": "/tmp"},
+            {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        ],
+        "resources": {"requests": {"cpu": job_cfg.cpu, "memory": job_cfg.memory},
+                      "limits": {"memory": job_cfg.memory}},
+        "volumeMounts": [{"name": "stack", "mountPath": STACKS_MOUNT, "readOnly": True},
+                         {"name": "tmp", "mountPath": "/tmp"}],
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {**meta(n.job), "annotations": {"sglab/result-configmap": n.result_configmap}},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": job_cfg.timeout_min * 60,
+            "template": {
+                "metadata": {"labels": pod_labels(stack, stack_name)},
+                "spec": {
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    "automountServiceAccountToken": True,
+                    "restartPolicy": "Never",
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [container],
+                    "volumes": [{"name": "stack", "configMap": {"name": n.stack_configmap}},
+                                {"name": "tmp", "emptyDir": {}}],
+                },
+            },
+        },
+    }
+    return BenchmarkPlan(n, service_account, role, role_binding, stack_configmap, result_configmap, job,
+                         job_cfg.timeout_min + AWAIT_SLACK_MIN)
+
+
+def _level_rows(verdict: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    metric = verdict.get("metric") or "decode_tok_per_s"
+    gains, economics = [], []
+    for level in verdict.get("levels") or []:
+        if not isinstance(level, dict):
+            continue
+        gain = level.get("decode" if metric == "decode_tok_per_s" else "output") or {}
+        gains.append({"concurrency": level.get("concurrency"), "gating": level.get("gating"),
+                      "outcome": level.get("outcome"), "metric": metric, "gain": gain.get("estimate"),
+                      "ci_low": gain.get("low"), "ci_high": gain.get("high"), "rounds": gain.get("rounds")})
+        econ = level.get("economics") or {}
+        economics.append({key: econ.get(key) for key in ("concurrency", "baseline_step_ms", "verify_cycle_ms",
+                                                          "accept_length", "break_even_accept_length",
+                                                          "accept_margin")})
+    return gains, economics
+
+
+def summarize_result(result_json: str | None) -> dict[str, Any]:
+    """Stack outputs from the result ConfigMap's JSON; `pending` while there is none, `invalid` if it is not
+    a result (the outputs say why instead of failing the deployment)."""
+    empty = {"verdict": PENDING, "sentence": "", "run_id": "", "levels": [], "break_even": []}
+    if not result_json:
+        return empty
+    try:
+        result = RunResult.model_validate_json(result_json)
+    except ValidationError as exc:
+        return {**empty, "verdict": "invalid", "sentence": f"the result ConfigMap holds no valid result: "
+                                                            f"{exc.errors(include_url=False)[0]['msg']}"}
+    verdict = result.verdict if isinstance(result.verdict, dict) else {}
+    outcome = verdict.get("outcome")
+    gains, economics = _level_rows(verdict)
+    return {"verdict": outcome if isinstance(outcome, str) else PENDING,
+            "sentence": str(verdict.get("sentence") or ""), "run_id": result.run_id,
+            "levels": gains, "break_even": economics}
+
+
+class InClusterBenchmark(pulumi.ComponentResource):
+    """The benchmark Job, its minimal RBAC, its stack file and result ConfigMaps, and the read-back."""
+
+    TYPE = "sglab:index:InClusterBenchmark"
+
+    def __init__(self, name: str, plan: BenchmarkPlan, *, arms: list[pulumi.Resource],
+                 foundation: list[pulumi.Resource] | None = None,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        foundation = list(foundation or [])
+        child = pulumi.ResourceOptions(parent=self, depends_on=foundation)
+        self.plan = plan
+        sa = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=plan.service_account["metadata"],
+                                        automount_service_account_token=False, opts=child)
+        role = k8s.rbac.v1.Role(f"{name}-role", metadata=plan.role["metadata"], rules=plan.role["rules"], opts=child)
+        binding = k8s.rbac.v1.RoleBinding(f"{name}-rolebinding", metadata=plan.role_binding["metadata"],
+                                          role_ref=plan.role_binding["roleRef"],
+                                          subjects=plan.role_binding["subjects"], opts=child)
+        stack_cm = k8s.core.v1.ConfigMap(f"{name}-stack", metadata=plan.stack_configmap["metadata"],
+                                         data=plan.stack_configmap["data"], opts=child)
+        # Kept when the comparison changes (history for `sglab results pull`); its data belongs to the Job.
+        result_cm = k8s.core.v1.ConfigMap(
+            f"{name}-result", metadata=plan.result_configmap["metadata"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=foundation, retain_on_delete=True,
+                                        ignore_changes=["data", "binaryData"]))
+        timeout = f"{plan.await_timeout_min}m"
+        self.job = k8s.batch.v1.Job(
+            f"{name}-job", metadata=plan.job["metadata"], spec=plan.job["spec"],
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[*arms, sa, role, binding, stack_cm, result_cm],
+                custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
+        namespace = plan.result_configmap["metadata"]["namespace"]
+        result_id = self.job.metadata.apply(lambda _: f"{namespace}/{plan.names.result_configmap}")
+        read = k8s.core.v1.ConfigMap.get(f"{name}-result-read", result_id,
+                                         opts=pulumi.ResourceOptions(parent=self, depends_on=[self.job]))
+        self.result_json = read.binary_data.apply(decode_result)
+        self.summary = self.result_json.apply(summarize_result)
+        self.job_name = pulumi.Output.from_input(plan.names.job)
+        self.result_configmap = pulumi.Output.from_input(plan.names.result_configmap)
+        self.register_outputs({"job": self.job_name, "result_configmap": self.result_configmap,
+                               "summary": self.summary})
+
+    def outputs(self) -> dict[str, Any]:
+        """Stack outputs: verdict, per-level gain and CI, break-even numbers, where the result lives."""
+        return {
+            "benchmark_verdict": self.summary.apply(lambda s: s["verdict"]),
+            "benchmark_sentence": self.summary.apply(lambda s: s["sentence"]),
+            "benchmark_run_id": self.summary.apply(lambda s: s["run_id"]),
+            "benchmark_levels": self.summary.apply(lambda s: s["levels"]),
+            "benchmark_break_even": self.summary.apply(lambda s: s["break_even"]),
+            "benchmark_job": self.job_name,
+            "benchmark_result_configmap": self.result_configmap,
+        }
+
+
+def build_benchmark_job(dep: Any) -> InClusterBenchmark:
+    """Program builder: the Job after both arms (`dep` is program.Deployment)."""
+    plan = benchmark_plan(dep.stack, dep.stack_name)
+    bench = InClusterBenchmark("benchmark", plan, arms=list(dep.arms.values()), foundation=dep.foundation())
+    for key, value in bench.outputs().items():
+        dep.export(key, value)
+    return bench

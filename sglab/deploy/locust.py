@@ -1,0 +1,185 @@
+"""Locust in the cluster: `charts/locust` (master + workers) driving both arms, and its Pulumi component.
+
+The master serves Locust's web UI (the A/B tab included, from the project image's locustfile) on a
+ClusterIP Service unless the stack says `locust.service-type: LoadBalancer`; workers reach the master
+on its own always-ClusterIP Service. Web login is on by default: the password is the Pulumi secret
+`sglab:locust-password`, stored in a Kubernetes Secret and handed to the master as SGLAB_UI_PASSWORD
+(sglab/ui/auth.py reads it). Every Locust pod carries the label the servers' NetworkPolicy admits.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from sglab.config.arms import baseline_arm, candidate_arm
+from sglab.config.loader import ConfigError, stack_path
+from sglab.config.models import StackConfig
+from sglab.deploy.naming import PART_OF, chart_dir, service_url
+from sglab.deploy.objects import common_labels
+from sglab.deploy.values import to_yaml
+
+CHART = "locust"
+RELEASE = "sglab-locust"
+WEB_PORT = 8089
+MASTER_PORT = 5557
+LOGIN_SECRET = f"{RELEASE}-web-login"
+LOGIN_SECRET_KEY = "password"
+PASSWORD_CONFIG_KEY = "locust-password"
+
+
+def web_service(release: str = RELEASE) -> str:
+    return f"{release}-web"
+
+
+def master_service(release: str = RELEASE) -> str:
+    return f"{release}-master"
+
+
+def port_forward_command(namespace: str, release: str = RELEASE) -> str:
+    return f"kubectl port-forward -n {namespace} svc/{web_service(release)} {WEB_PORT}:{WEB_PORT}"
+
+
+def check_login(stack: StackConfig, stack_name: str, password: Any) -> None:
+    """Refuse a login-protected UI without a password (Locust would serve a login nobody can pass)."""
+    if stack.locust.enabled and stack.locust.web_login and password is None:
+        raise ConfigError(
+            stack_path(stack_name), f"sglab:{PASSWORD_CONFIG_KEY}",
+            "locust.enabled and locust.web-login are true but no locust-password secret is set",
+            f"pulumi config set --secret sglab:{PASSWORD_CONFIG_KEY} <password> --stack {stack_name} "
+            "(or set locust.web-login: false to serve the UI without login, port-forward only)")
+
+
+def chart_values(stack: StackConfig, stack_name: str) -> dict[str, Any]:
+    """Values for charts/locust: its whole input."""
+    locust = stack.locust
+    base, cand = baseline_arm(stack), candidate_arm(stack)
+    return {
+        "stack": stack_name,
+        "partOf": PART_OF,
+        "image": {"name": locust.image or stack.project_image, "pullPolicy": stack.image_pull_policy},
+        "locustfile": locust.locustfile,
+        "targets": {
+            "baselineUrl": service_url(stack.namespace, "baseline", base.port),
+            "candidateUrl": service_url(stack.namespace, "candidate", cand.port),
+        },
+        "workers": locust.workers,
+        "resources": {"cpu": locust.cpu, "memory": locust.memory},
+        "service": {"type": locust.service_type},
+        "ports": {"web": WEB_PORT, "master": MASTER_PORT},
+        "webLogin": {
+            "enabled": locust.web_login,
+            "username": locust.username,
+            "existingSecret": LOGIN_SECRET if locust.web_login else "",
+            "secretKey": LOGIN_SECRET_KEY,
+        },
+        "podLabels": dict(stack.network_policy.allowed_from),
+    }
+
+
+def login_secret_manifest(stack: StackConfig, stack_name: str, password: Any) -> dict[str, Any] | None:
+    """The Secret holding the web UI password (`password` may be a Pulumi Output), or None without login."""
+    if not stack.locust.web_login:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {"name": LOGIN_SECRET, "namespace": stack.namespace, "labels": common_labels(stack_name)},
+        "stringData": {LOGIN_SECRET_KEY: password},
+    }
+
+
+@dataclass(frozen=True)
+class LocustRelease:
+    namespace: str
+    values: dict[str, Any]
+    secret: dict[str, Any] | None
+
+
+def locust_release(stack: StackConfig, stack_name: str, password: Any) -> LocustRelease:
+    check_login(stack, stack_name, password)
+    return LocustRelease(stack.namespace, chart_values(stack, stack_name),
+                         login_secret_manifest(stack, stack_name, password))
+
+
+class LocustLoadGenerator(pulumi.ComponentResource):
+    """Locust master + workers (charts/locust via helm.v4.Chart) and the login Secret."""
+
+    TYPE = "sglab:index:LocustLoadGenerator"
+
+    def __init__(self, name: str, release: LocustRelease, *, foundation: list[pulumi.Resource] | None = None,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        depends: list[pulumi.Resource] = list(foundation or [])
+        if release.secret is not None:
+            secret = k8s.core.v1.Secret(
+                f"{name}-web-login", metadata=release.secret["metadata"], type=release.secret["type"],
+                string_data=release.secret["stringData"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends)))
+            depends.append(secret)
+        self.chart = k8s.helm.v4.Chart(
+            name, chart=str(chart_dir(CHART)), name=RELEASE, namespace=release.namespace, values=release.values,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends))
+        self.web_service = pulumi.Output.from_input(web_service())
+        self.port_forward = pulumi.Output.from_input(port_forward_command(release.namespace))
+        self.register_outputs({"web_service": self.web_service, "port_forward": self.port_forward})
+
+
+def build_locust(dep: Any) -> LocustLoadGenerator:
+    """Program builder (`dep` is program.Deployment); refuses login without a password."""
+    try:
+        release = locust_release(dep.stack, dep.stack_name, dep.secrets.get(PASSWORD_CONFIG_KEY))
+    except ConfigError as exc:
+        raise pulumi.RunError(str(exc)) from None
+    locust = LocustLoadGenerator("locust", release, foundation=dep.foundation())
+    dep.export("locust_web_service", locust.web_service)
+    dep.export("locust_port_forward", locust.port_forward)
+    return locust
+
+
+# The smallest valid stack, as values.py uses for the server chart's defaults.
+_CHART_DEFAULTS_STACK = {
+    "model": {"path": "/models/model"},
+    "server": {"max-running-requests": 48},
+    "candidate": {"speculative": {"algorithm": "EAGLE3", "draft-model-path": "/models/draft", "num-steps": 3,
+                                  "eagle-topk": 1, "num-draft-tokens": 4}},
+    "namespace": "default",
+}
+
+VALUES_HEADER = """\
+# Default values of the locust chart: Locust master (web UI) + workers driving an sglab A/B pair.
+# GENERATED from sglab's config model by `python -m sglab.deploy.locust`; do not edit by hand.
+# sglab always passes every value; these defaults serve `helm install` and `helm lint`. With webLogin
+# enabled, create the Secret first: kubectl create secret generic sglab-locust-web-login --from-literal=password=...
+"""
+
+
+def default_values() -> dict[str, Any]:
+    return chart_values(StackConfig.model_validate(_CHART_DEFAULTS_STACK), "")
+
+
+def values_yaml_text() -> str:
+    return to_yaml(default_values(), VALUES_HEADER)
+
+
+def main() -> int:
+    """Regenerate charts/locust/values.yaml (or check it with --check)."""
+    target = chart_dir(CHART) / "values.yaml"
+    text = values_yaml_text()
+    if "--check" in sys.argv[1:]:
+        if not target.exists() or target.read_text() != text:
+            print(f"{target} is out of date; run: python -m sglab.deploy.locust", file=sys.stderr)
+            return 1
+        return 0
+    target.write_text(text)
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
