@@ -16,6 +16,8 @@ import pulumi_kubernetes as k8s
 from sglab.config.arms import confounds
 from sglab.config.loader import ConfigError, LoadedStack
 from sglab.config.models import StackConfig
+from sglab.deploy.benchmark_job import build_benchmark_job
+from sglab.deploy.locust import build_locust
 from sglab.deploy.objects import hf_token_secret_manifest, namespace_manifest
 from sglab.deploy.plan import arm_releases
 from sglab.deploy.pulumi_config import PulumiStack, read_pulumi_config
@@ -96,4 +98,8 @@ def run() -> Deployment:
     build_namespace(dep)
     build_hf_token_secret(dep)
     build_arms(dep)
+    if dep.stack.locust.enabled:
+        build_locust(dep)
+    if dep.stack.benchmark_job.enabled:
+        build_benchmark_job(dep)
     return dep
