@@ -16,14 +16,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from sglab.load.summary import arm_level_summary, round_sample
 from sglab.results.schema import (
     AcceptLength,
     ArmInfo,
     ArmLevelSummary,
     LevelResult,
-    Percentiles,
     RequestSample,
     RoundSample,
     RunResult,
@@ -149,79 +147,29 @@ class LiveRun:
 
     def _level_result(self, level: int, samples: list[RequestSample]) -> LevelResult:
         measured = [s for s in samples if not s.warmup]
+        windows = sorted({s.round_index for s in measured})
         arms: dict[str, ArmLevelSummary] = {}
         rounds: list[RoundSample] = []
-        windows = sorted({s.round_index for s in measured})
         for position, arm in enumerate(a.name for a in self.arms):
             arm_samples = [s for s in measured if s.arm == arm]
             if not arm_samples:
                 continue
-            span_s = len(windows) * self.window_s if windows else 0.0
-            arms[arm] = summarize(arm_samples, span_s, self.server_accept_length.get(arm),
-                                  speculative=self._is_speculative(arm))
-            for w in windows:
-                in_window = [s for s in arm_samples if s.round_index == w]
-                if in_window:
-                    rounds.append(round_sample(level, w, position, arm, in_window, w * self.window_s,
-                                               self.window_s, speculative=self._is_speculative(arm)))
+            arm_rounds = [
+                round_sample([s for s in arm_samples if s.round_index == w], level=level, round_index=w,
+                             position=position, arm=arm, warmup=False, started_at_s=w * self.window_s,
+                             duration_s=self.window_s, server_accept_length=None)
+                for w in windows
+            ]
+            rounds += [r for r in arm_rounds if r.requests]
+            arms[arm] = with_server_accept(arm_level_summary(arm_samples, arm_rounds),
+                                           self.server_accept_length.get(arm))
         return LevelResult(concurrency=level, arms=arms, rounds=rounds, requests=samples)
 
-    def _is_speculative(self, arm: str) -> bool:
-        info = next((a for a in self.arms if a.name == arm), None)
-        return bool(info and info.speculative)
 
-
-# ---- statistics over samples (shared by the table and the document) ------------------------
-
-def _pct(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
-
-
-def _mean(values: list[float]) -> float | None:
-    return float(np.mean(values)) if values else None
-
-
-def _ok(samples: list[RequestSample]) -> list[RequestSample]:
-    return [s for s in samples if s.error is None]
-
-
-def summarize(samples: list[RequestSample], span_s: float, server_accept_length: float | None,
-              *, speculative: bool) -> ArmLevelSummary:
-    ok = _ok(samples)
-    output_tokens = sum(s.output_tokens for s in ok)
-    decode = [s.decode_tok_per_s for s in ok if s.decode_tok_per_s is not None]
-    ttft = [s.ttft_ms for s in ok if s.ttft_ms is not None]
-    itl = [gap for s in ok for gap in s.itl_ms]
-    e2e = [s.e2e_ms for s in ok if s.e2e_ms is not None]
-    client_accept = [s.accept_length for s in ok if s.accept_length is not None]
-    return ArmLevelSummary(
-        requests=len(ok),
-        errors=len(samples) - len(ok),
-        output_tokens=output_tokens,
-        duration_s=round(span_s, 3),
-        output_tok_per_s=output_tokens / span_s if span_s > 0 else None,
-        decode_tok_per_s=Percentiles(p50=_pct(decode, 50), mean=_mean(decode)),
-        ttft_ms=Percentiles(p50=_pct(ttft, 50), p90=_pct(ttft, 90), p99=_pct(ttft, 99)),
-        itl_ms=Percentiles(p50=_pct(itl, 50), p90=_pct(itl, 90), p99=_pct(itl, 99)),
-        e2e_ms=Percentiles(p50=_pct(e2e, 50), p99=_pct(e2e, 99)),
-        accept_length=AcceptLength(client_mean=_mean(client_accept), server_mean=server_accept_length)
-        if speculative else None,
-    )
-
-
-def round_sample(level: int, window: int, position: int, arm: str, samples: list[RequestSample],
-                 started_at_s: float, duration_s: float, *, speculative: bool) -> RoundSample:
-    ok = _ok(samples)
-    output_tokens = sum(s.output_tokens for s in ok)
-    decode = [s.decode_tok_per_s for s in ok if s.decode_tok_per_s is not None]
-    itl = [gap for s in ok for gap in s.itl_ms]
-    ttft = [s.ttft_ms for s in ok if s.ttft_ms is not None]
-    accept = [s.accept_length for s in ok if s.accept_length is not None]
-    return RoundSample(
-        level=level, round_index=window, position=position, arm=arm, warmup=False,
-        started_at_s=started_at_s, duration_s=duration_s, requests=len(samples), errors=len(samples) - len(ok),
-        output_tokens=output_tokens, output_tok_per_s=output_tokens / duration_s if duration_s > 0 else None,
-        decode_tok_per_s_mean=_mean(decode), decode_tok_per_s_p50=_pct(decode, 50),
-        ttft_ms_p50=_pct(ttft, 50), itl_ms_p50=_pct(itl, 50), itl_ms_p99=_pct(itl, 99),
-        client_accept_length=_mean(accept) if speculative else None,
-    )
+def with_server_accept(summary: ArmLevelSummary, server_accept_length: float | None) -> ArmLevelSummary:
+    """The server's live counter goes beside the client-side mean (interactive runs have no per-round reads)."""
+    if server_accept_length is None:
+        return summary
+    client = summary.accept_length.client_mean if summary.accept_length else None
+    return summary.model_copy(update={"accept_length": AcceptLength(client_mean=client,
+                                                                     server_mean=server_accept_length)})

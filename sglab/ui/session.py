@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglab.config.loader import ConfigError
+from sglab.load.server_info import read_accept_length
 from sglab.results.schema import ArmInfo, RequestSample, RunResult
 from sglab.results.store import git_commit, new_run_id, utc_now_iso
 from sglab.ui.live import BASELINE, CANDIDATE, DEFAULT_WINDOW_S, LiveRun
@@ -37,6 +38,7 @@ class StackContext:
     confounds: list[dict] = field(default_factory=list)
     window_s: float = DEFAULT_WINDOW_S
     warmup_requests: int = 0
+    specs: dict = field(default_factory=dict)
 
     @classmethod
     def load(cls, stack: str | None) -> "StackContext":
@@ -50,7 +52,9 @@ class StackContext:
             return cls("interactive", arms, policy=PromotionPolicy().model_dump(mode="json"))
         config = load_stack(stack).config
         arms = {}
+        specs = {}
         for spec in (baseline_arm(config), candidate_arm(config)):
+            specs[spec.name] = spec
             arms[spec.name] = ArmInfo(name=spec.name, role=spec.role, speculative=spec.speculative,
                                       config_hash=spec.config_hash, launch_command=spec.launch_command)
         return cls(
@@ -61,6 +65,7 @@ class StackContext:
             confounds=[c.as_dict() for c in confounds(config)],
             window_s=config.load.round_duration_s or DEFAULT_WINDOW_S,
             warmup_requests=config.load.warmup_requests,
+            specs=specs,
         )
 
 
@@ -129,6 +134,23 @@ class UiSession:
         self._rows_cache = None
         return self.run
 
+    def check_live_flags(self, run: LiveRun) -> None:
+        """Compare each server's live flags with the stack (as `sglab bench` does); mismatches block promotion."""
+        from sglab.load.server_info import ServerInfoError, get_server_info, live_mismatches
+
+        for index, arm in enumerate(run.arms):
+            spec = self.stack.specs.get(arm.name)
+            if spec is None or not arm.url:
+                continue
+            try:
+                found = live_mismatches(spec, get_server_info(arm.url))
+            except (ServerInfoError, ValueError) as exc:
+                logger.warning("sglab: live-flag check of %s failed: %s", arm.name, exc)
+                continue
+            run.arms[index] = arm.model_copy(update={"live_flags_checked": True, "live_mismatches": found})
+            for mismatch in found:
+                logger.warning("sglab: live flags differ from the stack: %s", mismatch)
+
     def stop_run(self) -> Path | None:
         run = self.run
         if run is None or not run.running:
@@ -187,7 +209,7 @@ class UiSession:
             return
         for arm in run.arms:
             if arm.speculative and arm.url:
-                value = read_server_accept_length(arm.url)
+                value = read_accept_length(arm.url)
                 if value is not None:
                     run.server_accept_length[arm.name] = value
 
@@ -213,18 +235,3 @@ def verdict_dict(verdict) -> dict:
     if hasattr(verdict, "as_dict"):
         return verdict.as_dict()
     return dict(verdict)
-
-
-def read_server_accept_length(url: str, timeout_s: float = 2.0) -> float | None:
-    """The server's `avg_spec_accept_length` (cumulative since boot or the last /flush_cache).
-
-    SGLang >= 0.4.6 reports it under `internal_states[0]`, older servers at the top level.
-    """
-    import httpx
-
-    response = httpx.get(url.rstrip("/") + "/get_server_info", timeout=timeout_s)
-    response.raise_for_status()
-    info = response.json()
-    states = info.get("internal_states") or [info]
-    value = states[0].get("avg_spec_accept_length") if states else None
-    return float(value) if value is not None else None

@@ -7,7 +7,8 @@ progress; the gain row is the analysis stage's verdict over the completed pseudo
 from __future__ import annotations
 
 from sglab.results.schema import RequestSample, RunResult
-from sglab.ui.live import LiveRun, summarize
+from sglab.load.summary import arm_level_summary, round_sample
+from sglab.ui.live import LiveRun, with_server_accept
 from sglab.ui.verdict_view import level_view
 
 
@@ -16,12 +17,13 @@ def _round(value: float | None, digits: int = 1) -> float | None:
 
 
 def arm_row(arm: str, level: int, samples: list[RequestSample], server_accept: float | None,
-            *, speculative: bool, show_level: bool) -> dict:
-    span_s = 0.0
-    ok = [s for s in samples if s.error is None and s.e2e_ms is not None]
-    if ok:
-        span_s = max(s.start_s + s.e2e_ms / 1000.0 for s in ok) - min(s.start_s for s in ok)
-    summary = summarize(samples, span_s, server_accept, speculative=speculative)
+            *, show_level: bool) -> dict:
+    """Aggregate output tok/s is over the span from the first measured request's start to the last one's end."""
+    timed = [s for s in samples if s.e2e_ms is not None]
+    span_s = max(s.start_s + s.e2e_ms / 1000.0 for s in timed) - min(s.start_s for s in timed) if timed else 0.0
+    whole = round_sample(samples, level=level, round_index=0, position=0, arm=arm, warmup=False,
+                         started_at_s=0.0, duration_s=span_s, server_accept_length=None)
+    summary = with_server_accept(arm_level_summary(samples, [whole]), server_accept)
     accept = summary.accept_length
     return {
         "arm": f"{arm} (c={level})" if show_level else arm,
@@ -70,8 +72,7 @@ def table_rows(run: LiveRun, result: RunResult, verdict) -> list[dict]:
         for info in run.arms:
             arm_samples = [s for s in samples if s.level == level and s.arm == info.name]
             if arm_samples:
-                rows.append(arm_row(info.name, level, arm_samples, run.server_accept_length.get(info.name),
-                                    speculative=info.speculative, show_level=show_level))
+                rows.append(arm_row(info.name, level, arm_samples, run.server_accept_length.get(info.name), show_level=show_level))
         judged_level = result.level(level)
         windows = len({r.round_index for r in judged_level.rounds}) if judged_level else 0
         rows.append(gain_row(level, verdict, show_level, windows))

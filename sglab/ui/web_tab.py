@@ -121,7 +121,7 @@ def _on_sample(environment, sample: RequestSample) -> None:
 def _on_test_start(environment, **_kwargs) -> None:
     session = _session(environment)
     if session is not None and not isinstance(environment.runner, WorkerRunner):
-        session.start_run()
+        gevent.spawn(session.check_live_flags, session.start_run())
 
 
 @events.test_stop.add_listener

@@ -1,0 +1,54 @@
+"""`sglab ui --stack NAME [--target sim | --baseline-url U --candidate-url U]`: Locust's web UI with the A/B tab."""
+
+from __future__ import annotations
+
+import argparse
+
+from sglab.cli import UsageError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ui", help="drive the A/B from Locust's web UI (live A/B tab, result download)")
+    p.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
+    p.add_argument("--target", choices=["sim"], default=None,
+                   help="start the two simulators with the stack's launch args (default without URLs)")
+    p.add_argument("--baseline-url", help="an existing baseline server (with --candidate-url)")
+    p.add_argument("--candidate-url", help="an existing candidate server (with --baseline-url)")
+    p.add_argument("--web-host", default="127.0.0.1", help="interface the UI listens on (default 127.0.0.1)")
+    p.add_argument("--web-port", type=int, default=8089, help="UI port (default 8089)")
+    p.add_argument("--web-login", action=argparse.BooleanOptionalAction, default=False,
+                   help="require a login (password from SGLAB_UI_PASSWORD, user SGLAB_UI_USERNAME, default "
+                        "'sglab'); off by default locally, on by default in the cluster chart")
+    p.add_argument("--users", type=int, help="users prefilled in the form (default: 2 x the policy's first level)")
+    p.add_argument("--spawn-rate", type=float, help="spawn rate prefilled in the form (default: users per second)")
+    p.add_argument("--save", action=argparse.BooleanOptionalAction, default=True,
+                   help="save every stopped test under results/<stack>/ (default on)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sglab.ui.launcher import LaunchError, TargetError, UiOptions, run as launch
+
+    urls = (args.baseline_url, args.candidate_url)
+    if any(urls) and args.target == "sim":
+        raise UsageError("--target sim starts its own simulators; drop it or drop --baseline-url/--candidate-url")
+    if any(urls) and not all(urls):
+        raise UsageError("give both --baseline-url and --candidate-url (or neither, for --target sim)")
+    if args.users is not None and args.users < 1:
+        raise UsageError("--users must be at least 1")
+    options = UiOptions(
+        stack=args.stack,
+        target="urls" if all(urls) else "sim",
+        baseline_url=args.baseline_url,
+        candidate_url=args.candidate_url,
+        web_host=args.web_host,
+        web_port=args.web_port,
+        web_login=args.web_login,
+        users=args.users,
+        spawn_rate=args.spawn_rate,
+        save_results=args.save,
+    )
+    try:
+        return launch(options)
+    except (LaunchError, TargetError) as exc:
+        raise UsageError(str(exc)) from None

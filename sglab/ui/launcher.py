@@ -1,0 +1,159 @@
+"""`sglab ui`: Locust's own web UI on our locustfile, both arms' targets filled in.
+
+With `target="sim"` it starts the two simulators with the stack's rendered launch args and env
+(`sglab.load.targets`), and stops them when Locust exits, on Ctrl-C or on SIGTERM. Locust runs as a
+child process (`python -m locust`), exactly as a user would run it, with the form prefilled through
+its command-line options. Every test stopped in the UI is saved under results/<stack>/<run-id>/.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from sglab.config import load_stack
+from sglab.config.arms import baseline_arm, candidate_arm
+from sglab.config.loader import project_root
+from sglab.load.targets import TargetError, Targets, given_urls, start_sims
+from sglab.results.store import results_root
+from sglab.ui import auth
+from sglab.ui.session import SAVE_DIR_ENV, TARGET_ENV
+
+UI_START_TIMEOUT_S = 60.0
+LOCUST_STOP_TIMEOUT_S = 15.0
+
+
+class LaunchError(Exception):
+    """The UI cannot start as asked; the message says why and what to change."""
+
+
+@dataclass(frozen=True)
+class UiOptions:
+    stack: str
+    target: str = "sim"  # "sim" | "urls"
+    baseline_url: str | None = None
+    candidate_url: str | None = None
+    web_host: str = "127.0.0.1"
+    web_port: int = 8089
+    web_login: bool = False
+    users: int | None = None
+    spawn_rate: float | None = None
+    save_results: bool = True
+    log_dir: Path | None = None
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host or "0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def locust_command(opts: UiOptions, urls: dict[str, str], locustfile: Path, users: int, spawn_rate: float) -> list[str]:
+    cmd = [
+        sys.executable, "-m", "locust", "-f", str(locustfile),
+        "--web-host", opts.web_host, "--web-port", str(opts.web_port),
+        "--users", str(users), "--spawn-rate", f"{spawn_rate:g}",
+        "--baseline-url", urls["baseline"], "--candidate-url", urls["candidate"],
+        "--stack", opts.stack,
+    ]
+    if opts.web_login:
+        cmd.append("--web-login")
+    return cmd
+
+
+def _raise_on_sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run(opts: UiOptions, *, out=sys.stdout) -> int:
+    """Start everything, serve until Locust exits or the user interrupts, then clean up. Returns Locust's code."""
+    config = load_stack(opts.stack).config
+    if opts.web_login:
+        try:
+            auth.credentials_from_env()
+        except auth.LoginConfigError as exc:
+            raise LaunchError(str(exc)) from None
+    if not port_is_free(opts.web_host, opts.web_port):
+        raise LaunchError(f"port {opts.web_port} on {opts.web_host} is in use; pick another with --web-port")
+    locustfile = project_root() / config.locust.locustfile
+    if not locustfile.is_file():
+        raise LaunchError(f"locustfile {locustfile} not found (stack key locust.locustfile)")
+    users = opts.users or 2 * min(config.policy.levels or [1])  # one user per arm per gating concurrency
+    spawn_rate = opts.spawn_rate or float(users)
+    log_dir = opts.log_dir or Path(tempfile.mkdtemp(prefix=f"sglab-ui-{opts.stack}-"))
+
+    previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    targets: Targets | None = None
+    locust: subprocess.Popen | None = None
+    try:
+        if opts.target == "sim":
+            print(f"starting simulators for {opts.stack} (logs in {log_dir})", file=out, flush=True)
+            targets = start_sims([baseline_arm(config), candidate_arm(config)], log_dir=log_dir)
+        else:
+            targets = given_urls({"baseline": opts.baseline_url or "", "candidate": opts.candidate_url or ""})
+        env = {**os.environ, TARGET_ENV: "sim" if opts.target == "sim" else "urls"}
+        if opts.save_results:
+            env[SAVE_DIR_ENV] = str(results_root())
+        cmd = locust_command(opts, targets.urls, locustfile, users, spawn_rate)
+        with open(log_dir / "locust.log", "wb") as log:
+            locust = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      cwd=project_root())
+        url = f"http://{opts.web_host or '127.0.0.1'}:{opts.web_port}"
+        _wait_for_ui(url, locust, log_dir / "locust.log")
+        for arm, arm_url in targets.urls.items():
+            print(f"  {arm}: {arm_url}", file=out)
+        login = " (login: user " + (os.environ.get(auth.USERNAME_ENV) or auth.DEFAULT_USERNAME) + ")" \
+            if opts.web_login else ""
+        print(f"Locust web UI: {url}/{login}; open the A/B tab after starting a swarm; Ctrl-C to stop",
+              file=out, flush=True)
+        return locust.wait()
+    except KeyboardInterrupt:
+        print("stopping", file=out, flush=True)
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if locust is not None:
+            _stop_locust(locust)
+        if targets is not None:
+            targets.stop()
+
+
+def _wait_for_ui(url: str, locust: subprocess.Popen, log_path: Path) -> None:
+    deadline = time.monotonic() + UI_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if locust.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
+            raise LaunchError(f"Locust exited with code {locust.returncode} before its UI came up:\n{tail}")
+        try:
+            httpx.get(url + "/", timeout=1.0)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise LaunchError(f"Locust's UI did not answer at {url} within {UI_START_TIMEOUT_S:g} s (see {log_path})")
+
+
+def _stop_locust(locust: subprocess.Popen) -> None:
+    """SIGTERM lets Locust stop the test (our test_stop listener saves the run) and quit."""
+    if locust.poll() is None:
+        locust.send_signal(signal.SIGTERM)
+    try:
+        locust.wait(timeout=LOCUST_STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        locust.kill()
+        locust.wait(timeout=5)
+
+
+__all__ = ["LaunchError", "TargetError", "UiOptions", "locust_command", "run"]
