@@ -69,6 +69,7 @@ class RoundSample(Schema):
     itl_ms_p99: float | None = None
     client_accept_length: float | None = None
     server_accept_length: float | None = None
+    complete: bool = Field(True, description="False for a segment cut short by an interrupt")
 
 
 class RequestSample(Schema):
@@ -113,6 +114,8 @@ class ArmInfo(Schema):
 class Target(Schema):
     kind: TargetKind
     urls: dict[str, str] = Field(default_factory=dict)
+    sim_env: dict[str, str] = Field(default_factory=dict, description="extra SGLAB_SIM_* knobs given to simulators")
+    time_scale: float | None = Field(None, description="simulator time scale (tok/s are scaled when != 1)")
 
 
 class RunResult(Schema):
@@ -134,6 +137,7 @@ class RunResult(Schema):
     load_plan: dict = Field(default_factory=dict)
     policy: dict = Field(default_factory=dict)
     levels: list[LevelResult] = Field(default_factory=list)
+    loadgen: dict = Field(default_factory=dict, description="load generator: tool, version, user class, workers")
     verdict: dict | None = Field(None, description="filled by sglab.analysis when the run ends")
 
     def level(self, concurrency: int) -> LevelResult | None:

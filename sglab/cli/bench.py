@@ -1,0 +1,164 @@
+"""`sglab bench --stack NAME`: the same-run, interleaved A/B benchmark, ending with the verdict.
+
+    sglab bench --stack eagle-nccl-ll                       # two simulators from the stack's arms
+    sglab bench --stack eagle-nccl-ll --quick               # CI-sized (about a minute)
+    sglab bench --stack X --baseline-url U --candidate-url U  # an existing deployment
+    sglab bench --stack X --aa | --attribute                # A/A check | four-arm attribution
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from sglab.cli import UsageError
+from sglab.config.loader import load_stack
+
+EXIT_INTERRUPTED = 130
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="run the interleaved A/B benchmark and judge it")
+    p.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
+    p.add_argument("--target", choices=["sim", "urls"], default=None,
+                   help="sim (default): start one `sglab sim` per arm; urls: use --baseline-url/--candidate-url")
+    p.add_argument("--baseline-url", help="URL of a running baseline server")
+    p.add_argument("--candidate-url", help="URL of a running candidate server")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--aa", action="store_true", help="A/A check: two identical baseline servers")
+    kind.add_argument("--attribute", action="store_true",
+                      help="four arms: baseline, +confounds, candidate without them, candidate")
+    p.add_argument("--quick", action="store_true", help="CI preset: levels 1,4, 4 short rounds, 32 tokens")
+    p.add_argument("--workers", type=int, default=0, help="Locust worker processes (distributed mode)")
+    p.add_argument("--rounds", type=int, help="rounds per level (default: the stack's load.rounds)")
+    p.add_argument("--concurrency", help="comma-separated levels, e.g. 1,4 (default: the stack's)")
+    p.add_argument("--seed", type=int, help="seed of the round order and prompt offsets")
+    p.add_argument("--round-s", type=float, help="seconds per arm per round")
+    p.add_argument("--round-requests", type=int, help="requests per arm per round (instead of --round-s)")
+    p.add_argument("--warmup-requests", type=int, help="discarded warm-up requests per arm and level")
+    p.add_argument("--max-new-tokens", type=int, help="tokens per request (ignore_eos)")
+    p.add_argument("--sim-env", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra SGLAB_SIM_* knob for the simulators (recorded in the result)")
+    p.add_argument("--time-scale", type=float,
+                   help="simulator time scale (tok/s measured are scaled; recorded in the result)")
+    p.add_argument("--out", help="results root (default: results/ in the checkout, or $SGLAB_RESULTS_DIR)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--skip-live-check", action="store_true", help=argparse.SUPPRESS)
+    p.set_defaults(func=run)
+
+
+def _levels(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--concurrency {text!r}: give comma-separated integers, e.g. 1,4,16") from None
+    if not levels or any(c < 1 for c in levels):
+        raise UsageError(f"--concurrency {text!r}: levels must be integers >= 1")
+    return levels
+
+
+def _sim_env(pairs: list[str], time_scale: float | None) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.startswith("SGLAB_SIM_"):
+            raise UsageError(f"--sim-env {pair!r}: write SGLAB_SIM_<KNOB>=VALUE (see `sglab sim --help`)")
+        env[key] = value
+    if time_scale is not None:
+        if time_scale <= 0:
+            raise UsageError("--time-scale must be > 0")
+        env["SGLAB_SIM_TIME_SCALE"] = f"{time_scale:g}"
+    return env
+
+
+def build_request(args: argparse.Namespace):
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from sglab.config.loader import ConfigError
+    from sglab.load.runner import BenchRequest, plan_for
+
+    loaded = load_stack(args.stack)
+    kind = "aa" if args.aa else "attribute" if args.attribute else "ab"
+    urls_given = bool(args.baseline_url or args.candidate_url)
+    target = args.target or ("urls" if urls_given else "sim")
+    urls: dict[str, str] = {}
+    if target == "urls":
+        if kind == "attribute":
+            raise UsageError("--attribute needs four servers: run it with --target sim")
+        if not args.baseline_url or (kind == "ab" and not args.candidate_url):
+            raise UsageError("--target urls needs --baseline-url and --candidate-url")
+        # A/A against a deployment: the second arm is a second baseline server when given, else the same one
+        urls = {"baseline": args.baseline_url, "candidate": args.candidate_url or args.baseline_url}
+    elif urls_given:
+        raise UsageError("--baseline-url/--candidate-url go with --target urls (or leave --target out)")
+    if args.workers < 0:
+        raise UsageError("--workers must be >= 0")
+    overrides = {"concurrency": _levels(args.concurrency), "rounds": args.rounds, "seed": args.seed,
+                 "warmup_requests": args.warmup_requests, "max_new_tokens": args.max_new_tokens}
+    if args.round_s is not None and args.round_requests is not None:
+        raise UsageError("give --round-s or --round-requests, not both")
+    if args.round_s is not None:
+        overrides["round_duration_s"] = args.round_s
+    if args.round_requests is not None:
+        overrides["round_requests"] = args.round_requests
+    try:
+        plan = plan_for(loaded, quick=args.quick, overrides=overrides)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        raise ConfigError(loaded.path, "load." + ".".join(str(p) for p in err["loc"]),
+                          f"{err['msg']} (after command-line overrides)", "check --rounds/--concurrency/--round-*") from None
+    return BenchRequest(loaded=loaded, plan=plan, kind=kind, target_kind=target, urls=urls,
+                        sim_env=_sim_env(args.sim_env, args.time_scale) if target == "sim" else {},
+                        workers=args.workers, out=Path(args.out) if args.out else None,
+                        progress=not args.no_progress and sys.stderr.isatty(),
+                        check_live_flags=not args.skip_live_check)
+
+
+def judge_and_report(result, run_dir) -> str | None:
+    """Store the verdict in the result, print its table, write the report; returns the outcome."""
+    from sglab.analysis.verdict import format_table, judge
+    from sglab.results.store import write_result
+
+    verdict = judge(result)
+    result.verdict = verdict.model_dump(mode="json")
+    write_result(result, run_dir, overwrite=True)
+    print(format_table(verdict))
+    try:
+        from sglab.report import write_report
+    except ImportError:
+        write_report = None
+    if write_report is not None:
+        report = write_report(result, run_dir)
+        print(f"report: {report}")
+    return verdict.outcome
+
+
+def run(args: argparse.Namespace) -> int:
+    request = build_request(args)  # config errors before anything starts
+    import locust  # noqa: F401  (gevent monkey-patching must precede the runner's imports)
+
+    from sglab.load.runner import RefusedError, run_bench
+    from sglab.load.targets import TargetError
+
+    arms = ", ".join(a.name for a in request.arms)
+    print(f"sglab bench {request.loaded.name}: {request.kind} run, arms {arms}, target {request.target_kind}, "
+          f"levels {request.plan.concurrency}, {request.plan.rounds} rounds", file=sys.stderr)
+    try:
+        result, run_dir = run_bench(request)
+    except RefusedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except TargetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"result: {run_dir / 'result.json'}")
+    judge_and_report(result, run_dir)
+    if not result.complete:
+        print(f"run incomplete ({result.incomplete_reason}); what was measured is kept in {run_dir}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 0

@@ -1,0 +1,375 @@
+"""The same-run A/B benchmark: every arm, the same prompts and load, interleaved rounds.
+
+For each concurrency level: keep N Locust users running, give each arm a discarded warm-up, then
+R rounds; inside a round every arm gets one segment (a fixed duration or request count), in an order
+shuffled per round from the seed. Between segments the gate closes and in-flight requests finish,
+so arms never overlap and a round's wall time is exactly its requests' span. Before measuring it
+checks each server's live flags against the stack and refuses on any difference. The result is
+saved after every level, so an interrupted or crashed run still leaves what it measured.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gevent
+from locust import __version__ as locust_version
+from locust.env import Environment
+from locust.event import Events
+
+from sglab import __version__ as sglab_version
+from sglab.config.arms import ArmSpec, attribution_arms, baseline_arm, candidate_arm, confounds
+from sglab.config.loader import LoadedStack
+from sglab.config.models import LoadPlan
+from sglab.load import reports
+from sglab.load.collector import Phase, SampleCollector, get_collector
+from sglab.load.progress import BenchProgress
+from sglab.load.server_info import ServerInfoError, flush_cache, get_server_info, live_mismatches, read_accept_length
+from sglab.load.settings import LoadSettings
+from sglab.load.summary import arm_level_summary, round_sample
+from sglab.load.targets import Targets, free_port
+from sglab.load.users import ArmUser, set_settings
+from sglab.results.schema import ArmInfo, LevelResult, RunResult, Target
+from sglab.results.store import create_run_dir, git_commit, new_run_id, utc_now_iso, write_result
+
+SETTLE_TIMEOUT_S = 30.0
+POLL_S = 0.01
+# --quick: a CI-sized run (about a minute on 2 cores); every other setting comes from the stack.
+QUICK_PLAN = {"concurrency": [1, 4], "rounds": 4, "round_duration_s": 2.0, "round_requests": None,
+              "warmup_requests": 1, "max_new_tokens": 32}
+
+
+class RefusedError(Exception):
+    """The run must not start (e.g. live flags differ from the stack); message says why and the fix."""
+
+
+@dataclass
+class BenchRequest:
+    """Everything `sglab bench` decided: the plan, the arms and where they run."""
+
+    loaded: LoadedStack
+    plan: LoadPlan
+    kind: str = "ab"
+    target_kind: str = "sim"
+    urls: dict[str, str] = field(default_factory=dict)
+    sim_env: dict[str, str] = field(default_factory=dict)
+    workers: int = 0
+    out: Path | None = None
+    progress: bool = True
+    check_live_flags: bool = True
+
+    @property
+    def arms(self) -> list[ArmSpec]:
+        stack = self.loaded.config
+        if self.kind == "attribute":
+            return attribution_arms(stack)
+        if self.kind == "aa":
+            base = baseline_arm(stack)
+            return [base, base.with_name("candidate")]
+        return [baseline_arm(stack), candidate_arm(stack)]
+
+
+def plan_for(loaded: LoadedStack, *, quick: bool = False, overrides: dict | None = None) -> LoadPlan:
+    """The stack's load plan, with the --quick preset and explicit command-line overrides applied."""
+    data = loaded.config.load.model_dump()
+    if quick:
+        data.update(QUICK_PLAN)
+        levels = set(QUICK_PLAN["concurrency"]) | set(loaded.config.policy.levels)
+        data["concurrency"] = sorted(levels)
+    for key, value in (overrides or {}).items():
+        if value is not None or key in ("round_duration_s", "round_requests"):
+            data[key] = value
+    if overrides and overrides.get("round_requests") is not None and "round_duration_s" not in overrides:
+        data["round_duration_s"] = None
+    if overrides and overrides.get("round_duration_s") is not None and "round_requests" not in overrides:
+        data["round_requests"] = None
+    return LoadPlan.model_validate(data)
+
+
+def round_order(arms: list[str], seed: int, level: int, round_index: int) -> list[str]:
+    order = list(arms)
+    random.Random(f"{seed}:{level}:{round_index}").shuffle(order)
+    return order
+
+
+def prompt_offset(seed: int, level: int, round_index: int, count: int) -> int:
+    return random.Random(f"prompts:{seed}:{level}:{round_index}").randrange(max(1, count))
+
+
+def arm_infos(request: BenchRequest, urls: dict[str, str]) -> list[ArmInfo]:
+    infos = []
+    for arm in request.arms:
+        role = "candidate" if arm.name != "baseline" and (arm.speculative or request.kind == "aa") else arm.role
+        infos.append(ArmInfo(name=arm.name, role=role, speculative=arm.speculative, url=urls.get(arm.name),
+                             config_hash=arm.config_hash, launch_command=arm.launch_command))
+    return infos
+
+
+def check_live_flags(request: BenchRequest, urls: dict[str, str], infos: list[ArmInfo]) -> list[str]:
+    """Read /get_server_info of every arm; return all mismatches (also recorded on the ArmInfos)."""
+    found: list[str] = []
+    for arm, info in zip(request.arms, infos):
+        try:
+            live = get_server_info(urls[arm.name])
+        except ServerInfoError as exc:
+            mismatch = [f"{arm.name}: cannot read server info ({exc})"]
+        else:
+            mismatch = live_mismatches(arm, live)
+        info.live_flags_checked = True
+        info.live_mismatches = mismatch
+        found += mismatch
+    return found
+
+
+class BenchRun:
+    def __init__(self, request: BenchRequest, targets: Targets, *, run_id: str | None = None) -> None:
+        self.request = request
+        self.plan = request.plan
+        self.targets = targets
+        self.arm_names = [a.name for a in request.arms]
+        self.speculative = {a.name: a.speculative for a in request.arms}
+        self.run_id = run_id or new_run_id()
+        self.interrupted: str | None = None
+        self.levels: list[LevelResult] = []
+        self.run_dir: Path | None = None
+        self.t0 = time.time()
+        self.env: Environment | None = None
+        self.collector: SampleCollector | None = None
+        self.master = None
+        self.workers = None
+
+    # ---- result ---------------------------------------------------------------------------
+    def build_result(self, infos: list[ArmInfo], mismatches: list[str]) -> RunResult:
+        stack = self.request.loaded
+        scale = self.request.sim_env.get("SGLAB_SIM_TIME_SCALE")
+        return RunResult(
+            run_id=self.run_id, stack=stack.name, kind=self.request.kind, started_at=utc_now_iso(),
+            complete=False, incomplete_reason="running", git_commit=git_commit(), sglab_version=sglab_version,
+            target=Target(kind=self.request.target_kind, urls=dict(self.targets.urls),
+                          sim_env=dict(self.request.sim_env), time_scale=float(scale) if scale else None),
+            arms=infos, config_hash={a.name: a.config_hash for a in self.request.arms},
+            confounds=[c.as_dict() for c in confounds(stack.config)] if self.request.kind != "aa" else [],
+            live_mismatches=mismatches,
+            load_plan=self.plan.model_dump(mode="json", by_alias=False),
+            policy=stack.config.policy.model_dump(mode="json", by_alias=False),
+            loadgen={"tool": "locust", "locust_version": locust_version, "user_class": "FastHttpUser",
+                     "workers": self.request.workers, "endpoint": self.plan.endpoint},
+        )
+
+    def save(self, result: RunResult) -> None:
+        assert self.run_dir is not None
+        result.levels = list(self.levels)
+        write_result(result, self.run_dir, overwrite=(self.run_dir / "result.json").exists())
+
+    # ---- locust ---------------------------------------------------------------------------
+    def _environment(self, settings: LoadSettings) -> Environment:
+        env = Environment(user_classes=[ArmUser], events=Events(), stop_timeout=SETTLE_TIMEOUT_S)
+        set_settings(env, settings)
+        if self.request.workers > 0:
+            from sglab.load.workers import LocalWorkers
+
+            env.create_master_runner("127.0.0.1", free_port())
+            self.workers = LocalWorkers(self.request.workers, env)
+        else:
+            env.create_local_runner()
+        self.collector = get_collector(env)
+        self.collector.set_phase(open=False, run_started_epoch=self.t0)
+        env.events.init.fire(environment=env, runner=env.runner, web_ui=None)
+        if self.workers is not None:
+            from sglab.load.distributed import MasterControl
+
+            self.master = MasterControl(env)
+            self.workers.start()
+            self.master.send_settings(settings)
+        return env
+
+    def _set_users(self, count: int) -> None:
+        runner = self.env.runner
+        runner.start(count, spawn_rate=max(count * 10.0, 100.0))
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while time.monotonic() < deadline and self.interrupted is None:
+            if runner.user_count == count:
+                return
+            gevent.sleep(POLL_S)
+        if self.interrupted is None:
+            raise RuntimeError(f"Locust did not reach {count} users (has {runner.user_count})")
+
+    def _phase(self, **changes) -> Phase:
+        phase = self.collector.set_phase(**changes)
+        if self.master is not None:
+            quota = phase.request_quota
+            self.master.send_phase(phase, self.master.split_quota(quota) if quota is not None else None)
+        return phase
+
+    def _segment_done(self, phase: Phase) -> bool:
+        if self.master is not None:
+            return self.master.all_idle(phase.serial)
+        c = self.collector
+        exhausted = phase.request_quota is not None and c.issued(phase.arm) >= phase.request_quota
+        return c.in_flight == 0 and (not c.phase.open or exhausted)
+
+    def _close(self, phase: Phase) -> None:
+        self.collector.close()
+        if self.master is not None:
+            from dataclasses import replace
+
+            self.master.send_phase(replace(phase, open=False))
+
+    def segment(self, level: int, round_index: int, position: int, arm: str, *, warmup: bool,
+                progress: BenchProgress):
+        """Run one arm alone until its duration or quota is done; returns its RoundSample."""
+        plan = self.plan
+        url = self.targets.urls[arm]
+        flushed = flush_cache(url)
+        quota = plan.warmup_requests if warmup else plan.round_requests
+        duration = None if warmup or plan.round_requests is not None else plan.round_duration_s
+        offset = prompt_offset(plan.seed, level, round_index, len(self.env.sglab_settings.prompts))
+        started = time.time()
+        phase = self._phase(level=level, round_index=round_index, warmup=warmup, arm=arm, prompt_offset=offset,
+                            request_quota=quota, open=True)
+        label = "warm-up" if warmup else f"round {round_index + 1}/{plan.rounds}"
+        progress.segment(f"{label} {arm}")
+        closed = False
+        while self.interrupted is None:
+            if duration is not None and not closed and time.time() - started >= duration:
+                self._close(phase)
+                closed = True
+            if self._segment_done(phase):
+                break
+            gevent.sleep(POLL_S)
+        partial = self.interrupted is not None
+        if partial:
+            self._close(phase)
+            deadline = time.monotonic() + SETTLE_TIMEOUT_S
+            while not self._segment_done(phase) and time.monotonic() < deadline:
+                gevent.sleep(POLL_S)
+        self.collector.close()
+        finished = time.time()
+        if self.master is not None:
+            self._wait_samples(phase)
+        samples = self.collector.samples(arm, level=level, round_index=round_index, warmup=warmup)
+        if samples:
+            finished = max(started, max(self.t0 + s.start_s + (s.e2e_ms or 0) / 1000 for s in samples))
+        server_accept = read_accept_length(url) if flushed and self.speculative.get(arm) else None
+        sample = round_sample(samples, level=level, round_index=round_index, position=position, arm=arm,
+                              warmup=warmup, started_at_s=started - self.t0, duration_s=finished - started,
+                              server_accept_length=server_accept)
+        sample.complete = not partial
+        return sample
+
+    def _wait_samples(self, phase: Phase) -> None:
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while not self.master.all_idle(phase.serial) and time.monotonic() < deadline:
+            gevent.sleep(POLL_S)
+
+    def run_level(self, level: int, progress: BenchProgress, result: RunResult) -> None:
+        plan = self.plan
+        segments = len(self.arm_names) * (plan.rounds + (1 if plan.warmup_requests else 0))
+        progress.level(level, segments)
+        self._set_users(level)
+        rounds = []
+        if plan.warmup_requests and self.interrupted is None:
+            for position, arm in enumerate(self.arm_names):
+                rounds.append(self.segment(level, -1, position, arm, warmup=True, progress=progress))
+                progress.advance()
+                if self.interrupted:
+                    break
+        for round_index in range(plan.rounds):
+            if self.interrupted:
+                break
+            for position, arm in enumerate(round_order(self.arm_names, plan.seed, level, round_index)):
+                rounds.append(self.segment(level, round_index, position, arm, warmup=False, progress=progress))
+                progress.advance(f"round {round_index + 1}/{plan.rounds} done")
+                if self.interrupted:
+                    break
+        requests = self.collector.samples(level=level)
+        summaries = {arm: arm_level_summary([s for s in requests if s.arm == arm], [r for r in rounds if r.arm == arm])
+                     for arm in self.arm_names}
+        self.levels.append(LevelResult(concurrency=level, arms=summaries, rounds=rounds,
+                                       requests=sorted(requests, key=lambda s: s.start_s)))
+        self.save(result)
+
+    def _on_signal(self, signum: int) -> None:
+        if self.interrupted is None:
+            self.interrupted = f"interrupted by {signal.Signals(signum).name} after {time.time() - self.t0:.1f} s"
+
+    def execute(self, result: RunResult, run_dir: Path) -> RunResult:
+        """Run every level; on SIGINT/SIGTERM stop cleanly and keep what was measured."""
+        self.run_dir = run_dir
+        self.save(result)
+        settings = LoadSettings.from_plan(self.plan, urls=self.targets.urls, stack=self.request.loaded.name,
+                                          model=self.request.loaded.config.model.served_model_name or "default",
+                                          base_dir=self.request.loaded.path.parent.parent)
+        handlers = [gevent.signal_handler(sig, self._on_signal, sig) for sig in (signal.SIGINT, signal.SIGTERM)]
+        try:
+            self.env = self._environment(settings)
+            with BenchProgress(self.request.progress) as progress:
+                for level in self.plan.concurrency:
+                    if self.interrupted:
+                        break
+                    self.run_level(level, progress, result)
+        except BaseException as exc:
+            if self.interrupted is None:
+                self.interrupted = f"failed: {type(exc).__name__}: {exc}"
+            if not isinstance(exc, (KeyboardInterrupt, gevent.GreenletExit)):
+                self._finish(result)
+                raise
+        finally:
+            for handler in handlers:
+                handler.cancel()
+        return self._finish(result)
+
+    def _finish(self, result: RunResult) -> RunResult:
+        if self.env is not None:
+            try:
+                self.env.runner.quit()
+            except Exception:
+                pass
+            reports.write_locust_reports(self.env, self.run_dir)
+        if self.workers is not None:
+            self.workers.stop()
+            self.workers = None
+        result.finished_at = utc_now_iso()
+        result.complete = self.interrupted is None
+        result.incomplete_reason = self.interrupted
+        self.save(result)
+        self.env_done = True
+        return result
+
+
+def run_bench(request: BenchRequest) -> tuple[RunResult, Path]:
+    """Start (or reach) the arms, check their live flags, run the schedule, write the result."""
+    import shutil
+
+    from sglab.load.targets import given_urls, start_sims
+
+    run_id = new_run_id()
+    run_dir = create_run_dir(request.loaded.name, run_id, base=request.out)
+    started = False
+    try:
+        if request.target_kind == "sim":
+            targets = start_sims(request.arms, extra_env=request.sim_env, log_dir=run_dir)
+        else:
+            targets = given_urls(request.urls)
+        with targets:
+            infos = arm_infos(request, targets.urls)
+            mismatches = check_live_flags(request, targets.urls, infos) if request.check_live_flags else []
+            if mismatches:
+                raise RefusedError(
+                    "refusing to benchmark: the live servers differ from what stack "
+                    f"'{request.loaded.name}' declares ({request.loaded.path}):\n"
+                    + "\n".join(f"  - {m}" for m in mismatches)
+                    + "\n  fix: redeploy the arms from this stack (pulumi up), or correct the stack so it "
+                    "describes what is running")
+            run = BenchRun(request, targets, run_id=run_id)
+            result = run.build_result(infos, mismatches)
+            started = True
+            result = run.execute(result, run_dir)
+    finally:
+        if not started:
+            shutil.rmtree(run_dir, ignore_errors=True)  # our own fresh directory: nothing was measured
+    return result, run_dir

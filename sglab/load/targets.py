@@ -1,0 +1,151 @@
+"""Where the arms run: `sglab sim` processes started here, or URLs of an existing deployment.
+
+A simulator arm gets exactly the launch arguments and env the stack renders for it
+(`sglab.config.arms`), with only --host/--port replaced by 127.0.0.1 and a free port.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from sglab.config.arms import ArmSpec
+
+HEALTH_TIMEOUT_S = 60.0
+
+
+class TargetError(Exception):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def local_args(args: tuple[str, ...] | list[str], port: int) -> list[str]:
+    """The arm's args with --host/--port pointed at 127.0.0.1:<port> (added if absent)."""
+    out: list[str] = []
+    i = 0
+    seen = set()
+    while i < len(args):
+        arg = args[i]
+        if arg in ("--host", "--port") and i + 1 < len(args):
+            out += [arg, "127.0.0.1" if arg == "--host" else str(port)]
+            seen.add(arg)
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    if "--host" not in seen:
+        out += ["--host", "127.0.0.1"]
+    if "--port" not in seen:
+        out += ["--port", str(port)]
+    return out
+
+
+@dataclass
+class SimProcess:
+    arm: ArmSpec
+    port: int
+    process: subprocess.Popen
+    log_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def sim_command(arm: ArmSpec, port: int) -> list[str]:
+    return [sys.executable, "-m", "sglab.cli", "sim", *local_args(arm.args, port)]
+
+
+def start_sim(arm: ArmSpec, *, extra_env: dict[str, str] | None = None, log_dir: Path | None = None) -> SimProcess:
+    port = free_port()
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SGLAB_SIM_"))}
+    env = {**inherited, **arm.env, **(extra_env or {})}  # the server sees exactly the arm's env
+    log_path = log_dir / f"sim-{arm.name}.log" if log_dir else None
+    out = open(log_path, "wb") if log_path else subprocess.DEVNULL
+    try:
+        proc = subprocess.Popen(sim_command(arm, port), env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)  # a terminal's Ctrl-C stops the runner, not the servers
+    finally:
+        if log_path:
+            out.close()
+    return SimProcess(arm, port, proc, log_path)
+
+
+def wait_healthy(url: str, *, timeout_s: float = HEALTH_TIMEOUT_S, process: subprocess.Popen | None = None,
+                 log_path: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-1500:] if log_path and log_path.exists() else ""
+            raise TargetError(f"the simulator for {url} exited with code {process.returncode}\n{tail}")
+        try:
+            resp = httpx.get(url.rstrip("/") + "/health", timeout=2.0)
+            if resp.status_code == 200:
+                return
+            last = f"HTTP {resp.status_code}"
+        except httpx.HTTPError as exc:
+            last = type(exc).__name__
+        time.sleep(0.1)
+    raise TargetError(f"{url} did not become healthy within {timeout_s:g} s (last: {last})")
+
+
+@dataclass
+class Targets:
+    """Arm name -> URL, plus the simulator processes to stop afterwards (if we started them)."""
+
+    urls: dict[str, str]
+    processes: list[SimProcess] = field(default_factory=list)
+
+    def stop(self) -> None:
+        for sim in self.processes:
+            if sim.process.poll() is None:
+                sim.process.terminate()
+        for sim in self.processes:
+            try:
+                sim.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                sim.process.kill()
+                sim.process.wait(timeout=5)
+        self.processes = []
+
+    def __enter__(self) -> "Targets":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start_sims(arms: list[ArmSpec], *, extra_env: dict[str, str] | None = None, log_dir: Path | None = None,
+               timeout_s: float = HEALTH_TIMEOUT_S) -> Targets:
+    """One simulator per arm, all started before waiting so they boot in parallel."""
+    targets = Targets({})
+    try:
+        for arm in arms:
+            sim = start_sim(arm, extra_env=extra_env, log_dir=log_dir)
+            targets.processes.append(sim)
+            targets.urls[arm.name] = sim.url
+        for sim in targets.processes:
+            wait_healthy(sim.url, timeout_s=timeout_s, process=sim.process, log_path=sim.log_path)
+    except BaseException:
+        targets.stop()
+        raise
+    return targets
+
+
+def given_urls(urls: dict[str, str], *, timeout_s: float = 10.0) -> Targets:
+    for url in urls.values():
+        wait_healthy(url, timeout_s=timeout_s)
+    return Targets({name: url.rstrip("/") for name, url in urls.items()})
