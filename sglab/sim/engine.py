@@ -31,6 +31,9 @@ class TokenEvent:
     new_tokens: int
     finished: bool
     at: float
+    verify_ct: int = 0
+    accepted_drafts: int = 0
+    accept_histogram: tuple[int, ...] = ()
 
 
 @dataclass
@@ -56,6 +59,14 @@ class SimRequest:
     aborted: bool = False
     rng: random.Random | None = None
     events: asyncio.Queue = field(default_factory=asyncio.Queue)
+    last_event: TokenEvent | None = None
+
+    def snapshot(self, new_tokens: int, now: float) -> TokenEvent:
+        """What a client may see now; streams render events, never the live (possibly later) state."""
+        event = TokenEvent(self.completion_tokens, new_tokens, self.finished, now, self.verify_ct,
+                           self.accepted_drafts, tuple(self.accept_histogram))
+        self.last_event = event
+        return event
 
     @property
     def finished(self) -> bool:
@@ -235,7 +246,7 @@ class Engine:
             request.finished_at = now
             if not request.internal:
                 self.metrics.histograms["e2e_request_latency_seconds"].observe(now - request.arrival)
-        request.events.put_nowait(TokenEvent(request.completion_tokens, new_tokens, done, now))
+        request.events.put_nowait(request.snapshot(new_tokens, now))
 
     def _finish(self, request: SimRequest, now: float) -> None:
         """End without more tokens (abort, or max_new_tokens 0)."""
@@ -244,7 +255,7 @@ class Engine:
         request.finished_at = now
         if request.aborted and not request.internal:
             self.metrics.counters["num_aborted_requests_total"] += 1
-        request.events.put_nowait(TokenEvent(request.completion_tokens, 0, True, now))
+        request.events.put_nowait(request.snapshot(0, now))
 
     def _after_prefill(self, admitted: list[SimRequest]) -> None:
         now = asyncio.get_running_loop().time()

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sglab.sim.engine import SimRequest
+from sglab.sim.engine import SimRequest, TokenEvent
 from sglab.sim.faults import NO_FAULT, RequestFault
 from sglab.sim.state import BadRequest, SimState
 from sglab.sim.tokens import count_prompt_tokens
@@ -97,21 +97,22 @@ def build_requests(state: SimState, payload: Any) -> tuple[list[SimRequest], boo
     return out, batched
 
 
-def generate_chunk(state: SimState, request: SimRequest, *, index: int | None = None) -> dict[str, Any]:
-    """One /generate payload: cumulative text and ids, meta_info; e2e_latency once finished."""
-    done = request.completion_tokens
+def generate_chunk(state: SimState, request: SimRequest, event: TokenEvent, *,
+                   index: int | None = None) -> dict[str, Any]:
+    """One /generate payload as of `event`: cumulative text and ids, meta_info; e2e_latency once finished."""
+    done = event.completion_tokens
     meta: dict[str, Any] = {
         "id": request.rid,
-        "finish_reason": request.finish_reason(),
+        "finish_reason": request.finish_reason() if event.finished else None,
         "prompt_tokens": request.prompt_tokens,
         "weight_version": "default",
         "total_retractions": 0,
         "completion_tokens": done,
         "cached_tokens": 0,
     }
-    meta.update(state.spec_meta(request))
-    if request.finished:
-        meta["e2e_latency"] = request.finished_at - request.arrival
+    meta.update(state.spec_meta(event))
+    if event.finished:
+        meta["e2e_latency"] = event.at - request.arrival
     payload: dict[str, Any] = {
         "text": request.tokens.text(0, done),
         "output_ids": [request.tokens.token_id(i) for i in range(done)],
@@ -122,12 +123,12 @@ def generate_chunk(state: SimState, request: SimRequest, *, index: int | None = 
     return payload
 
 
-async def events_of(requests: list[SimRequest]) -> AsyncIterator[tuple[int, SimRequest, bool]]:
-    """(index, request, finished) for every event of every request, in delivery order."""
+async def events_of(requests: list[SimRequest]) -> AsyncIterator[tuple[int, SimRequest, TokenEvent]]:
+    """(index, request, event) for every event of every request, in delivery order."""
     if len(requests) == 1:
         while True:
             event = await requests[0].events.get()
-            yield 0, requests[0], event.finished
+            yield 0, requests[0], event
             if event.finished:
                 return
     merged: asyncio.Queue = asyncio.Queue()
@@ -135,7 +136,7 @@ async def events_of(requests: list[SimRequest]) -> AsyncIterator[tuple[int, SimR
     async def pump(i: int, request: SimRequest) -> None:
         while True:
             event = await request.events.get()
-            await merged.put((i, request, event.finished))
+            await merged.put((i, request, event))
             if event.finished:
                 return
 
@@ -144,7 +145,7 @@ async def events_of(requests: list[SimRequest]) -> AsyncIterator[tuple[int, SimR
         remaining = len(requests)
         while remaining:
             item = await merged.get()
-            if item[2]:
+            if item[2].finished:
                 remaining -= 1
             yield item
     finally:
@@ -176,17 +177,17 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
         state.engine.submit(sim)
     if not payload.get("stream", False):
         await wait_all(sims)
-        bodies = [generate_chunk(state, s) for s in sims]
+        bodies = [generate_chunk(state, s, s.last_event) for s in sims]
         return web.json_response(bodies if batched else bodies[0])
     return await stream_sse(request, state, sims, fault,
-                            lambda i, sim: generate_chunk(state, sim, index=i if batched else None))
+                            lambda i, sim, event: generate_chunk(state, sim, event, index=i if batched else None))
 
 
 async def stream_sse(request: web.Request, state: SimState, sims: list[SimRequest], fault: RequestFault,
                      render, *, tail=None) -> web.StreamResponse:
     """Write one SSE event per engine event (through `render`), honour faults, end with [DONE].
 
-    `render(index, sim)` returns a payload, a list of payloads or None; `tail()` the payloads sent after
+    `render(index, sim, event)` returns a payload, a list of payloads or None; `tail()` the payloads sent after
     the last engine event (OpenAI's final and usage chunks).
     """
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -195,11 +196,11 @@ async def stream_sse(request: web.Request, state: SimState, sims: list[SimReques
     sent_at = {id(s): 0 for s in sims}
     chunks = 0
     try:
-        async for index, sim, finished in events_of(sims):
-            if not finished and sim.completion_tokens - sent_at[id(sim)] < interval and sent_at[id(sim)] > 0:
+        async for index, sim, event in events_of(sims):
+            if not event.finished and event.completion_tokens - sent_at[id(sim)] < interval and sent_at[id(sim)] > 0:
                 continue
-            sent_at[id(sim)] = sim.completion_tokens
-            payload = render(index, sim)
+            sent_at[id(sim)] = event.completion_tokens
+            payload = render(index, sim, event)
             if payload is None:
                 continue
             for item in payload if isinstance(payload, list) else [payload]:

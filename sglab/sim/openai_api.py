@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from sglab.sim import generate_api
-from sglab.sim.engine import SimRequest
+from sglab.sim.engine import SimRequest, TokenEvent
 from sglab.sim.state import BadRequest, SimState
 from sglab.sim.tokens import count_chat_tokens, count_prompt_tokens
 
@@ -26,8 +26,8 @@ def openai_error(message: str, status: int = 400, err_type: str = "BadRequestErr
                               "code": status}, status=status)
 
 
-def _finish(sim: SimRequest) -> tuple[str | None, Any]:
-    reason = sim.finish_reason()
+def _finish(sim: SimRequest, event: TokenEvent | None = None) -> tuple[str | None, Any]:
+    reason = sim.finish_reason() if event is None or event.finished else None
     if reason is None:
         return None, None
     if reason["type"] == "stop":
@@ -147,13 +147,13 @@ async def completions(request: web.Request) -> web.StreamResponse:
                                   "metadata": {"weight_version": "default"}})
     sent = {id(s): 0 for s in sims}
 
-    def render(index: int, sim: SimRequest) -> dict[str, Any] | None:
-        start, sent[id(sim)] = sent[id(sim)], sim.completion_tokens
-        reason, matched = _finish(sim)
-        if start == sim.completion_tokens and reason is None:
+    def render(index: int, sim: SimRequest, event: TokenEvent) -> dict[str, Any] | None:
+        start, sent[id(sim)] = sent[id(sim)], event.completion_tokens
+        reason, matched = _finish(sim, event)
+        if start == event.completion_tokens and reason is None:
             return None
         return {"id": rid, "object": "text_completion", "created": created, "model": model,
-                "choices": [{"index": index, "text": sim.tokens.text(start, sim.completion_tokens),
+                "choices": [{"index": index, "text": sim.tokens.text(start, event.completion_tokens),
                              "logprobs": None, "finish_reason": reason, "matched_stop": matched}],
                 "usage": None}
 
@@ -203,14 +203,14 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason,
                              "matched_stop": matched}], "usage": None}
 
-    def render(index: int, sim: SimRequest) -> list[dict[str, Any]]:
+    def render(index: int, sim: SimRequest, event: TokenEvent) -> list[dict[str, Any]]:
         out = []
         if not sent["role"]:
             sent["role"] = True
             out.append(chunk({"role": "assistant", "content": ""}))
-        start, sent["tokens"] = sent["tokens"], sim.completion_tokens
-        if sim.completion_tokens > start:
-            out.append(chunk({"content": sim.tokens.text(start, sim.completion_tokens)}))
+        start, sent["tokens"] = sent["tokens"], event.completion_tokens
+        if event.completion_tokens > start:
+            out.append(chunk({"content": sim.tokens.text(start, event.completion_tokens)}))
         return out
 
     def tail() -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglab.sim.cli_args import SimConfig
-from sglab.sim.engine import Engine, SimRequest
+from sglab.sim.engine import Engine, SimRequest, TokenEvent
 from sglab.sim.faults import FaultInjector
 from sglab.sim.metrics import Metrics
 
@@ -57,24 +57,24 @@ class SimState:
                              events=asyncio.Queue())
         return self.engine.prepare(request)
 
-    def spec_meta(self, request: SimRequest) -> dict[str, Any]:
+    def spec_meta(self, event: TokenEvent) -> dict[str, Any]:
         """The speculative fields of every SGLang era (0.4 spec_verify_ct ... newest histogram aliases)."""
         spec = self.config.spec
         if spec is None:
             return {}
-        meta: dict[str, Any] = {"spec_verify_ct": request.verify_ct}
-        if request.verify_ct > 0:
-            proposed = request.verify_ct * max(1, spec.num_draft_tokens - 1)
+        meta: dict[str, Any] = {"spec_verify_ct": event.verify_ct}
+        if event.verify_ct > 0:
+            proposed = event.verify_ct * max(1, spec.num_draft_tokens - 1)
             meta.update({
-                "spec_accept_length": request.completion_tokens / request.verify_ct,
-                "spec_accept_rate": request.accepted_drafts / proposed,
-                "spec_accept_token_num": request.accepted_drafts,
+                "spec_accept_length": event.completion_tokens / event.verify_ct,
+                "spec_accept_rate": event.accepted_drafts / proposed,
+                "spec_accept_token_num": event.accepted_drafts,
                 "spec_draft_token_num": proposed,
-                "spec_num_correct_drafts": request.accepted_drafts,
+                "spec_num_correct_drafts": event.accepted_drafts,
                 "spec_num_proposed_drafts": proposed,
-                "spec_correct_drafts_histogram": list(request.accept_histogram),
-                "spec_accepted_drafts": request.accepted_drafts,
+                "spec_correct_drafts_histogram": list(event.accept_histogram),
+                "spec_accepted_drafts": event.accepted_drafts,
                 "spec_proposed_drafts": proposed,
-                "spec_accept_histogram": list(request.accept_histogram),
+                "spec_accept_histogram": list(event.accept_histogram),
             })
         return meta
