@@ -9,6 +9,7 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import settings
 from ruamel.yaml import YAML
 
 from sglab.config.loader import stacks_dir
@@ -71,7 +72,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 
     def RegisterResource(self, request):
         timeouts = request.customTimeouts
-        self.options[request.name] = {
+        self.options[f"{request.type}::{request.name}"] = {
             "type": request.type,
             "parent": request.parent,
             "custom_timeouts": {k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)},
@@ -92,9 +93,12 @@ class ProgramRun:
     def of_type(self, typ: str) -> list[Registered]:
         return [r for r in self.resources if r.typ == typ]
 
-    def named(self, name: str) -> Registered:
-        (found,) = [r for r in self.resources if r.name == name]
+    def named(self, typ: str, name: str) -> Registered:
+        (found,) = [r for r in self.resources if r.typ == typ and r.name == name]
         return found
+
+    def options_of(self, typ: str, name: str) -> dict[str, Any]:
+        return self.options[f"{typ}::{name}"]
 
 
 def run_program(stack: str, config: dict[str, str] | None = None, secret_keys: list[str] | None = None) -> ProgramRun:
@@ -106,6 +110,7 @@ def run_program(stack: str, config: dict[str, str] | None = None, secret_keys: l
         config, secret_keys = pulumi_config_from_file(stack_path(stack))
     mocks = RecordingMocks()
     monitor = RecordingMonitor(mocks)
+    settings.ROOT.set(None)  # a fresh root Stack per run, named after this stack
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(config, secret_keys or [])
     outputs: dict[str, Any] = {}

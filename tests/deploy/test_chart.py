@@ -1,0 +1,297 @@
+"""charts/sglang-server through the real Helm v4 engine: what `pulumi up` would apply is schema-valid and right."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+
+from sglab.cli import main
+from sglab.config import baseline_arm, candidate_arm, load_stack
+from sglab.config.loader import _plain
+from sglab.config.models import StackConfig
+from sglab.deploy import values as values_module
+from sglab.deploy.naming import chart_dir
+from sglab.deploy.render import render_chart
+from sglab.deploy.values import chart_values, default_values
+
+from .harness import run_program, shipped_stacks
+
+K8S_VERSIONS = ("1.31", kubernetes_validate.latest_version())
+CHART = "kubernetes:helm.sh/v4:Chart"
+
+
+def validate_all(objects: list[dict]) -> None:
+    assert objects
+    for obj in objects:
+        for version in K8S_VERSIONS:
+            kubernetes_validate.validate(obj, version, strict=True)
+
+
+def by_kind(objects: list[dict], kind: str) -> list[dict]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+@pytest.fixture(scope="module", params=shipped_stacks())
+def captured(request):
+    """(stack, loaded, program run, rendered objects per arm) with chart inputs as the mocks saw them."""
+    name = request.param
+    run = run_program(name)
+    assert run.error is None, run.error
+    rendered = {}
+    for chart in run.of_type(CHART):
+        inputs = chart.inputs
+        rendered[chart.name] = render_chart(inputs["chart"], inputs["values"], release=inputs["name"],
+                                            namespace=inputs["namespace"])
+    return name, load_stack(name), run, rendered
+
+
+def test_latest_version_is_newer_than_131():
+    assert K8S_VERSIONS[1] != "1.31"
+
+
+def test_what_pulumi_up_would_apply_is_schema_valid(captured):
+    _, _, run, rendered = captured
+    for objects in rendered.values():
+        assert {o["kind"] for o in objects} == {"Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy"} or \
+            {o["kind"] for o in objects} <= {"Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy"}
+        validate_all(objects)
+    for typ in ("kubernetes:core/v1:Namespace", "kubernetes:core/v1:Secret"):
+        for res in run.of_type(typ):
+            obj = {k: v for k, v in res.inputs.items() if k != "stringData"}
+            obj.setdefault("apiVersion", "v1")
+            obj.setdefault("kind", typ.rsplit(":", 1)[1])
+            validate_all([obj])
+
+
+def test_kubernetes_validate_rejects_a_broken_object():
+    """The validation above can fail: strict mode refuses an unknown field."""
+    bad = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}, "spec": {"portz": []}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, "1.31", strict=True)
+
+
+def test_sglab_render_prints_exactly_what_the_program_passes(captured, capsys):
+    name, _, run, rendered = captured
+    assert main(["render", "--stack", name]) == 0
+    out = capsys.readouterr().out
+    printed = [d for d in yaml.safe_load_all(io.StringIO(out)) if d]
+    expected_charts = rendered["baseline"] + rendered["candidate"]
+    assert [o for o in printed if o["kind"] not in ("Namespace", "Secret")] == expected_charts
+    assert by_kind(printed, "Namespace")[0]["metadata"] == run.of_type("kubernetes:core/v1:Namespace")[0].inputs[
+        "metadata"]
+    validate_all(printed)
+
+
+def test_deployment_matches_the_arm(captured):
+    name, loaded, _, rendered = captured
+    stack = loaded.config
+    for arm in (baseline_arm(stack), candidate_arm(stack)):
+        (dep,) = by_kind(rendered[arm.role], "Deployment")
+        meta, spec = dep["metadata"], dep["spec"]
+        assert meta["labels"]["sglab/arm"] == arm.role
+        assert meta["labels"]["app.kubernetes.io/part-of"] == "sglab"
+        assert meta["labels"]["sglab/stack"] == name
+        assert meta["annotations"]["sglab/config-hash"] == arm.config_hash
+        assert spec["strategy"] == {"type": "Recreate"}
+        pod = spec["template"]["spec"]
+        assert spec["template"]["metadata"]["labels"]["sglab/arm"] == arm.role
+        assert pod["enableServiceLinks"] is False
+        (container,) = pod["containers"]
+        assert container["image"] == arm.image
+        assert container["command"] == list(arm.command)
+        assert container["args"] == list(arm.args)
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        assert {k: v for k, v in env.items() if v is not None} == arm.env
+        assert container["ports"][0]["containerPort"] == arm.port
+        gpus = stack.placement.gpus_per_node
+        if gpus:
+            assert container["resources"]["limits"]["nvidia.com/gpu"] == gpus
+        else:
+            assert "nvidia.com/gpu" not in str(container.get("resources", {}))
+        rollout = stack.rollout
+        startup = container["startupProbe"]
+        assert startup["failureThreshold"] * startup["periodSeconds"] >= rollout.startup_timeout_min * 60
+        assert container["readinessProbe"]["httpGet"]["path"] == rollout.readiness_path == "/health_generate" or \
+            container["readinessProbe"]["httpGet"]["path"] == rollout.readiness_path
+        assert container["livenessProbe"]["httpGet"]["path"] == rollout.liveness_path
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": stack.resources.shm_size}
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        assert mounts["dshm"]["mountPath"] == "/dev/shm"
+        if stack.model.volume is not None:
+            assert mounts["model"] == {"name": "model", "mountPath": stack.model.volume.mount_path, "readOnly": True}
+        if stack.placement.separate_nodes:
+            (term,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            assert term["topologyKey"] == "kubernetes.io/hostname"
+            assert term["labelSelector"]["matchLabels"]["app.kubernetes.io/part-of"] == "sglab"
+            assert term["labelSelector"]["matchLabels"]["sglab/stack"] == name
+        assert pod.get("nodeSelector", {}) == stack.placement.node_selector
+        assert dep["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == str(rollout.pulumi_timeout_min * 60)
+
+
+def test_anti_affinity_selects_the_other_arm(captured):
+    """Each arm's anti-affinity term matches the other arm's pod labels: they can never share a node."""
+    _, loaded, _, rendered = captured
+    if not loaded.config.placement.separate_nodes:
+        pytest.skip("stack opts out of node separation")
+    pods = {role: by_kind(objs, "Deployment")[0]["spec"]["template"] for role, objs in rendered.items()}
+    for role, other in (("baseline", "candidate"), ("candidate", "baseline")):
+        term = pods[role]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        labels = pods[other]["metadata"]["labels"]
+        assert all(labels.get(k) == v for k, v in term["labelSelector"]["matchLabels"].items())
+
+
+def test_service_pdb_and_network_policy(captured):
+    _, loaded, _, rendered = captured
+    stack = loaded.config
+    for role, objects in rendered.items():
+        (svc,) = by_kind(objects, "Service")
+        assert svc["metadata"]["name"] == f"sglang-{role}"
+        assert svc["spec"]["type"] == "ClusterIP"
+        assert svc["spec"]["ports"][0]["port"] == stack.server.port
+        dep = by_kind(objects, "Deployment")[0]
+        assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+        if stack.disruption_budget.enabled:
+            (pdb,) = by_kind(objects, "PodDisruptionBudget")
+            assert pdb["spec"]["maxUnavailable"] == stack.disruption_budget.max_unavailable
+        if stack.network_policy.enabled:
+            (netpol,) = by_kind(objects, "NetworkPolicy")
+            assert netpol["spec"]["policyTypes"] == ["Ingress"]
+            (rule,) = netpol["spec"]["ingress"]
+            assert rule["from"] == [{"podSelector": {"matchLabels": stack.network_policy.allowed_from}}]
+            assert netpol["spec"]["podSelector"]["matchLabels"] == svc["spec"]["selector"]
+
+
+# --- variations of a stack, rendered through the same values function ---------------------------------
+
+def _stack_with(**updates) -> StackConfig:
+    """eagle-nccl-ll with `section__key=value` updates (underscores become dashes)."""
+    data = _plain(load_stack("eagle-nccl-ll").raw)
+    for dotted, value in updates.items():
+        node = data
+        *parents, leaf = dotted.split("__")
+        for part in parents:
+            node = node.setdefault(part.replace("_", "-"), {})
+        node[leaf.replace("_", "-")] = value
+    return StackConfig.model_validate(data)
+
+
+def _render(stack: StackConfig, role: str = "candidate") -> list[dict]:
+    arm = candidate_arm(stack) if role == "candidate" else baseline_arm(stack)
+    objects = render_chart(chart_dir(), chart_values(stack, arm, stack_name="variant"),
+                           release=f"sglang-{role}", namespace=stack.namespace)
+    validate_all(objects)
+    return objects
+
+
+def test_hf_token_is_read_from_the_secret():
+    stack = _stack_with(hf_token={"secure": "v1:abc"})
+    container = by_kind(_render(stack), "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+    (hf,) = [e for e in container["env"] if e["name"] == "HF_TOKEN"]
+    assert hf == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "sglab-hf-token", "key": "token"}}}
+
+
+def test_gpus_zero_omits_the_gpu_request():
+    stack = _stack_with(backend="sim", placement__gpus_per_node=0, server__tp_size=1, resources__cpu="2",
+                        resources__memory="4Gi")
+    container = by_kind(_render(stack), "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "4Gi"}}
+
+
+def test_pvc_model_volume_is_read_only():
+    stack = _stack_with(model__volume={"kind": "pvc", "claim-name": "weights", "mount-path": "/shared"})
+    pod = by_kind(_render(stack), "Deployment")[0]["spec"]["template"]["spec"]
+    (model,) = [v for v in pod["volumes"] if v["name"] == "model"]
+    assert model["persistentVolumeClaim"] == {"claimName": "weights", "readOnly": True}
+
+
+def test_network_policy_pdb_and_anti_affinity_can_be_disabled():
+    stack = _stack_with(network_policy__enabled=False, disruption_budget__enabled=False,
+                        placement__separate_nodes=False, placement__priority_class_name="gpu-high",
+                        placement__runtime_class_name="nvidia")
+    objects = _render(stack)
+    assert {o["kind"] for o in objects} == {"Deployment", "Service"}
+    pod = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]
+    assert "affinity" not in pod
+    assert pod["priorityClassName"] == "gpu-high" and pod["runtimeClassName"] == "nvidia"
+
+
+def test_network_policy_allowed_from_is_configurable():
+    stack = _stack_with(network_policy__allowed_from={"app": "bench"})
+    (netpol,) = by_kind(_render(stack), "NetworkPolicy")
+    assert netpol["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"] == {"app": "bench"}
+
+
+# --- values.schema.json, lint, generated files ---------------------------------------------------------
+
+@pytest.mark.parametrize("path, bad", [
+    (("port",), "thirty"),
+    (("port",), 70000),
+    (("arm",), "canary"),
+    (("shmSize",), "lots"),
+    (("gpus",), -1),
+    (("command",), []),
+    (("probes", "readinessPath"), "health"),
+    (("modelVolume", "kind"), "nfs"),
+    (("env",), [{"name": "BAD NAME", "value": "1"}]),
+    (("tolerations",), [{"operator": "Maybe"}]),
+    (("extraFlags",), ["--oops"]),
+])
+def test_schema_rejects_a_bad_value_at_template_time(path, bad):
+    values = default_values()
+    node = values
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = bad
+    with pytest.raises(helm.HelmError) as err:
+        render_chart(chart_dir(), values, release="sglang-baseline", namespace="ns")
+    assert path[-1] in str(err.value) or "additional" in str(err.value).lower()
+
+
+def test_no_chart_default_leaks_into_sglab_values():
+    """Helm merges maps with the chart's defaults; sglab's values must come out of that merge unchanged."""
+    with helm.Chart.load(str(chart_dir())) as chart:
+        for name in shipped_stacks():
+            stack = load_stack(name).config
+            for arm in (baseline_arm(stack), candidate_arm(stack)):
+                values = chart_values(stack, arm, stack_name=name)
+                assert chart.merge_values(values) == values
+        variant = _stack_with(network_policy__allowed_from={"app": "bench"}, placement__node_selector={"a": "b"})
+        values = chart_values(variant, candidate_arm(variant), stack_name="variant")
+        assert chart.merge_values(values) == values
+
+
+def test_schema_accepts_the_defaults_and_every_stack():
+    render_chart(chart_dir(), default_values(), release="sglang-baseline", namespace="ns")
+    for name in shipped_stacks():
+        stack = load_stack(name).config
+        for arm in (baseline_arm(stack), candidate_arm(stack)):
+            with helm.Chart.load(str(chart_dir())) as chart:
+                chart.validate_schema(chart_values(stack, arm, stack_name=name))
+
+
+def test_helm_lint_is_clean():
+    for values in (None, default_values()):
+        report = helm.lint(str(chart_dir()), values, strict=True, namespace="sglab")
+        problems = [m for m in report["messages"] if m["severity"] >= 2]
+        assert report["errors"] == [] and problems == [], report
+
+
+def test_generated_chart_files_are_up_to_date():
+    for path, text in values_module.generated_files().items():
+        assert Path(path).read_text() == text, f"{path} is stale: run .venv/bin/python -m sglab.deploy.values"
+
+
+def test_values_example_installs_standalone():
+    example = chart_dir() / "examples" / values_module.EXAMPLE_FILE
+    values = yaml.safe_load(example.read_text())
+    objects = render_chart(chart_dir(), values, release="my-server", namespace="team")
+    validate_all(objects)
+    dep = by_kind(objects, "Deployment")[0]
+    assert dep["metadata"]["name"] == "my-server"
+    assert "--speculative-algorithm" in dep["spec"]["template"]["spec"]["containers"][0]["args"]
