@@ -1,0 +1,82 @@
+"""`sglab results --stack NAME`: the runs of a stack as a table; `sglab results pull --stack NAME` copies
+the in-cluster benchmark results into results/."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+from sglab.cli import UsageError
+from sglab.config.loader import ConfigError
+from sglab.results.schema import RunResult
+from sglab.results.store import list_runs, load_result, results_root
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("results", help="list a stack's benchmark runs (or pull in-cluster results)")
+    p.add_argument("action", nargs="?", choices=["list", "pull"], default="list")
+    p.add_argument("--stack", required=True, help="stack name")
+    p.add_argument("--out", help="results root (default: results/ in the checkout, or $SGLAB_RESULTS_DIR)")
+    p.add_argument("--namespace", help="pull: namespace of the result ConfigMaps (default: the stack's)")
+    p.add_argument("--context", help="pull: kubeconfig context")
+    p.add_argument("--kubeconfig", help="pull: kubeconfig file")
+    p.set_defaults(func=run)
+
+
+def _gains(result: RunResult) -> str:
+    verdict = result.verdict or {}
+    parts = []
+    for level in verdict.get("levels", []):
+        decode = level.get("decode") or {}
+        estimate = decode.get("estimate")
+        if estimate is not None:
+            parts.append(f"c{level['concurrency']} {estimate:+.1%}")
+    return " ".join(parts) or "-"
+
+
+def rows(stack: str, base: Path | None = None) -> list[tuple[str, ...]]:
+    out = []
+    for run_dir in list_runs(stack, base):
+        try:
+            result = load_result(run_dir)
+        except ConfigError as exc:
+            out.append((run_dir.name, "?", "?", "?", "-", "-", f"unreadable: {exc.problem}"))
+            continue
+        levels = ",".join(str(lv.concurrency) for lv in result.levels) or "-"
+        complete = "yes" if result.complete else f"no ({result.incomplete_reason})" if result.incomplete_reason else "no"
+        outcome = (result.verdict or {}).get("outcome", "-")
+        out.append((result.run_id, result.kind, complete, result.target.kind, levels, _gains(result), outcome))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    base = Path(args.out) if args.out else None
+    if args.action == "pull":
+        return _pull(args, base)
+    table = rows(args.stack, base)
+    if not table:
+        print(f"no runs for stack '{args.stack}' under {(base or results_root()) / args.stack}")
+        print(f"run one: sglab bench --stack {args.stack}")
+        return 0
+    header = ("run id", "kind", "complete", "target", "levels", "decode gain", "verdict")
+    widths = [max(len(str(r[i])) for r in [header, *table]) for i in range(len(header))]
+    for row in [header, tuple("-" * w for w in widths), *table]:
+        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return 0
+
+
+def _pull(args: argparse.Namespace, base: Path | None) -> int:
+    try:
+        module = importlib.import_module("sglab.deploy.pull")
+    except ModuleNotFoundError as exc:
+        if exc.name != "sglab.deploy.pull":
+            raise
+        raise UsageError("`sglab results pull` needs sglab.deploy.pull, which this checkout does not have") from None
+    pulled = module.pull_results(args.stack, namespace=args.namespace, context=args.context,
+                                 kubeconfig=args.kubeconfig, base=base)
+    for path in pulled:
+        print(f"pulled: {path}")
+    if not pulled:
+        print(f"nothing new to pull for stack '{args.stack}'")
+    return 0
