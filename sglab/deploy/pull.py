@@ -40,6 +40,7 @@ class PullReport:
     conflicts: list[Path] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
+    trimmed: list[str] = field(default_factory=list)
 
 
 def label_selector(stack: str) -> str:
@@ -106,6 +107,9 @@ def store_pulled(pulled: list[PulledResult], stack: str, base: Path | None = Non
             report.written.append(write_json_atomic(target, payload))
         except FileExistsError:
             report.conflicts.append(target)
+            continue
+        if item.trimmed:
+            report.trimmed.append(f"{item.result.run_id}: {item.trimmed} dropped to fit the ConfigMap")
     return report
 
 

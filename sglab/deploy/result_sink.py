@@ -33,7 +33,7 @@ class EncodedResult:
 
 
 def _gzip_b64(text: str) -> str:
-    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
 
 
 def _without_itl(document: dict[str, Any]) -> dict[str, Any]:

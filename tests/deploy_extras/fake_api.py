@@ -1,0 +1,107 @@
+"""A tiny stand-in for the Kubernetes API server's ConfigMap endpoints, served on 127.0.0.1.
+
+Enough for the real `kubernetes` client to list (with a label selector), read, create and replace
+ConfigMaps; every request is recorded so tests can assert what the client asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+from kubernetes import client
+
+
+class FakeConfigMapApi:
+    def __init__(self) -> None:
+        self.configmaps: dict[tuple[str, str], dict] = {}
+        self.requests: list[tuple[str, str, dict]] = []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _send(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _route(self, method: str) -> None:
+                url = urlparse(self.path)
+                query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                api.requests.append((method, url.path, query))
+                parts = url.path.strip("/").split("/")
+                if parts[:3] != ["api", "v1", "namespaces"] or len(parts) < 5 or parts[4] != "configmaps":
+                    return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                namespace = parts[3]
+                name = parts[5] if len(parts) > 5 else None
+                if method == "GET" and name is None:
+                    wanted = dict(s.split("=", 1) for s in query.get("labelSelector", "").split(",") if s)
+                    items = [cm for (ns, _), cm in sorted(api.configmaps.items()) if ns == namespace
+                             and all(cm["metadata"].get("labels", {}).get(k) == v for k, v in wanted.items())]
+                    return self._send(200, {"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {},
+                                            "items": items})
+                key = (namespace, name or (body or {}).get("metadata", {}).get("name"))
+                if method == "GET":
+                    if key not in api.configmaps:
+                        return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                    return self._send(200, api.configmaps[key])
+                if method == "POST":
+                    if key in api.configmaps:
+                        return self._send(409, {"kind": "Status", "code": 409, "reason": "AlreadyExists"})
+                    api.configmaps[key] = body
+                    return self._send(201, body)
+                if method == "PUT":
+                    if key not in api.configmaps:
+                        return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                    api.configmaps[key] = body
+                    return self._send(200, body)
+                return self._send(405, {"kind": "Status", "code": 405})
+
+            def do_GET(self) -> None:
+                self._route("GET")
+
+            def do_POST(self) -> None:
+                self._route("POST")
+
+            def do_PUT(self) -> None:
+                self._route("PUT")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FakeConfigMapApi":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def add(self, namespace: str, manifest: dict) -> None:
+        self.configmaps[(namespace, manifest["metadata"]["name"])] = {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                      **manifest}
+
+    def core_api(self) -> client.CoreV1Api:
+        configuration = client.Configuration()
+        configuration.host = self.url
+        return client.CoreV1Api(client.ApiClient(configuration))
+
+    def kubeconfig(self, path: Path, context: str = "fake") -> Path:
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": context,
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": "not-a-secret"}}],
+            "contexts": [{"name": context, "context": {"cluster": "fake", "user": "fake"}}],
+        }))
+        return path
