@@ -79,7 +79,8 @@ def build_request(args: argparse.Namespace):
     from pydantic import ValidationError
 
     from sglab.config.loader import ConfigError
-    from sglab.load.runner import BenchRequest, plan_for
+    from sglab.load.runner import BenchRequest
+    from sglab.load.schedule import plan_for
 
     loaded = load_stack(args.stack)
     kind = "aa" if args.aa else "attribute" if args.attribute else "ab"

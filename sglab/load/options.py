@@ -16,18 +16,20 @@ URL_ENV = {"baseline": "SGLAB_BASELINE_URL", "candidate": "SGLAB_CANDIDATE_URL"}
 
 
 def add_arguments(parser) -> None:
+    # The arm URLs and the stack go through Locust's own add_argument so they show in the web-UI form
+    # (argument-group options are not marked include_in_web_ui); the rest stay command-line only.
+    parser.add_argument("--baseline-url", default=os.environ.get(URL_ENV["baseline"], ""),
+                        help="baseline server URL (env SGLAB_BASELINE_URL)")
+    parser.add_argument("--candidate-url", default=os.environ.get(URL_ENV["candidate"], ""),
+                        help="candidate server URL (env SGLAB_CANDIDATE_URL)")
+    parser.add_argument("--stack", default="", help="take prompts and request shape from this stack's load plan")
     group = parser.add_argument_group("sglab", "A/B target and request shape")
-    group.add_argument("--baseline-url", default=os.environ.get(URL_ENV["baseline"], ""),
-                       help="baseline server URL (env SGLAB_BASELINE_URL)")
-    group.add_argument("--candidate-url", default=os.environ.get(URL_ENV["candidate"], ""),
-                       help="candidate server URL (env SGLAB_CANDIDATE_URL)")
     group.add_argument("--endpoint", choices=["generate", "chat"], default=None,
                        help="SGLang native /generate (default) or OpenAI /v1/chat/completions")
     group.add_argument("--max-new-tokens", type=int, default=None,
                        help="tokens generated per request (ignore_eos); default from the stack's load plan")
     group.add_argument("--request-timeout-s", type=float, default=None, help="per-request timeout")
     group.add_argument("--model", default="default", help="model name sent to the chat endpoint")
-    group.add_argument("--stack", default="", help="take prompts and request shape from this stack's load plan")
 
 
 def url_from_options(environment, arm: str) -> str | None:

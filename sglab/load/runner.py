@@ -10,7 +10,6 @@ saved after every level, so an interrupted or crashed run still leaves what it m
 
 from __future__ import annotations
 
-import random
 import signal
 import time
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from sglab.config.models import LoadPlan
 from sglab.load import reports
 from sglab.load.collector import Phase, SampleCollector, get_collector
 from sglab.load.progress import BenchProgress
+from sglab.load.schedule import prompt_offset, round_orders
 from sglab.load.server_info import ServerInfoError, flush_cache, get_server_info, live_mismatches, read_accept_length
 from sglab.load.settings import LoadSettings
 from sglab.load.summary import arm_level_summary, round_sample
@@ -38,11 +38,6 @@ from sglab.results.store import create_run_dir, git_commit, new_run_id, utc_now_
 
 SETTLE_TIMEOUT_S = 30.0
 POLL_S = 0.01
-# --quick: a CI-sized run (about a minute on 2 cores); every other setting comes from the stack.
-QUICK_PLAN = {"concurrency": [1, 4], "rounds": 4, "round_duration_s": 2.0, "round_requests": None,
-              "warmup_requests": 1, "max_new_tokens": 32}
-
-
 class RefusedError(Exception):
     """The run must not start (e.g. live flags differ from the stack); message says why and the fix."""
 
@@ -71,33 +66,6 @@ class BenchRequest:
             base = baseline_arm(stack)
             return [base, base.with_name("candidate")]
         return [baseline_arm(stack), candidate_arm(stack)]
-
-
-def plan_for(loaded: LoadedStack, *, quick: bool = False, overrides: dict | None = None) -> LoadPlan:
-    """The stack's load plan, with the --quick preset and explicit command-line overrides applied."""
-    data = loaded.config.load.model_dump()
-    if quick:
-        data.update(QUICK_PLAN)
-        levels = set(QUICK_PLAN["concurrency"]) | set(loaded.config.policy.levels)
-        data["concurrency"] = sorted(levels)
-    for key, value in (overrides or {}).items():
-        if value is not None or key in ("round_duration_s", "round_requests"):
-            data[key] = value
-    if overrides and overrides.get("round_requests") is not None and "round_duration_s" not in overrides:
-        data["round_duration_s"] = None
-    if overrides and overrides.get("round_duration_s") is not None and "round_requests" not in overrides:
-        data["round_requests"] = None
-    return LoadPlan.model_validate(data)
-
-
-def round_order(arms: list[str], seed: int, level: int, round_index: int) -> list[str]:
-    order = list(arms)
-    random.Random(f"{seed}:{level}:{round_index}").shuffle(order)
-    return order
-
-
-def prompt_offset(seed: int, level: int, round_index: int, count: int) -> int:
-    return random.Random(f"prompts:{seed}:{level}:{round_index}").randrange(max(1, count))
 
 
 def arm_infos(request: BenchRequest, urls: dict[str, str]) -> list[ArmInfo]:
@@ -278,10 +246,11 @@ class BenchRun:
                 progress.advance()
                 if self.interrupted:
                     break
+        orders = round_orders(self.arm_names, plan.seed, level, plan.rounds)
         for round_index in range(plan.rounds):
             if self.interrupted:
                 break
-            for position, arm in enumerate(round_order(self.arm_names, plan.seed, level, round_index)):
+            for position, arm in enumerate(orders[round_index]):
                 rounds.append(self.segment(level, round_index, position, arm, warmup=False, progress=progress))
                 progress.advance(f"round {round_index + 1}/{plan.rounds} done")
                 if self.interrupted:

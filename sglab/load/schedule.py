@@ -1,0 +1,56 @@
+"""The interleaved schedule: which plan a run uses, the per-round arm order and prompt offsets.
+
+Both come from the plan's seed, so a run can be replayed exactly; every arm of a round starts at
+the same prompt offset, so the arms see the same prompts in the same order.
+"""
+
+from __future__ import annotations
+
+import random
+
+from sglab.config.loader import LoadedStack
+from sglab.config.models import LoadPlan
+
+# --quick: a CI-sized run (about a minute on 2 cores); every other setting comes from the stack.
+QUICK_PLAN = {"concurrency": [1, 4], "rounds": 4, "round_duration_s": 2.0, "round_requests": None,
+              "warmup_requests": 1, "max_new_tokens": 32}
+
+
+def plan_for(loaded: LoadedStack, *, quick: bool = False, overrides: dict | None = None) -> LoadPlan:
+    """The stack's load plan, with the --quick preset and explicit command-line overrides applied."""
+    data = loaded.config.load.model_dump()
+    if quick:
+        data.update(QUICK_PLAN)
+        levels = set(QUICK_PLAN["concurrency"]) | set(loaded.config.policy.levels)
+        data["concurrency"] = sorted(levels)
+    for key, value in (overrides or {}).items():
+        if value is not None or key in ("round_duration_s", "round_requests"):
+            data[key] = value
+    if overrides and overrides.get("round_requests") is not None and "round_duration_s" not in overrides:
+        data["round_duration_s"] = None
+    if overrides and overrides.get("round_duration_s") is not None and "round_requests" not in overrides:
+        data["round_requests"] = None
+    return LoadPlan.model_validate(data)
+
+
+def round_orders(arms: list[str], seed: int, level: int, rounds: int) -> list[list[str]]:
+    """Arm order per round: seeded, and balanced so no arm keeps the same slot for a streak of rounds.
+
+    Rounds come in blocks of len(arms); a block holds every rotation of a seeded permutation once, in
+    a seeded order, so each arm runs in each position equally often (a drift in the servers or the
+    machine over time cannot favour one arm).
+    """
+    rng = random.Random(f"order:{seed}:{level}")
+    base = list(arms)
+    rng.shuffle(base)
+    rotations = [base[i:] + base[:i] for i in range(len(base))]
+    orders: list[list[str]] = []
+    while len(orders) < rounds:
+        block = [list(r) for r in rotations]
+        rng.shuffle(block)
+        orders += block
+    return orders[:rounds]
+
+
+def prompt_offset(seed: int, level: int, round_index: int, count: int) -> int:
+    return random.Random(f"prompts:{seed}:{level}:{round_index}").randrange(max(1, count))
