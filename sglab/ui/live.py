@@ -4,7 +4,8 @@ An interactive run has no rounds: both arms run side by side for as long as the 
 For the verdict's confidence interval we cut the run into fixed time windows ("pseudo-rounds",
 `window_s` long, counted from the test start) and treat each window as one round in which both arms
 ran; the window still in progress is left out while the test runs. The first `warmup_requests`
-requests of each arm are kept but marked warm-up, as in `sglab bench`. A sample's concurrency level
+requests of each arm are kept but marked warm-up, as in `sglab bench`, and windows that overlap the
+warm-up are no round (their requests keep round_index -1). A sample's concurrency level
 is the number of users of its arm when it arrived, so changing the user count mid-test starts a new
 level instead of mixing two loads.
 """
@@ -94,6 +95,11 @@ class LiveRun:
     def window_of(self, end_s: float) -> int:
         return int(end_s // self.window_s)
 
+    def first_measured_window(self, samples: list[RequestSample]) -> int:
+        """The first window that starts after every warm-up request ended (earlier ones are no round)."""
+        ends = [s.start_s + (s.e2e_ms or 0.0) / 1000.0 for s in samples if s.warmup]
+        return math.ceil(max(ends) / self.window_s) if ends else 0
+
     def stop(self, finished_at: str) -> None:
         if self.stopped_monotonic_s is None:
             self.stopped_monotonic_s = time.monotonic()
@@ -106,9 +112,12 @@ class LiveRun:
     # ---- the result document -------------------------------------------------------------
 
     def closed_windows(self, now_s: float | None = None) -> int:
-        """Windows that count as rounds: all finished ones, plus the last one once the test stopped."""
+        """Windows that count as rounds: all finished ones, plus a last partial one of at least half a window
+        once the test stopped."""
         elapsed = self.elapsed_s(now_s)
-        return math.ceil(elapsed / self.window_s) if not self.running else int(elapsed // self.window_s)
+        full = int(elapsed // self.window_s)
+        partial_counts = not self.running and elapsed - full * self.window_s >= self.window_s / 2
+        return full + 1 if partial_counts else full
 
     def to_result(self, now_s: float | None = None, *, as_if_stopped: bool = False) -> RunResult:
         """The run as a sglab result document (kind "interactive"); complete once the test stopped.
@@ -122,8 +131,10 @@ class LiveRun:
         levels: list[LevelResult] = []
         for level in sorted({s.level for s in samples}):
             in_level = [s for s in samples if s.level == level]
-            counted = [s for s in in_level if s.warmup or s.round_index < closed]
-            levels.append(self._level_result(level, counted))
+            first = self.first_measured_window(in_level)
+            counted = [s if s.warmup or s.round_index >= first else s.model_copy(update={"round_index": -1})
+                       for s in in_level if s.warmup or s.round_index < closed]
+            levels.append(self._level_result(level, counted, self.elapsed_s(now_s)))
         return RunResult(
             run_id=self.run_id,
             stack=self.stack,
@@ -145,8 +156,8 @@ class LiveRun:
             levels=levels,
         )
 
-    def _level_result(self, level: int, samples: list[RequestSample]) -> LevelResult:
-        measured = [s for s in samples if not s.warmup]
+    def _level_result(self, level: int, samples: list[RequestSample], elapsed_s: float) -> LevelResult:
+        measured = [s for s in samples if not s.warmup and s.round_index >= 0]
         windows = sorted({s.round_index for s in measured})
         arms: dict[str, ArmLevelSummary] = {}
         rounds: list[RoundSample] = []
@@ -157,7 +168,7 @@ class LiveRun:
             arm_rounds = [
                 round_sample([s for s in arm_samples if s.round_index == w], level=level, round_index=w,
                              position=position, arm=arm, warmup=False, started_at_s=w * self.window_s,
-                             duration_s=self.window_s, server_accept_length=None)
+                             duration_s=min(self.window_s, elapsed_s - w * self.window_s), server_accept_length=None)
                 for w in windows
             ]
             rounds += [r for r in arm_rounds if r.requests]

@@ -75,7 +75,6 @@ class UiSession:
         self.stack = stack
         self.run: LiveRun | None = None
         self._rows_cache: tuple[float, list[dict]] | None = None
-        self.window_s = float(os.environ.get(WINDOW_ENV) or stack.window_s)
         self.saved: list[Path] = []
 
     @classmethod
@@ -88,6 +87,10 @@ class UiSession:
             logger.error("sglab A/B tab: %s", exc)
             stack = StackContext.load(None)
         return cls(environment, stack)
+
+    @property
+    def window_s(self) -> float:
+        return float(os.environ.get(WINDOW_ENV) or self.stack.window_s)
 
     # ---- arms and users ------------------------------------------------------------------
 
@@ -115,6 +118,13 @@ class UiSession:
     # ---- runs ------------------------------------------------------------------------------
 
     def start_run(self) -> LiveRun:
+        options = self.environment.parsed_options
+        stack_name = (getattr(options, "stack", None) or None) if options is not None else None
+        if (stack_name or "interactive") != self.stack.name:  # changed in the web-UI form
+            try:
+                self.stack = StackContext.load(stack_name)
+            except ConfigError as exc:
+                logger.error("sglab A/B tab: %s", exc)
         urls = self.arm_urls()
         arms = [info.model_copy(update={"url": urls.get(name)}) for name, info in self.stack.arms.items()]
         self.run = LiveRun(
