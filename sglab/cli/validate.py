@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from sglab.config import confounds, load_stack
+from sglab.config import baseline_arm, candidate_arm, confounds, load_stack
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,9 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
     for note in loaded.warnings:
-        print(f"warning: {note}")
-    found = confounds(loaded.config)
+        print(f"warning: {note}", file=sys.stderr)
+    stack = loaded.config
     print(f"{loaded.path}: valid")
+    for arm in (baseline_arm(stack), candidate_arm(stack)):
+        print(f"{arm.role}: config-hash {arm.config_hash[:12]}  {arm.launch_command}")
+    found = confounds(stack)
     if found:
         print(f"confounds ({len(found)}): the candidate differs from the baseline beyond speculation in")
         for c in found:

@@ -1,0 +1,150 @@
+"""The key reference of docs/config.md, generated from the models so no key or default is documented by hand.
+
+    .venv/bin/python -m sglab.config.reference          # rewrite the generated block of docs/config.md
+    .venv/bin/python -m sglab.config.reference --check  # exit 1 if it is stale
+"""
+
+from __future__ import annotations
+
+import sys
+import typing
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from sglab.config.loader import project_root
+from sglab.config.models import StackConfig
+from sglab.config.nccl import NcclEnv
+
+BEGIN = "<!-- BEGIN GENERATED KEY REFERENCE (python -m sglab.config.reference) -->"
+END = "<!-- END GENERATED KEY REFERENCE -->"
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin is typing.Literal:
+        return " \\| ".join(f"`{a}`" for a in args)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        names = [_type_name(a) for a in args if a is not type(None)]
+        suffix = " or null" if type(None) in args else ""
+        return " or ".join(names) + suffix
+    if origin is list:
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return "map" if not args else f"map of {_type_name(args[1])}"
+    if annotation is Any:
+        return "secret"
+    if isinstance(annotation, type):
+        if issubclass(annotation, BaseModel):
+            return "section"
+        return {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}.get(
+            annotation.__name__, annotation.__name__)
+    return str(annotation)
+
+
+def _default(field: Any) -> str:
+    if field.is_required():
+        return "**required**"
+    if field.default_factory is not None:
+        value = field.default_factory()
+    else:
+        value = field.default
+    if value is PydanticUndefined:
+        return "**required**"
+    if isinstance(value, BaseModel):
+        return "(section)"
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if value in ({}, [], ""):
+        return "empty"
+    if isinstance(value, dict):
+        return ", ".join(f"`{k}: {v}`" for k, v in value.items())
+    return f"`{value}`"
+
+
+def _constraint(field: Any) -> str:
+    parts = []
+    for meta in field.metadata:
+        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            value = getattr(meta, attr, None)
+            if value is not None:
+                parts.append(f"{sign} {value}")
+    return ", ".join(parts)
+
+
+def rows(model: type[BaseModel] = StackConfig, prefix: str = "sglab:") -> list[tuple[str, str, str, str]]:
+    """(key path, type, default, bounds) for every key, depth first, in declaration order."""
+    out: list[tuple[str, str, str, str]] = []
+    for name, field in model.model_fields.items():
+        key = (field.alias or name).replace("_", "-")
+        path = f"{prefix}{key}"
+        nested = _model_in(field.annotation)
+        if nested is NcclEnv:
+            out.append((path, "map of NCCL_* variables (see [NCCL](#nccl))", _default(field), ""))
+            continue
+        if nested is not None:
+            is_list = typing.get_origin(field.annotation) is list
+            kind = f"list of {nested.__name__.lower()} entries" if is_list else "section"
+            out.append((path, kind, _default(field) if is_list else "", "required" if field.is_required() else ""))
+            out.extend(rows(nested, path + ("[]." if is_list else ".")))
+            continue
+        out.append((path, _type_name(field.annotation), _default(field), _constraint(field)))
+    return out
+
+
+_NCCL_LISTS = {
+    "NCCL_PROTO": "comma list of `LL`, `LL128`, `Simple`; a leading `^` excludes them",
+    "NCCL_ALGO": "comma list of `Ring`, `Tree`, `CollnetDirect`, `CollnetChain`, `NVLS`, `NVLSTree`, `PAT`; "
+                 "a leading `^` excludes them",
+}
+
+
+def nccl_rows() -> list[tuple[str, str]]:
+    return [(name, _NCCL_LISTS.get(name) or _type_name(field.annotation).replace(" or null", ""))
+            for name, field in NcclEnv.model_fields.items()]
+
+
+def generated_block() -> str:
+    lines = [BEGIN, "", "| key | type | default | bounds |", "|---|---|---|---|"]
+    lines += [f"| `{k}` | {t} | {d} | {b} |" for k, t, d, b in rows()]
+    lines += ["", "Typed NCCL variables (under `sglab:nccl`, or `sglab:candidate.confounds.nccl`):", "",
+              "| variable | allowed values |", "|---|---|"]
+    lines += [f"| `{k}` | {t} |" for k, t in nccl_rows()]
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    doc = project_root() / "docs" / "config.md"
+    text = doc.read_text()
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    updated = head + generated_block() + tail
+    if "--check" in sys.argv[1:]:
+        if updated != text:
+            print(f"{doc} is stale; run: python -m sglab.config.reference", file=sys.stderr)
+            return 1
+        return 0
+    doc.write_text(updated)
+    print(f"wrote {doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
