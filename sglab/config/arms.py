@@ -120,12 +120,23 @@ def _sim_env(stack: StackConfig) -> dict[str, str]:
     if stack.backend != "sim":
         return {}
     sim = stack.sim
-    return {
+    env = {
         "SGLAB_SIM_PROFILE": sim.profile,
         "SGLAB_SIM_SEED": str(sim.seed),
         "SGLAB_SIM_TIME_SCALE": f"{sim.time_scale:g}",
         "SGLAB_SIM_WARMUP_S": f"{sim.warmup_s:g}",
     }
+    if sim.faults is not None:  # names read by sglab/sim/cli_args.py SIM_KNOBS
+        faults = sim.faults
+        env.update({
+            "SGLAB_SIM_ERROR_RATE": f"{faults.error_rate:g}",
+            "SGLAB_SIM_ERROR_STATUS": str(faults.error_status),
+            "SGLAB_SIM_DISCONNECT_RATE": f"{faults.disconnect_rate:g}",
+            "SGLAB_SIM_STALL_RATE": f"{faults.stall_rate:g}",
+            "SGLAB_SIM_STALL_S": f"{faults.stall_s:g}",
+            "SGLAB_SIM_SLOW_START_S": f"{faults.slow_start_s:g}",
+        })
+    return env
 
 
 def build_arm(stack: StackConfig, *, speculative: bool, with_confounds: bool, name: str | None = None) -> ArmSpec:

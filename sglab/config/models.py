@@ -343,6 +343,23 @@ class LocustSpec(Model):
     memory: str = "1Gi"
 
 
+class SimFaults(Model):
+    """Seeded fault injection in the simulator (SGLAB_SIM_* env), for testing the harness."""
+
+    error_rate: Annotated[float, Field(ge=0, le=1)] = 0.0
+    error_status: Annotated[int, Field(ge=500, le=599)] = 500
+    disconnect_rate: Annotated[float, Field(ge=0, le=1)] = 0.0
+    stall_rate: Annotated[float, Field(ge=0, le=1)] = 0.0
+    stall_s: Annotated[float, Field(ge=0)] = 2.0
+    slow_start_s: Annotated[float, Field(ge=0)] = 0.0
+
+    @model_validator(mode="after")
+    def _total(self) -> "SimFaults":
+        if self.error_rate + self.disconnect_rate + self.stall_rate > 1:
+            raise ValueError("error-rate + disconnect-rate + stall-rate must not exceed 1")
+        return self
+
+
 class SimSpec(Model):
     """Simulator-only knobs, passed as SGLAB_SIM_* env (ignored by a real SGLang server)."""
 
@@ -350,6 +367,7 @@ class SimSpec(Model):
     seed: int = 0
     time_scale: Annotated[float, Field(gt=0)] = 1.0
     warmup_s: Annotated[float, Field(ge=0)] = 0.0
+    faults: SimFaults | None = None
 
 
 class StackConfig(Model):

@@ -3,7 +3,7 @@
     with running_sim(["--model-path", "m", "--enable-metrics"], env={"SGLAB_SIM_TIME_SCALE": "20"}) as url:
         httpx.post(url + "/generate", json={...})
 
-The process is started with this interpreter (`python -m sglab.cli sim ...`), waits until /health
+The process is started with this interpreter (`python -m sglab.sim ...`, same as `sglab sim ...`), waits until /health
 answers 200 (or, with `wait="port"`, until the port accepts connections), and is terminated on exit.
 """
 
@@ -50,7 +50,7 @@ def running_sim(args: list[str], env: Mapping[str, str] | None = None, *, port: 
     process are not inherited, so the server sees exactly `env`.
     """
     port = port or free_port()
-    argv = [sys.executable, "-m", "sglab.cli", "sim", *_strip_port(list(args)),
+    argv = [sys.executable, "-m", "sglab.sim", *_strip_port(list(args)),
             "--host", "127.0.0.1", "--port", str(port)]
     child_env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SGLAB_SIM_"))}
     child_env.update(env or {})

@@ -1,0 +1,88 @@
+"""`sglab sim` parses exactly what our charts render for each shipped stack, like SGLang would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from sglab.config import baseline_arm, candidate_arm, list_stacks, load_stack
+from sglab.sim.cli_args import SimArgsError, parse_sim_args
+
+from .helpers import CHART_COMMON
+
+
+@pytest.mark.parametrize("stack_name", list_stacks())
+def test_rendered_chart_args_start_the_sim(stack_name):
+    stack = load_stack(stack_name).config
+    for arm in (baseline_arm(stack), candidate_arm(stack)):
+        config = parse_sim_args(list(arm.args), env=arm.env)
+        assert config.server_args["tp_size"] == stack.server.tp_size
+        assert config.nccl_env == {k: v for k, v in arm.env.items() if k.startswith("NCCL_")}
+        assert (config.spec is not None) == arm.speculative
+        if arm.speculative:
+            spec = stack.candidate.speculative
+            assert (config.spec.num_steps, config.spec.num_draft_tokens) == (spec.num_steps, spec.num_draft_tokens)
+
+
+def test_sim_env_from_a_sim_stack_is_read():
+    stack = load_stack("sim").config
+    arm = candidate_arm(stack)
+    assert arm.command == ("sglab", "sim")
+    config = parse_sim_args(list(arm.args), env=arm.env)
+    assert config.seed == stack.sim.seed and config.time_scale == stack.sim.time_scale
+    assert config.profile_name == stack.sim.profile and config.warmup_s == stack.sim.warmup_s
+
+
+def test_unknown_flags_are_echoed():
+    config = parse_sim_args(CHART_COMMON + ["--enable-torch-compile", "--cuda-graph-bs=1,2", "--chat-template", "x"],
+                            env={})
+    assert config.server_args["enable_torch_compile"] is True
+    assert config.server_args["cuda_graph_bs"] == "1,2"
+    assert config.server_args["chat_template"] == "x"
+
+
+def test_sglang_rules():
+    eagle = ["--model-path", "m", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d"]
+    config = parse_sim_args(eagle + ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                                     "--speculative-num-draft-tokens", "8"], env={})
+    assert config.max_running_requests == 48  # forced for EAGLE when unset
+    assert config.server_args["speculative_num_draft_tokens"] == 4  # topk 1: steps + 1
+    auto = parse_sim_args(eagle, env={})
+    assert (auto.spec.num_steps, auto.spec.topk, auto.spec.num_draft_tokens) == (3, 1, 4)
+    assert parse_sim_args(["--model-path", "m", "--speculative-algorithm", "NEXTN", "--speculative-draft-model-path",
+                           "d"], env={}).server_args["speculative_algorithm"] == "EAGLE"
+    with pytest.raises(SimArgsError, match="all three"):
+        parse_sim_args(eagle + ["--speculative-eagle-topk", "2"], env={})
+    with pytest.raises(SimArgsError, match="draft-model-path"):
+        parse_sim_args(["--model-path", "m", "--speculative-algorithm", "EAGLE3"], env={})
+    with pytest.raises(SimArgsError, match="context_length"):
+        parse_sim_args(["--model-path", "m", "--context-length", "10000000"], env={})
+    allowed = parse_sim_args(["--model-path", "m", "--context-length", "10000000"],
+                             env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"})
+    assert allowed.context_length == 10000000
+
+
+def test_sim_knobs_flag_beats_env():
+    env = {"SGLAB_SIM_SEED": "5", "SGLAB_SIM_TIME_SCALE": "4", "SGLAB_SIM_SET": "draft_fixed_ms=0.5"}
+    config = parse_sim_args(["--model-path", "m", "--sim-seed", "9"], env=env)
+    assert (config.seed, config.time_scale, config.profile.draft_fixed_ms) == (9, 4.0, 0.5)
+    with pytest.raises(SimArgsError, match="SGLAB_SIM_TIME_SCALE"):
+        parse_sim_args(["--model-path", "m"], env={"SGLAB_SIM_TIME_SCALE": "fast"})
+    with pytest.raises(SimArgsError, match="error_rate"):
+        parse_sim_args(["--model-path", "m", "--sim-error-rate", "2"], env={})
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--model-path", "m", "--tp-size", "eight"], "invalid int value"),
+    (["--model-path", "m", "--speculative-algorithm", "MEDUSA"], "invalid choice"),
+    (["--tp-size", "8"], "--model-path"),
+    (["--model-path", "m", "--sim-set", "no_such_constant=1"], "no_such_constant"),
+])
+def test_malformed_values_exit_2_with_a_clear_message(argv, message):
+    result = subprocess.run([sys.executable, "-m", "sglab.cli", "sim", *argv], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr

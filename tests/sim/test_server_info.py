@@ -1,0 +1,94 @@
+"""/server_info, /get_model_info, /flush_cache and /metrics."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from sglab.sim.testing import running_sim
+
+from .helpers import CHART_COMMON, FAST, TUNED_NCCL
+
+
+def _generate(url: str, n: int = 40) -> dict:
+    return httpx.post(url + "/generate", json={"text": "a b", "sampling_params": {
+        "max_new_tokens": n, "ignore_eos": True}}, timeout=30).json()["meta_info"]
+
+
+def test_server_info_echoes_args_env_and_accept_length(eagle_url):
+    before = httpx.get(eagle_url + "/server_info").json()
+    assert "avg_spec_accept_length" not in before["internal_states"][0] or before["internal_states"][0][
+        "avg_spec_accept_length"] > 0
+    httpx.post(eagle_url + "/flush_cache")
+    metas = [_generate(eagle_url) for _ in range(3)]
+    info = httpx.get(eagle_url + "/get_server_info").json()
+    expected = {"model_path": "/shared/kimi-k2.5-int4", "tp_size": 8, "mem_fraction_static": 0.88,
+                "num_continuous_decode_steps": 4, "disable_custom_all_reduce": True, "trust_remote_code": True,
+                "max_running_requests": 48, "enable_metrics": True, "speculative_algorithm": "EAGLE3",
+                "speculative_num_steps": 2, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 3,
+                "speculative_draft_model_path": "/shared/kimi-k2.5-eagle3", "host": "127.0.0.1"}
+    assert {k: info[k] for k in expected} == expected
+    assert info["version"] == "0.5.3"
+    tokens = sum(m["completion_tokens"] - 1 for m in metas)  # cycle tokens: the first comes from prefill
+    verifies = sum(m["spec_verify_ct"] for m in metas)
+    state = info["internal_states"][0]
+    assert state["avg_spec_accept_length"] == pytest.approx(tokens / verifies)
+    assert info["avg_spec_accept_length"] == state["avg_spec_accept_length"]
+    assert "last_gen_throughput" in state
+    sim = info["sglab_sim"]
+    assert sim["nccl_env"] == TUNED_NCCL
+    assert sim["time_scale"] == 50.0 and sim["profile"] == "default" and sim["seed"] == 0
+    assert httpx.get(eagle_url + "/server_info").json()["internal_states"][0]["avg_spec_accept_length"] == \
+        state["avg_spec_accept_length"]
+
+
+def test_flush_cache_resets_accept_length(eagle_url):
+    _generate(eagle_url)
+    response = httpx.post(eagle_url + "/flush_cache")
+    assert response.status_code == 200 and response.text.startswith("Cache flushed.")
+    info = httpx.get(eagle_url + "/server_info").json()
+    assert "avg_spec_accept_length" not in info["internal_states"][0]
+    assert "avg_spec_accept_length" not in info
+
+
+def test_baseline_has_no_accept_length(baseline_url):
+    _generate(baseline_url)
+    info = httpx.get(baseline_url + "/server_info").json()
+    assert info["speculative_algorithm"] is None
+    assert "avg_spec_accept_length" not in info["internal_states"][0]
+
+
+def test_model_info(eagle_url):
+    info = httpx.get(eagle_url + "/get_model_info").json()
+    assert info["model_path"] == "/shared/kimi-k2.5-int4" and info["is_generation"] is True
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_metrics_exposition(eagle_url):
+    before = httpx.get(eagle_url + "/metrics").text
+    meta = _generate(eagle_url, 30)
+    text = httpx.get(eagle_url + "/metrics").text
+    assert _metric(text, "sglang:generation_tokens_total") - _metric(before, "sglang:generation_tokens_total") == 30
+    assert _metric(text, "sglang:num_requests_total") - _metric(before, "sglang:num_requests_total") == 1
+    assert _metric(text, "sglang:prompt_tokens_total") - _metric(before, "sglang:prompt_tokens_total") == 2
+    itl_count = _metric(text, "sglang:inter_token_latency_seconds_count") - _metric(
+        before, "sglang:inter_token_latency_seconds_count")
+    assert itl_count == meta["completion_tokens"] - 1  # weighted by the new-token count of each chunk
+    for name in ("sglang:spec_accept_length", "sglang:gen_throughput", "sglang:num_running_reqs",
+                 "sglang:time_to_first_token_seconds_bucket", "sglang:e2e_request_latency_seconds_sum"):
+        assert name in text
+    assert '# TYPE sglang:time_to_first_token_seconds histogram' in text
+    assert 'model_name="/shared/kimi-k2.5-int4"' in text
+
+
+def test_metrics_404_without_enable_metrics():
+    args = [a for a in CHART_COMMON if a != "--enable-metrics"]
+    with running_sim(args, FAST) as url:
+        assert httpx.get(url + "/metrics").status_code == 404
+        assert httpx.get(url + "/server_info").json()["enable_metrics"] is False
