@@ -1,0 +1,248 @@
+"""The post-`pulumi up` benchmark Job: identity (hypothesis), minimal RBAC, timeouts, wiring, schema validity."""
+
+from __future__ import annotations
+
+import copy
+
+import kubernetes_validate
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ruamel.yaml import YAML
+
+from sglab.config.arms import baseline_arm, candidate_arm
+from sglab.config.loader import load_stack, stack_path
+from sglab.config.models import StackConfig
+from sglab.deploy.benchmark_job import (SERVICE_ACCOUNT, STACKS_MOUNT, benchmark_plan, names, role_rules,
+                                        stack_file_text)
+
+from .harness import run_program
+
+STACK = "eagle-nccl-ll"
+K8S_VERSIONS = ("1.31.0", "1.37.0")
+JOB = "kubernetes:batch/v1:Job"
+ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
+SA = "kubernetes:core/v1:ServiceAccount"
+CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+
+
+def raw_stack(stack: str = STACK) -> dict:
+    config = YAML(typ="safe").load(stack_path(stack).read_text())["config"]
+    return {key.partition(":")[2]: value for key, value in config.items() if key.startswith("sglab:")}
+
+
+BASE = raw_stack()
+
+
+def put(raw: dict, path: str, value) -> None:
+    *parents, last = path.split(".")
+    node = raw
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+
+
+def set_steps(raw: dict, steps: int) -> None:
+    put(raw, "candidate.speculative.num-steps", steps)
+    put(raw, "candidate.speculative.num-draft-tokens", steps + 1)
+
+
+label_text = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=8)
+
+# Settings the Job's result depends on (arms, load plan, policy, rerun) or its instrument (image, size, labels).
+RELEVANT = {
+    "server.mem-fraction-static": st.sampled_from([0.8, 0.85, 0.9]),
+    "server.num-continuous-decode-steps": st.sampled_from([1, 2, 8]),
+    "nccl.NCCL_ALGO": st.just("Tree"),
+    "env.SGLAB_TEST_FLAG": label_text,
+    "candidate.speculative.num-steps": st.sampled_from([3, 4, 5]),
+    "image": st.sampled_from(["lmsysorg/sglang:v0.5.4-cu129", "lmsysorg/sglang:dev"]),
+    "load.rounds": st.integers(2, 12).filter(lambda n: n != 6),
+    "load.max-new-tokens": st.sampled_from([32, 64, 256]),
+    "load.concurrency": st.sampled_from([[1], [1, 2, 8], [1, 4, 16, 64]]),
+    "policy.min-gain": st.sampled_from([0.0, 0.02, 0.05]),
+    "benchmark-job.rerun": label_text,
+    "benchmark-job.quick": st.just(True),
+    "benchmark-job.image": st.sampled_from(["registry.example/sglab:0.2.0"]),
+    "benchmark-job.cpu": st.sampled_from(["1", "4"]),
+    "project-image": st.sampled_from(["registry.example/sglab:0.1.1"]),
+    "network-policy.allowed-from": st.dictionaries(st.sampled_from(["team", "sglab/role"]), label_text,
+                                                   min_size=1).filter(lambda d: d != {"sglab/role": "loadgen"}),
+}
+# Settings that do not change what the Job measures.
+IRRELEVANT = {
+    "placement.tolerations": st.lists(st.fixed_dictionaries({"key": label_text, "operator": st.just("Exists")}),
+                                      max_size=3),
+    "placement.node-selector": st.dictionaries(st.sampled_from(["zone", "pool"]), label_text),
+    "placement.priority-class-name": label_text,
+    "rollout.startup-timeout-min": st.integers(1, 90),
+    "rollout.probe-period-s": st.integers(1, 60),
+    "resources.shm-size": st.sampled_from(["32Gi", "128Gi"]),
+    "benchmark-job.timeout-min": st.integers(1, 600),
+    "locust.workers": st.integers(1, 16),
+    "locust.service-type": st.sampled_from(["NodePort", "LoadBalancer"]),
+    "network-policy.enabled": st.just(False),
+    "disruption-budget.enabled": st.just(False),
+}
+
+
+def mutate(raw: dict, changes: dict) -> dict:
+    out = copy.deepcopy(raw)
+    for path, value in changes.items():
+        if path == "candidate.speculative.num-steps":
+            set_steps(out, value)
+        else:
+            put(out, path, value)
+    return out
+
+
+@st.composite
+def variations(draw):
+    relevant = draw(st.lists(st.sampled_from(sorted(RELEVANT)), unique=True, max_size=3))
+    irrelevant = draw(st.lists(st.sampled_from(sorted(IRRELEVANT)), unique=True, max_size=4))
+    changes = {k: draw(RELEVANT[k]) for k in relevant} | {k: draw(IRRELEVANT[k]) for k in irrelevant}
+    return relevant, changes
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(variations())
+def test_job_name_changes_iff_a_comparison_relevant_setting_changes(variation):
+    relevant, changes = variation
+    base = StackConfig.model_validate(BASE)
+    changed = StackConfig.model_validate(mutate(BASE, changes))
+    assert (names(changed, STACK).job != names(base, STACK).job) == bool(relevant), changes
+    if not relevant:
+        # Nothing in the Job's immutable pod template moves, so Pulumi has nothing to replace.
+        before, after = benchmark_plan(base, STACK).job, benchmark_plan(changed, STACK).job
+        assert after["metadata"] == before["metadata"]
+        assert after["spec"]["template"] == before["spec"]["template"]
+
+
+EXAMPLES = {
+    "server.mem-fraction-static": 0.9, "server.num-continuous-decode-steps": 1, "nccl.NCCL_ALGO": "Tree",
+    "env.SGLAB_TEST_FLAG": "1", "candidate.speculative.num-steps": 3, "image": "lmsysorg/sglang:dev",
+    "load.rounds": 8, "load.max-new-tokens": 64, "load.concurrency": [1], "policy.min-gain": 0.02,
+    "benchmark-job.rerun": "again", "benchmark-job.quick": True, "benchmark-job.image": "registry.example/sglab:2",
+    "benchmark-job.cpu": "4", "project-image": "registry.example/sglab:0.1.1",
+    "network-policy.allowed-from": {"team": "bench"},
+}
+
+
+def test_each_relevant_setting_alone_renames_the_job():
+    assert set(EXAMPLES) == set(RELEVANT)
+    base = names(StackConfig.model_validate(BASE), STACK).job
+    for key, value in EXAMPLES.items():
+        assert names(StackConfig.model_validate(mutate(BASE, {key: value})), STACK).job != base, key
+
+
+def test_names_fit_kubernetes_limits():
+    n = names(StackConfig.model_validate(BASE), STACK)
+    assert n.job.startswith("sglab-bench-") and len(n.comparison) == 12
+    assert all(len(x) <= 63 for x in (n.job, n.result_configmap, n.stack_configmap))
+
+
+@pytest.fixture(scope="module")
+def program():
+    run = run_program(STACK, {"benchmark-job": {"timeout-min": 45}, "rollout": {"pulumi-timeout-min": 120}})
+    assert run.error is None
+    return run
+
+
+def test_program_declares_the_job_under_its_comparison_name(program):
+    stack = load_stack(STACK).config
+    (job,) = program.of_type(JOB)
+    assert job.inputs["metadata"]["name"] == names(stack, STACK).job
+    rerun = run_program(STACK, {"benchmark-job": {"rerun": "again"}})
+    moved = run_program(STACK, {"placement": {"tolerations": [], "node-selector": {"pool": "gpu"}}})
+    assert rerun.of_type(JOB)[0].inputs["metadata"]["name"] != job.inputs["metadata"]["name"]
+    assert moved.of_type(JOB)[0].inputs == run_program(STACK).of_type(JOB)[0].inputs
+
+
+def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
+    stack = load_stack(STACK).config
+    n = names(stack, STACK)
+    (role,) = program.of_type(ROLE)
+    assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
+                                     "resourceNames": [n.result_configmap], "verbs": ["get", "update"]}]
+    assert role.inputs["rules"] == role_rules(n.result_configmap)
+    (binding,) = program.of_type(BINDING)
+    assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                         "name": role.inputs["metadata"]["name"]}
+    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT,
+                                           "namespace": stack.namespace}]
+    (sa,) = program.of_type(SA)
+    assert sa.inputs["automountServiceAccountToken"] is False
+    assert not [r for r in program.resources if "ClusterRole" in r.typ]
+    pod = program.of_type(JOB)[0].inputs["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == SERVICE_ACCOUNT and pod["automountServiceAccountToken"] is True
+    precreated = [c for c in program.of_type(CONFIGMAP) if c.inputs["metadata"]["name"] == n.result_configmap]
+    assert len(precreated) == 1 and "data" not in precreated[0].inputs
+    options = program.options["benchmark-result"]
+    assert options["retain_on_delete"] is True and set(options["ignore_changes"]) >= {"binaryData", "data"}
+
+
+def test_job_waits_for_both_arms_and_takes_its_timeouts_from_config(program):
+    options = program.options["benchmark-job"]
+    deps = options["dependencies"]
+    assert any(d.endswith("helm.sh/v4:Chart::baseline") for d in deps)
+    assert any(d.endswith("helm.sh/v4:Chart::candidate") for d in deps)
+    assert options["custom_timeouts"]["create"] == "50m"  # benchmark-job.timeout-min 45 + slack
+    job = program.of_type(JOB)[0].inputs
+    assert job["spec"]["activeDeadlineSeconds"] == 45 * 60 and job["spec"]["backoffLimit"] == 0
+    for arm in ("baseline", "candidate"):  # the arms' Deployments: rollout.pulumi-timeout-min
+        assert program.options[arm]["custom_timeouts"]["create"] == "120m"
+
+
+def test_job_targets_the_arms_services_and_is_a_load_generator(program):
+    stack = load_stack(STACK).config
+    job = program.of_type(JOB)[0].inputs
+    pod = job["spec"]["template"]
+    command = pod["spec"]["containers"][0]["command"]
+    assert command[:4] == ["sglab", "bench", "--stack", STACK]
+    assert command[command.index("--baseline-url") + 1] == program.outputs["baseline_url"]
+    assert command[command.index("--candidate-url") + 1] == program.outputs["candidate_url"]
+    assert command[command.index("--result-configmap") + 1] == names(stack, STACK).result_configmap
+    for key, value in stack.network_policy.allowed_from.items():
+        assert pod["metadata"]["labels"][key] == value
+    custom = run_program(STACK, {"network-policy": {"allowed-from": {"team": "bench"}}})
+    assert custom.of_type(JOB)[0].inputs["spec"]["template"]["metadata"]["labels"]["team"] == "bench"
+
+
+def test_stack_file_in_the_configmap_reloads_to_the_same_arms_without_secrets(tmp_path, monkeypatch):
+    run = run_program(STACK, {"hf-token": {"secure": "x"}})
+    assert run.error is None
+    stack = load_stack(STACK).config
+    (stack_cm,) = [c for c in run.of_type(CONFIGMAP) if c.inputs["metadata"]["name"].startswith("sglab-stack-")]
+    (filename, text), = stack_cm.inputs["data"].items()
+    assert "test-secret-" not in text
+    job = run.of_type(JOB)[0].inputs["spec"]["template"]["spec"]
+    assert job["volumes"][0]["configMap"]["name"] == stack_cm.inputs["metadata"]["name"]
+    assert {"name": "SGLAB_STACKS_DIR", "value": STACKS_MOUNT} in job["containers"][0]["env"]
+    (tmp_path / filename).write_text(text)
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
+    reloaded = load_stack(STACK).config
+    assert reloaded.hf_token is not None
+    hf = StackConfig.model_validate({**raw_stack(), "hf-token": {"secure": "x"}})
+    assert baseline_arm(reloaded).config_hash == baseline_arm(hf).config_hash
+    assert candidate_arm(reloaded).config_hash == candidate_arm(hf).config_hash
+    assert stack_file_text(stack).count("sglab:") >= len(raw_stack())
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_job_and_rbac_objects_are_schema_valid(program, version):
+    kinds = {JOB: ("batch/v1", "Job"), ROLE: ("rbac.authorization.k8s.io/v1", "Role"),
+             BINDING: ("rbac.authorization.k8s.io/v1", "RoleBinding"), SA: ("v1", "ServiceAccount"),
+             CONFIGMAP: ("v1", "ConfigMap")}
+    checked = 0
+    for typ, (api_version, kind) in kinds.items():
+        for resource in program.of_type(typ):
+            manifest = {"apiVersion": api_version, "kind": kind,
+                        **{k: v for k, v in resource.inputs.items() if k not in ("apiVersion", "kind")}}
+            kubernetes_validate.validate(manifest, version, strict=True)
+            checked += 1
+    assert checked == 6
+    bad = benchmark_plan(load_stack(STACK).config, STACK).job
+    bad["spec"]["template"]["spec"]["containers"][0]["resourcez"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, version, strict=True)
