@@ -1,0 +1,46 @@
+"""`sglab promote --stack NAME [--to production] [--dry-run] [--result PATH]`: promote on evidence only."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from sglab.promote import PromotionRefused, promote
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("promote", help="write a stack's winning candidate config into the production stack",
+                       description="Recompute the verdict of the stack's newest complete A/B run, check the "
+                                   "config still hashes to what was benchmarked, then write the candidate's "
+                                   "serving config into stacks/Pulumi.<target>.yaml and log the evidence.")
+    p.add_argument("--stack", required=True, help="the benchmarked stack (stacks/Pulumi.<stack>.yaml)")
+    p.add_argument("--to", dest="target", default="production", help="target stack (default: production)")
+    p.add_argument("--dry-run", action="store_true", help="show the verdict and the diff; change nothing")
+    p.add_argument("--result", type=Path, default=None,
+                   help="a specific result.json or run directory (default: the newest complete run)")
+    p.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        done = promote(args.stack, target=args.target, dry_run=args.dry_run, result_path=args.result,
+                       root=args.root)
+    except PromotionRefused as exc:
+        print(f"refused: {exc.why}", file=sys.stderr)
+        print(f"  fix: {exc.fix}", file=sys.stderr)
+        return 2
+    print(f"evidence: run {done.verdict.run_id} ({done.result_path})")
+    print(done.verdict.sentence)
+    if done.diff:
+        print(done.diff, end="" if done.diff.endswith("\n") else "\n")
+    else:
+        print(f"{done.target_path.name} already holds this config; nothing to change")
+    if done.written:
+        print(f"promoted {done.source} -> {done.target}: wrote {done.target_path}, logged in {done.log_path}")
+        print(f"next: {done.next_command}")
+    else:
+        print(f"dry run: nothing written. Without --dry-run this writes {done.target_path} "
+              f"and then you run: {done.next_command}")
+    return 0

@@ -1,0 +1,289 @@
+"""Promotion: move a benchmarked candidate's serving config into a target stack (production by default).
+
+Only on evidence: the newest complete A/B result of the stack, its verdict recomputed (never read),
+and the stack's arms still hashing to what was benchmarked. The target file keeps its other keys and
+its comments (ruamel round-trip); the write is atomic (temp file + rename) and serialised by a file
+lock, and each promotion appends its evidence to stacks/promotions.jsonl. The target's candidate arm
+must come out identical (image, args, env) to the benchmarked candidate, or nothing is written.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+
+from sglab.analysis.verdict import Verdict, judge
+from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm
+from sglab.config.loader import ConfigError, LoadedStack, load_stack, project_root, stack_path
+from sglab.results.schema import RunResult
+from sglab.results.store import git_commit, latest_complete, load_result, results_root, utc_now_iso
+
+# The keys a promotion owns in the target stack; everything else there is the target's own.
+PROMOTED_KEYS = ("image", "model", "server", "env", "nccl", "candidate")
+# Sub-keys of owned keys that stay the target's: how the weights reach its pods is its own business.
+TARGET_OWNED = {"model": ("volume",)}
+LOG_NAME = "promotions.jsonl"
+SIM_ENV_PREFIX = "SGLAB_SIM_"
+
+
+class PromotionRefused(Exception):
+    """Why a promotion cannot happen and what would fix it; the CLI prints both and exits 2."""
+
+    def __init__(self, why: str, fix: str):
+        self.why = why
+        self.fix = fix
+        super().__init__(f"{why}\n  fix: {fix}")
+
+
+@dataclass
+class Promotion:
+    source: str
+    target: str
+    target_path: Path
+    result_path: Path
+    verdict: Verdict
+    diff: str
+    written: bool
+    log_path: Path
+    log_entry: dict[str, Any]
+
+    @property
+    def next_command(self) -> str:
+        return f"pulumi up --stack {self.target}"
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items() if k != "__lines__"}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    for kind in (int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
+def promoted_values(source: LoadedStack) -> dict[str, Any]:
+    """The owned keys as the target should hold them: shared settings with the candidate's declared
+    differences folded in (in the target they are everyone's), the speculative block unchanged."""
+    raw = _plain(source.raw)
+    values: dict[str, Any] = {key: raw.get(key) for key in PROMOTED_KEYS}
+    for key, kept in TARGET_OWNED.items():
+        if isinstance(values.get(key), dict):
+            values[key] = {k: v for k, v in values[key].items() if k not in kept}
+    candidate = dict(raw["candidate"])
+    confounds = candidate.pop("confounds", None) or {}
+    if confounds.get("image"):
+        values["image"] = confounds["image"]
+    for key in ("nccl", "env", "server"):
+        if confounds.get(key):
+            values[key] = {**(values.get(key) or {}), **confounds[key]}
+    values["candidate"] = candidate
+    return values
+
+
+def _sync(target: CommentedMap, new: dict[str, Any], kept: tuple[str, ...] = ()) -> None:
+    """Make `target` equal `new` (except `kept` keys), keeping comments and formatting of what stays."""
+    for key in [k for k in target if k not in new and k not in kept]:
+        del target[key]
+    for key, value in new.items():
+        if key in target and isinstance(target[key], CommentedMap) and isinstance(value, dict):
+            _sync(target[key], value)
+        elif key not in target or _plain(target[key]) != value:
+            target[key] = value
+
+
+def apply_promotion(text: str, values: dict[str, Any], namespace: str = "sglab") -> str:
+    """The target file's new text: owned keys rewritten, everything else (and every comment) kept."""
+    yaml = _yaml()
+    document = yaml.load(text)
+    config = document["config"]
+    for key in PROMOTED_KEYS:
+        full = f"{namespace}:{key}"
+        value = values.get(key)
+        if value is None:
+            if full in config:
+                del config[full]
+        elif full in config and isinstance(config[full], CommentedMap) and isinstance(value, dict):
+            _sync(config[full], value, TARGET_OWNED.get(key, ()))
+        elif full not in config:
+            keys = list(config)
+            anchor = f"{namespace}:candidate"
+            config.insert(keys.index(anchor) if anchor in keys else len(keys), full, value)
+        elif _plain(config[full]) != value:
+            config[full] = value
+    out = io.StringIO()
+    yaml.dump(document, out)
+    return out.getvalue()
+
+
+def _serving(arm: ArmSpec) -> dict[str, Any]:
+    return {"image": arm.image, "args": list(arm.args),
+            "env": {k: v for k, v in arm.env.items() if not k.startswith(SIM_ENV_PREFIX)}}
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def find_evidence(stack: str, *, results_base: Path | None, result_path: Path | None) -> tuple[Path, RunResult]:
+    if result_path is not None:
+        result = load_result(result_path)
+        path = result_path if result_path.is_dir() else result_path.parent
+        if result.stack != stack:
+            raise PromotionRefused(f"{result_path} is a result of stack '{result.stack}', not '{stack}'",
+                                   f"pass a result of {stack}, or promote --stack {result.stack}")
+        if not result.complete:
+            raise PromotionRefused(f"{result_path} is an incomplete run ({result.incomplete_reason or 'no reason'})",
+                                   f"run `sglab bench --stack {stack}` to completion")
+        return path, result
+    found = latest_complete(stack, results_base)
+    if found is None:
+        where = (results_base or results_root()) / stack
+        raise PromotionRefused(f"no complete A/B run of stack '{stack}' under {where}",
+                               f"run `sglab bench --stack {stack}` first")
+    return found
+
+
+def _refuse_on_verdict(stack: str, verdict: Verdict) -> None:
+    if verdict.outcome == "promote":
+        return
+    if verdict.blockers:
+        fix = "; ".join(b.fix for b in verdict.blockers if b.fix) or f"re-run `sglab bench --stack {stack}`"
+    elif verdict.outcome == "reject":
+        fix = ("the candidate does not beat the baseline by the policy's margin: change the candidate "
+               f"(e.g. candidate.speculative) and re-run `sglab bench --stack {stack}`")
+    elif verdict.more_rounds:
+        fix = (f"measure more: about {verdict.more_rounds} more rounds would likely decide (raise load.rounds) "
+               f"and re-run `sglab bench --stack {stack}`")
+    else:
+        fix = "the gain sits at the policy's minimum; more rounds are unlikely to decide it"
+    raise PromotionRefused(f"run {verdict.run_id} does not support promotion: {verdict.sentence}", fix)
+
+
+def promote(stack: str, *, target: str = "production", root: Path | None = None, results_base: Path | None = None,
+            result_path: Path | None = None, dry_run: bool = False, lock_timeout_s: float = 60.0) -> Promotion:
+    """Promote `stack`'s candidate into `stacks/Pulumi.<target>.yaml`; raises PromotionRefused."""
+    root = root or project_root()
+    if results_base is None and root != project_root():
+        results_base = root / "results"
+    if target == stack:
+        raise PromotionRefused(f"the target stack '{target}' is the stack being promoted",
+                               "promote into another stack, e.g. --to production")
+    source = load_stack(stack, root)
+    run_dir, result = find_evidence(stack, results_base=results_base, result_path=result_path)
+    if result.kind not in ("ab", "interactive"):
+        raise PromotionRefused(f"run {result.run_id} is a '{result.kind}' run; only A/B runs are evidence",
+                               f"run `sglab bench --stack {stack}` (without --aa/--attribute)")
+
+    benchmarked = {name: result.config_hash.get(name) for name in ("baseline", "candidate")}
+    now = {"baseline": baseline_arm(source.config).config_hash, "candidate": candidate_arm(source.config).config_hash}
+    stale = [name for name in now if benchmarked[name] != now[name]]
+    if stale:
+        raise PromotionRefused(
+            f"stale evidence: the {' and '.join(stale)} arm of stack '{stack}' changed since run {result.run_id} "
+            f"(config hash {', '.join(f'{n} {str(benchmarked[n])[:12]} -> {now[n][:12]}' for n in stale)})",
+            f"re-run `sglab bench --stack {stack}` so the evidence matches the config, then promote")
+
+    verdict = judge(result, source.config.policy)
+    _refuse_on_verdict(stack, verdict)
+
+    target_path = stack_path(target, root)
+    try:
+        load_stack(target, root)
+    except ConfigError as exc:
+        raise PromotionRefused(f"the target stack is not usable: {exc}",
+                               f"create or fix {target_path} (see stacks/Pulumi.production.yaml)") from None
+    values = promoted_values(source)
+    log_path = target_path.parent / LOG_NAME
+
+    def plan(before: str) -> tuple[str, str]:
+        after = apply_promotion(before, values)
+        with tempfile.TemporaryDirectory() as tmp:
+            probe = Path(tmp) / target_path.name
+            probe.write_text(after, encoding="utf-8")
+            try:
+                promoted = load_stack(target, path=probe)
+            except ConfigError as exc:
+                raise PromotionRefused(f"the promoted {target} config would not be valid: {exc.problem} "
+                                       f"({exc.key})", f"make {target_path.name}'s own keys compatible with "
+                                       f"stack '{stack}' (e.g. placement vs server.tp-size)") from None
+        want, got = _serving(candidate_arm(source.config)), _serving(candidate_arm(promoted.config))
+        if want != got:
+            differs = [k for k in want if want[k] != got[k]]
+            raise PromotionRefused(f"the {target} candidate would not run what was benchmarked (differs in "
+                                   f"{', '.join(differs)})", f"check {target_path.name}'s non-promoted keys")
+        diff = "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                            fromfile=f"a/{target_path.name}", tofile=f"b/{target_path.name}"))
+        return after, diff
+
+    def entry(before: str, after: str) -> dict[str, Any]:
+        return {
+            "time": utc_now_iso(), "source_stack": stack, "target_stack": target, "run_id": result.run_id,
+            "result": str(run_dir), "outcome": verdict.outcome, "sentence": verdict.sentence,
+            "policy": verdict.policy,
+            "levels": [{"concurrency": lv.concurrency, "gating": lv.gating,
+                        "decode_gain": lv.decode.estimate, "decode_ci": [lv.decode.low, lv.decode.high],
+                        "output_gain": lv.output.estimate, "output_ci": [lv.output.low, lv.output.high],
+                        "rounds": lv.decode.rounds} for lv in verdict.levels],
+            "config_hash": benchmarked, "git_commit": git_commit(root), "result_git_commit": result.git_commit,
+            "target_sha256_before": _sha256(before), "target_sha256_after": _sha256(after),
+        }
+
+    if dry_run:
+        before = target_path.read_text(encoding="utf-8")
+        after, diff = plan(before)
+        return Promotion(stack, target, target_path, run_dir, verdict, diff, False, log_path, entry(before, after))
+
+    lock = FileLock(str(target_path.parent / f".{target_path.name}.lock"), timeout=lock_timeout_s)
+    try:
+        with lock:
+            before = target_path.read_text(encoding="utf-8")
+            after, diff = plan(before)
+            record = entry(before, after)
+            if after != before:
+                _write_atomic(target_path, after)
+            with open(log_path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(record, sort_keys=True) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+    except Timeout:
+        raise PromotionRefused(f"another promotion into {target_path.name} held its lock for {lock_timeout_s:g} s",
+                               "wait for it to finish and retry") from None
+    return Promotion(stack, target, target_path, run_dir, verdict, diff, True, log_path, record)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,193 @@
+"""Promotion: evidence checks, refusals, comment-preserving atomic writes, the log, and concurrency."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sglab.analysis.synthetic import synthetic_result
+from sglab.cli import main
+from sglab.config import baseline_arm, candidate_arm, load_stack, project_root
+from sglab.promote import PromotionRefused, promote
+from sglab.results.store import create_run_dir, write_result
+
+REPO_STACKS = project_root() / "stacks"
+QUIET = dict(round_cv=0.005, shared_cv=0.005, request_cv=0.01)
+
+
+@pytest.fixture()
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "stacks").mkdir()
+    for name in ("eagle-nccl-ll", "eagle-default", "article-replay", "production"):
+        shutil.copy(REPO_STACKS / f"Pulumi.{name}.yaml", tmp_path / "stacks")
+    return tmp_path
+
+
+def bench(root: Path, stack: str, *, gain: float = 0.06, run_id: str = "20260101T000000Z-aaaaaa", **kw) -> Path:
+    """A synthetic result for `stack` whose config hashes match the stack as it is now."""
+    config = load_stack(stack, root).config
+    hashes = {"baseline": baseline_arm(config).config_hash, "candidate": candidate_arm(config).config_hash}
+    result = synthetic_result(stack=stack, gain=gain, config_hash=hashes, run_id=run_id, levels=(1, 4),
+                              with_requests=False, **{**QUIET, **kw})
+    run_dir = create_run_dir(stack, run_id, root / "results")
+    write_result(result, run_dir)
+    return run_dir
+
+
+def serving(arm) -> tuple:
+    return arm.image, arm.args, {k: v for k, v in arm.env.items() if not k.startswith("SGLAB_SIM_")}
+
+
+def comment_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if "#" in line]
+
+
+def test_promotion_writes_the_candidate_and_keeps_everything_else(root: Path) -> None:
+    target = root / "stacks" / "Pulumi.production.yaml"
+    before = target.read_text()
+    run_dir = bench(root, "eagle-nccl-ll")
+    done = promote("eagle-nccl-ll", root=root)
+    after = target.read_text()
+    assert done.written and done.verdict.outcome == "promote" and after != before
+    assert comment_lines(after) == comment_lines(before)
+    for kept in ("kubernetes:context: prod-h200", "sglab:namespace: sglab-production", "claim-name: kimi-k2-5-weights",
+                 "priority-class-name: inference-critical", "levels: [1, 4]", "pool: inference-prod"):
+        assert kept in after
+    production = load_stack("production", root).config
+    source = load_stack("eagle-nccl-ll", root).config
+    assert serving(candidate_arm(production)) == serving(candidate_arm(source))
+    assert production.nccl.as_env() == source.nccl.as_env()
+    assert "NCCL_PROTO: LL" in done.diff and done.next_command == "pulumi up --stack production"
+    entries = [json.loads(line) for line in done.log_path.read_text().splitlines()]
+    assert len(entries) == 1
+    entry = entries[0]
+    assert entry["run_id"] == "20260101T000000Z-aaaaaa" and entry["result"] == str(run_dir)
+    assert entry["config_hash"]["candidate"] == candidate_arm(source).config_hash
+    level1 = next(lv for lv in entry["levels"] if lv["concurrency"] == 1)
+    assert level1["decode_ci"][0] >= 0.01 and "git_commit" in entry
+
+
+def test_confounds_fold_into_the_shared_config(root: Path) -> None:
+    # article-replay's NCCL env is a candidate-only confound; force a clean result to test the folding.
+    bench(root, "article-replay")
+    done = promote("article-replay", root=root, dry_run=True)
+    assert "NCCL_PROTO: LL" in done.diff
+    assert "confounds" not in done.diff.split("+++", 1)[1].replace("-", "")
+
+
+def test_dry_run_changes_nothing(root: Path) -> None:
+    target = root / "stacks" / "Pulumi.production.yaml"
+    bench(root, "eagle-nccl-ll")
+    listing = sorted(p.name for p in (root / "stacks").iterdir())
+    before = target.read_bytes()
+    done = promote("eagle-nccl-ll", root=root, dry_run=True)
+    assert not done.written and done.diff
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in (root / "stacks").iterdir()) == listing  # no log, no lock file
+
+
+def test_stale_evidence_is_refused(root: Path) -> None:
+    bench(root, "eagle-nccl-ll")
+    stack_file = root / "stacks" / "Pulumi.eagle-nccl-ll.yaml"
+    stack_file.write_text(stack_file.read_text().replace("mem-fraction-static: 0.88", "mem-fraction-static: 0.85"))
+    before = (root / "stacks" / "Pulumi.production.yaml").read_bytes()
+    with pytest.raises(PromotionRefused) as info:
+        promote("eagle-nccl-ll", root=root)
+    assert "stale evidence" in info.value.why and "sglab bench --stack eagle-nccl-ll" in info.value.fix
+    assert (root / "stacks" / "Pulumi.production.yaml").read_bytes() == before
+
+
+@pytest.mark.parametrize("stack, kwargs, words", [
+    ("eagle-default", dict(gain=-0.08), "short of"),
+    ("article-replay", dict(confounds=[{"key": "env NCCL_PROTO", "baseline": None, "candidate": "LL"}]),
+     "beyond speculation"),
+    ("eagle-nccl-ll", dict(error_rate={"candidate": 0.2}), "error rate"),
+    ("eagle-nccl-ll", dict(live_mismatches=["candidate: --speculative-num-steps live=5 declared=2"]),
+     "live servers"),
+])
+def test_refusals_say_why_and_how_to_fix(root: Path, stack: str, kwargs: dict, words: str) -> None:
+    bench(root, stack, **kwargs)
+    before = (root / "stacks" / "Pulumi.production.yaml").read_bytes()
+    with pytest.raises(PromotionRefused) as info:
+        promote(stack, root=root)
+    assert words in info.value.why and info.value.fix
+    assert (root / "stacks" / "Pulumi.production.yaml").read_bytes() == before
+    assert not (root / "stacks" / "promotions.jsonl").exists()
+
+
+def test_incomplete_and_missing_evidence_are_refused(root: Path) -> None:
+    with pytest.raises(PromotionRefused, match="no complete A/B run"):
+        promote("eagle-nccl-ll", root=root)
+    run_dir = bench(root, "eagle-nccl-ll", complete=False)
+    with pytest.raises(PromotionRefused, match="no complete A/B run"):
+        promote("eagle-nccl-ll", root=root)
+    with pytest.raises(PromotionRefused, match="incomplete run"):
+        promote("eagle-nccl-ll", root=root, result_path=run_dir)
+
+
+def test_cli_refusal_exits_2_with_the_fix(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench(root, "eagle-default", gain=-0.08)
+    assert main(["promote", "--stack", "eagle-default", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("refused: ") and "\n  fix: " in err
+
+
+def test_cli_dry_run_prints_diff_and_next_step(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench(root, "eagle-nccl-ll")
+    assert main(["promote", "--stack", "eagle-nccl-ll", "--dry-run", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "+    NCCL_PROTO: LL" in out and "pulumi up --stack production" in out and "dry run" in out
+
+
+WORKER = """
+import sys, time
+from pathlib import Path
+from sglab.promote import promote, PromotionRefused
+root, stack, barrier = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+Path(sys.argv[4]).touch()
+while not barrier.exists():
+    time.sleep(0.005)
+try:
+    promote(stack, root=root)
+except PromotionRefused as exc:
+    print(exc.why); sys.exit(2)
+"""
+
+
+def test_concurrent_promotions_serialise(root: Path) -> None:
+    bench(root, "eagle-nccl-ll")
+    bench(root, "eagle-default")
+    target = root / "stacks" / "Pulumi.production.yaml"
+    original = target.read_text()
+    barrier = root / "go"
+    stacks = ["eagle-nccl-ll", "eagle-default"] * 2
+    ready = [root / f"ready-{i}" for i in range(len(stacks))]
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(root), s, str(barrier), str(r)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s, r in zip(stacks, ready)]
+    deadline = time.monotonic() + 120
+    while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+        time.sleep(0.05)  # every process has imported sglab and waits at the barrier
+    barrier.touch()
+    codes = [p.wait(timeout=120) for p in procs]
+    assert codes == [0] * len(stacks), [p.stderr.read() for p in procs]
+    final = target.read_text()
+    load_stack("production", root)  # still a valid stack
+    entries = [json.loads(line) for line in (root / "stacks" / "promotions.jsonl").read_text().splitlines()]
+    assert len(entries) == len(stacks)
+    # Serialised: each promotion started from the file the previous one wrote (no lost update).
+    import hashlib
+    sha = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731
+    assert entries[0]["target_sha256_before"] == sha(original)
+    for prev, nxt in zip(entries, entries[1:]):
+        assert nxt["target_sha256_before"] == prev["target_sha256_after"]
+    assert entries[-1]["target_sha256_after"] == sha(final)
+    assert not [p for p in (root / "stacks").iterdir() if p.name.startswith(".Pulumi.production.yaml.")
+                and not p.name.endswith(".lock")]  # no temp files left behind
+    assert os.access(target, os.R_OK)
