@@ -19,8 +19,13 @@ SECRET_PLACEHOLDER = "<secret: set with pulumi config set --secret sglab:hf-toke
 
 
 def chart_dir(chart: str = SERVER_CHART) -> Path:
-    """Absolute path of a chart shipped in `charts/` (the Helm provider resolves paths itself)."""
-    return project_root() / "charts" / chart
+    """Absolute path of a chart shipped in `charts/` (the Helm provider resolves paths itself).
+
+    Found beside the package (editable install); otherwise in the working directory, which is the
+    project directory when Pulumi runs the program.
+    """
+    beside = project_root() / "charts" / chart
+    return beside if beside.is_dir() else (Path.cwd() / "charts" / chart).resolve()
 
 
 def release_name(role: ArmRole) -> str:

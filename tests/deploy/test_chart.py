@@ -132,6 +132,8 @@ def test_deployment_matches_the_arm(captured):
             assert term["labelSelector"]["matchLabels"]["sglab/stack"] == name
         assert pod.get("nodeSelector", {}) == stack.placement.node_selector
         assert dep["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == str(rollout.pulumi_timeout_min * 60)
+        (svc,) = by_kind(rendered[arm.role], "Service")
+        assert svc["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == str(rollout.pulumi_timeout_min * 60)
 
 
 def test_anti_affinity_selects_the_other_arm(captured):
@@ -295,3 +297,23 @@ def test_values_example_installs_standalone():
     dep = by_kind(objects, "Deployment")[0]
     assert dep["metadata"]["name"] == "my-server"
     assert "--speculative-algorithm" in dep["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_render_with_hf_token_shows_a_placeholder_secret(tmp_path, monkeypatch, capsys):
+    from sglab.config.loader import project_root, stack_path
+
+    text = stack_path("eagle-nccl-ll", project_root()).read_text().replace(
+        "  sglab:env:", "  sglab:hf-token:\n    secure: v1:c2VjcmV0LWNpcGhlcnRleHQ=\n  sglab:env:")
+    (tmp_path / "Pulumi.gated.yaml").write_text(text)
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
+    assert main(["render", "--stack", "gated"]) == 0
+    out = capsys.readouterr().out
+    assert "c2VjcmV0LWNpcGhlcnRleHQ" not in out
+    objects = [d for d in yaml.safe_load_all(io.StringIO(out)) if d]
+    (secret,) = by_kind(objects, "Secret")
+    assert secret["metadata"]["name"] == "sglab-hf-token"
+    assert secret["stringData"]["token"].startswith("<secret")
+    validate_all(objects)
+    for dep in by_kind(objects, "Deployment"):
+        env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
+        assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "sglab-hf-token", "key": "token"}}} in env

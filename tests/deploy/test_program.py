@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import kubernetes_validate
 import pulumi
 import pytest
 from pulumi.runtime import rpc
@@ -151,6 +152,9 @@ def test_hf_token_secret_becomes_a_kubernetes_secret_and_secret_key_ref():
     assert secret.inputs["stringData"] == {rpc._special_sig_key: rpc._special_secret_sig,
                                            "value": {"token": "hf_real_looking_token"}}
     assert secret.inputs["type"] == "Opaque"
+    applied = {**secret.inputs, "stringData": secret.inputs["stringData"]["value"]}
+    for version in ("1.31", kubernetes_validate.latest_version()):
+        kubernetes_validate.validate(applied, version, strict=True)
     for role in ("baseline", "candidate"):
         values = run.named(CHART, role).inputs["values"]
         assert values["secretEnv"] == [{"name": "HF_TOKEN", "secretName": HF_TOKEN_SECRET, "secretKey": "token"}]
