@@ -486,6 +486,13 @@ class StackConfig(Model):
                     f"policy.levels names concurrency {level}, which load.concurrency "
                     f"{self.load.concurrency} never runs; add it there or remove it from policy.levels"
                 )
+        if self.locust.enabled and self.locust.web_login and self.locust_password is None:
+            raise KeyedValueError(
+                "locust.web-login",
+                "locust.enabled and locust.web-login are true but the sglab:locust-password secret is not set, "
+                "so nobody could log in to the Locust UI; pulumi config set --secret sglab:locust-password "
+                "<password> (or set locust.web-login: false and reach the UI only through kubectl port-forward)"
+            )
         return self
 
 

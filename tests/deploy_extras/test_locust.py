@@ -184,3 +184,18 @@ def test_schema_rejects_bad_values_at_template_time(bad):
     with Chart.load(chart_dir("locust")) as chart:
         with pytest.raises(HelmError):
             chart.render(values=bad, name=RELEASE, namespace="lab")
+
+
+def test_validate_refuses_login_without_password_naming_file_key_and_fix(tmp_path, monkeypatch, capsys):
+    from sglab.cli import main as sglab
+
+    text = (chart_dir("locust").parents[1] / "stacks" / f"Pulumi.{STACK}.yaml").read_text()
+    (tmp_path / "Pulumi.lab.yaml").write_text(text + "  sglab:locust:\n    enabled: true\n")
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
+    assert sglab(["validate", "--stack", "lab"]) == 2
+    err = capsys.readouterr().err
+    assert "Pulumi.lab.yaml" in err and "sglab:locust.web-login" in err
+    assert "fix: pulumi config set --secret sglab:locust-password" in err and "Traceback" not in err
+    (tmp_path / "Pulumi.lab.yaml").write_text(text + "  sglab:locust:\n    enabled: true\n"
+                                              "  sglab:locust-password:\n    secure: v1:abc\n")
+    assert sglab(["validate", "--stack", "lab"]) == 0
