@@ -92,6 +92,8 @@ def sim_block(state: SimState) -> dict[str, Any]:
         "notes": list(config.notes),
         "iterations": state.engine.iterations,
         "lag_resyncs": state.engine.lag_resyncs,
+        "wake_late_ms_mean": 1000.0 * state.engine.wake_late_s_sum / max(1, state.engine.iterations),
+        "wake_late_ms_max": 1000.0 * state.engine.wake_late_s_max,
     }
 
 
