@@ -115,7 +115,8 @@ def synthetic_result(
                             e2e_ms=float(ttfts[i] + itl_ms * (output_tokens - 1)),
                             itl_ms=[] if errors[i] else [itl_ms] * (output_tokens - 1),
                             decode_tok_per_s=None if errors[i] else float(decode[i]),
-                            accept_length=accept, error="HTTP 500: synthetic failure" if errors[i] else None))
+                            accept_length=None if accept is None else accept * float(decode[i]) / rate,
+                            error="HTTP 500: synthetic failure" if errors[i] else None))
                     if not errors[i]:
                         per_arm_values[name]["decode"].append(float(decode[i]))
                         per_arm_values[name]["ttft"].append(float(ttfts[i]))

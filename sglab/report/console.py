@@ -1,0 +1,15 @@
+"""Console output of a run: the verdict table, then where the report is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sglab.analysis.verdict import Verdict, format_table
+
+
+def render_console(verdict: Verdict, report: Path | None = None) -> str:
+    """The verdict table; the last line stays `verdict: <outcome>` so scripts can grep it."""
+    lines = format_table(verdict).splitlines()
+    if report is not None:
+        lines.insert(len(lines) - 1, f"report: {report}")
+    return "\n".join(lines)

@@ -1,0 +1,141 @@
+"""The HTML report: one self-contained page (plots embedded as base64; the PNGs also sit beside it)."""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+from sglab.analysis.verdict import LevelVerdict, Verdict
+from sglab.report.plots import OUTCOME_COLORS
+from sglab.results.schema import RunResult
+
+CAPTIONS = {
+    "decode": "Decode tok/s per concurrency for both arms, and the candidate's gain with its confidence interval.",
+    "latency": "TTFT and inter-token latency distributions, both arms overlaid.",
+    "accept": "The candidate's per-request accept length against the break-even accept length.",
+    "attribution": "The gain split into the candidate's declared differences, speculation and their interaction.",
+}
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:1150px;color:#222;padding:0 1rem}
+h1{font-size:1.4rem;margin-bottom:.2rem} h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid #ddd}
+.verdict{font-size:1.15rem;padding:.8rem 1rem;border-left:6px solid;background:#f7f7f7;margin:1rem 0}
+table{border-collapse:collapse;font-size:.9rem;margin:.5rem 0} td,th{border:1px solid #ddd;padding:.3rem .6rem;text-align:right}
+th{background:#f0f0f0} td.l,th.l{text-align:left} .bad{color:#C62828} .ok{color:#2E7D32} .muted{color:#777}
+figure{margin:1rem 0} figure img{max-width:100%;border:1px solid #eee} figcaption{color:#555;font-size:.9rem}
+code{background:#f3f3f3;padding:0 .2rem;font-size:.85rem;word-break:break-all}
+"""
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:+.1%}"
+
+
+def _num(x: float | None, fmt: str = ".2f") -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))
+
+
+def _level_row(lv: LevelVerdict) -> str:
+    d, o, e = lv.decode, lv.output, lv.economics
+    cls = {"win": "ok", "lose": "bad"}.get(lv.outcome, "")
+    cells = [
+        str(lv.concurrency), "yes" if lv.gating else "no",
+        f"{_num(d.baseline_mean, '.1f')} → {_num(d.candidate_mean, '.1f')}",
+        f"{_pct(d.estimate)} [{_pct(d.low)}, {_pct(d.high)}]",
+        f"{_pct(o.estimate)} [{_pct(o.low)}, {_pct(o.high)}]",
+        _pct(lv.ttft_p99.increase), _pct(lv.itl_p99.increase),
+        f"{lv.baseline_error_rate:.1%} / {lv.candidate_error_rate:.1%}",
+        _num(e.baseline_step_ms), _num(e.verify_cycle_ms), _num(e.accept_length), _num(e.break_even_accept_length),
+        str(d.rounds),
+    ]
+    tds = "".join(f"<td>{_e(c)}</td>" for c in cells)
+    return f"<tr>{tds}<td class='l {cls}'>{_e(lv.outcome)}</td></tr>"
+
+
+def _levels_table(v: Verdict) -> str:
+    conf = f"{v.confidence:.0%} CI"
+    head = ["conc.", "gates", "decode tok/s b → c", f"decode gain [{conf}]", f"output tok/s gain [{conf}]",
+            "TTFT p99 Δ", "ITL p99 Δ", "errors b / c", "baseline step ms", "verify cycle ms", "accept length",
+            "break-even accept", "rounds", "outcome"]
+    ths = "".join(f"<th>{_e(h)}</th>" for h in head)
+    return f"<table><tr>{ths}</tr>{''.join(_level_row(lv) for lv in v.levels)}</table>"
+
+
+def _checks(v: Verdict) -> str:
+    items = []
+    for g in v.guards:
+        items.append(f"<li class='{'ok' if g.ok else 'bad'}'>{'✔' if g.ok else '✘'} guard {_e(g.name)}: {_e(g.detail)}"
+                     + (f" <span class='muted'>fix: {_e(g.fix)}</span>" if g.fix else "") + "</li>")
+    for b in v.blockers:
+        items.append(f"<li class='bad'>✘ blocker {_e(b.name)}: {_e(b.detail)}"
+                     + (f" <span class='muted'>fix: {_e(b.fix)}</span>" if b.fix else "") + "</li>")
+    return "<ul>" + "".join(items) + "</ul>" if items else "<p class='muted'>no guards evaluated</p>"
+
+
+def _attribution(v: Verdict) -> str:
+    if v.attribution is None:
+        return ""
+    rows = []
+    for la in v.attribution.levels:
+        cells = "".join(f"<td>{_pct(c.estimate)} [{_pct(c.low)}, {_pct(c.high)}]</td>" for c in la.components)
+        rows.append(f"<tr><td>{la.concurrency}</td>{cells}<td>{la.rounds}</td></tr>")
+    labels = [c.label for c in v.attribution.levels[0].components] if v.attribution.levels else []
+    head = "".join(f"<th>{_e(label)}</th>" for label in ["conc.", *labels, "rounds"])
+    return (f"<h2>Attribution</h2><p>Four arms per round; parts are percentage points of the baseline and add up "
+            f"to the total.</p><table><tr>{head}</tr>{''.join(rows)}</table>")
+
+
+def _figure(name: str, path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return (f"<figure><img alt='{_e(name)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{_e(CAPTIONS.get(name, ''))} <a href='{_e(path.name)}'>{_e(path.name)}</a></figcaption></figure>")
+
+
+def _run_details(result: RunResult) -> str:
+    rows = [("stack", result.stack), ("run id", result.run_id), ("kind", result.kind),
+            ("started", result.started_at), ("finished", result.finished_at or "–"),
+            ("complete", "yes" if result.complete else f"no ({result.incomplete_reason or 'no reason'})"),
+            ("target", result.target.kind), ("git commit", result.git_commit or "–")]
+    rows += [(f"arm {a.name} ({a.role})", f"{a.config_hash[:12]} · {a.launch_command}") for a in result.arms]
+    if result.confounds:
+        rows.append(("confounds", "; ".join(f"{c.get('key')}: baseline={c.get('baseline')} "
+                                            f"candidate={c.get('candidate')}" for c in result.confounds)))
+    body = "".join(f"<tr><th class='l'>{_e(k)}</th><td class='l'><code>{_e(v)}</code></td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> str:
+    color = OUTCOME_COLORS.get(verdict.outcome, "#555")
+    economics = "".join(
+        f"<li>concurrency {lv.concurrency}: baseline step {_num(lv.economics.baseline_step_ms)} ms/token; verify "
+        f"cycle {_num(lv.economics.verify_cycle_ms)} ms = {_num(lv.economics.candidate_itl_ms)} ms × accept "
+        f"{_num(lv.economics.accept_length)}; break-even accept length {_num(lv.economics.break_even_accept_length)}"
+        f" vs measured {_num(lv.economics.accept_length)}</li>"
+        for lv in verdict.levels if lv.economics.verify_cycle_ms is not None)
+    figures = "".join(_figure(name, path) for name, path in plots.items())
+    notes = "".join(f"<li>{_e(r)}</li>" for r in verdict.reasons)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>sglab · {_e(result.stack)} · {_e(result.run_id)}</title>
+<style>{CSS}</style></head><body>
+<h1>{_e(result.stack)}: {_e(verdict.candidate_arm)} vs {_e(verdict.baseline_arm)}</h1>
+<div class="muted">run {_e(result.run_id)} · {_e(result.kind)} · {_e(result.started_at)}</div>
+<div class="verdict" style="border-color:{color}"><b style="color:{color}">{_e(verdict.outcome.upper())}</b> —
+{_e(verdict.sentence)}</div>
+<h2>Per concurrency level</h2>
+<p>Gate: {_e('decode tok/s' if verdict.metric == 'decode_tok_per_s' else 'output tok/s')} gain ≥
+{verdict.min_gain:+.1%} at concurrency {_e(verdict.gating_levels)}; {_e(verdict.method)}
+{verdict.confidence:.0%} interval over paired rounds. Crossover: {_e(verdict.crossover.note)}.</p>
+{_levels_table(verdict)}
+<h2>Speculation economics</h2><ul>{economics or "<li class='muted'>no accept length measured</li>"}</ul>
+<h2>Guards and blockers</h2>{_checks(verdict)}
+{f"<ul>{notes}</ul>" if notes else ""}
+{_attribution(verdict)}
+<h2>Plots</h2>{figures or "<p class='muted'>no samples to plot</p>"}
+<h2>Run</h2>{_run_details(result)}
+</body></html>
+"""

@@ -1,0 +1,186 @@
+"""PNG plots of a run (matplotlib, Agg): what a reader should see before reading any number."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from sglab.analysis.samples import per_round  # noqa: E402
+from sglab.analysis.verdict import Verdict  # noqa: E402
+from sglab.results.schema import LevelResult, RunResult  # noqa: E402
+
+COLORS = {"baseline": "#4C72B0", "candidate": "#DD8452", "baseline+confounds": "#55A868",
+          "candidate-confounds": "#C44E52", "baseline-b": "#8172B3"}
+OUTCOME_COLORS = {"promote": "#2E7D32", "reject": "#C62828", "inconclusive": "#EF6C00"}
+
+
+def _color(arm: str) -> str:
+    return COLORS.get(arm, "#555555")
+
+
+def _mean_ci(values: list[float], confidence: float) -> tuple[float, float]:
+    """Mean and half-width of its t interval over rounds (0 below two rounds)."""
+    a = np.asarray(values, dtype=float)
+    if a.size < 2:
+        return float(a.mean()) if a.size else math.nan, 0.0
+    half = stats.t.ppf((1 + confidence) / 2, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size)
+    return float(a.mean()), float(half)
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def decode_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
+    """Left: decode tok/s per arm per level with CIs over rounds. Right: the gain with its CI vs min-gain."""
+    levels = sorted(result.levels, key=lambda lv: lv.concurrency)
+    if not levels:
+        return None
+    arms = [verdict.baseline_arm, verdict.candidate_arm]
+    arms += [a.name for a in result.arms if a.name not in arms]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    xs = np.arange(len(levels))
+    width = 0.8 / len(arms)
+    for i, arm in enumerate(arms):
+        means, halves = [], []
+        for lv in levels:
+            values = [r[arm] for r in per_round(lv, "decode_tok_per_s").values() if arm in r]
+            m, h = _mean_ci(values, verdict.confidence)
+            means.append(m)
+            halves.append(h)
+        left.bar(xs + (i - (len(arms) - 1) / 2) * width, means, width, yerr=halves, capsize=4, label=arm,
+                 color=_color(arm))
+    left.set_xticks(xs, [str(lv.concurrency) for lv in levels])
+    left.set_xlabel("concurrency")
+    left.set_ylabel("decode tok/s per request (mean over rounds)")
+    left.set_title(f"decode speed, {verdict.confidence:.0%} CI over rounds")
+    left.legend(fontsize=8)
+    gains = [verdict.level(lv.concurrency) for lv in levels]
+    est = np.array([100 * (g.decode.estimate if g and g.decode.estimate is not None else np.nan) for g in gains])
+    low = np.array([100 * (g.decode.low if g and g.decode.low is not None else np.nan) for g in gains])
+    high = np.array([100 * (g.decode.high if g and g.decode.high is not None else np.nan) for g in gains])
+    conc = [lv.concurrency for lv in levels]
+    right.axhline(0, color="#999999", lw=1)
+    right.axhline(100 * verdict.min_gain, color="#2E7D32", ls="--", lw=1, label=f"min gain {verdict.min_gain:+.1%}")
+    right.fill_between(conc, low, high, color=_color(verdict.candidate_arm), alpha=0.25, label=f"{verdict.confidence:.0%} CI")
+    right.plot(conc, est, "o-", color=_color(verdict.candidate_arm), label="gain")
+    for c, g in zip(conc, gains):
+        if g is not None and g.gating:
+            right.annotate("gate", (c, est[conc.index(c)]), textcoords="offset points", xytext=(6, 6), fontsize=8)
+    if verdict.crossover.status == "between" and verdict.crossover.concurrency:
+        right.axvline(verdict.crossover.concurrency, color="#C62828", ls=":", lw=1,
+                      label=f"crossover ≈ {verdict.crossover.concurrency:.1f}")
+    right.set_xscale("log", base=2)
+    right.set_xticks(conc, [str(c) for c in conc])
+    right.set_xlabel("concurrency")
+    right.set_ylabel(f"{verdict.candidate_arm} vs {verdict.baseline_arm}, decode tok/s gain (%)")
+    right.set_title("gain per level")
+    right.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def _cdf(ax: plt.Axes, values: list[float], label: str, color: str) -> None:
+    if not values:
+        return
+    a = np.sort(np.asarray(values))
+    ax.plot(a, np.arange(1, a.size + 1) / a.size, label=f"{label} (n={a.size})", color=color)
+
+
+def _report_level(result: RunResult, verdict: Verdict) -> LevelResult | None:
+    for c in verdict.gating_levels + [lv.concurrency for lv in result.levels]:
+        lv = result.level(c)
+        if lv is not None and lv.requests:
+            return lv
+    return None
+
+
+def latency_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
+    """TTFT and ITL CDFs of both arms overlaid, at the first gating level with request samples."""
+    level = _report_level(result, verdict)
+    if level is None:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for arm in (verdict.baseline_arm, verdict.candidate_arm):
+        ok = [r for r in level.requests if r.arm == arm and not r.warmup and r.round_index >= 0 and r.error is None]
+        _cdf(left, [r.ttft_ms for r in ok if r.ttft_ms is not None], arm, _color(arm))
+        _cdf(right, [g for r in ok for g in r.itl_ms], arm, _color(arm))
+    for ax, name in ((left, "TTFT (ms)"), (right, "inter-token latency (ms)")):
+        ax.set_xlabel(name)
+        ax.set_ylabel("fraction of samples ≤ x")
+        ax.axhline(0.99, color="#999999", ls=":", lw=1)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    left.set_title(f"TTFT CDF at concurrency {level.concurrency}")
+    right.set_title(f"ITL CDF at concurrency {level.concurrency}")
+    return _save(fig, path)
+
+
+def accept_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
+    """Per-request accept length of the candidate, with the break-even line it must clear."""
+    level = _report_level(result, verdict)
+    if level is None:
+        return None
+    values = [r.accept_length for r in level.requests if r.arm == verdict.candidate_arm and not r.warmup
+              and r.round_index >= 0 and r.error is None and r.accept_length is not None]
+    if not values:
+        return None
+    econ = verdict.level(level.concurrency).economics
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.hist(values, bins=min(30, max(8, len(values) // 4)), color=_color(verdict.candidate_arm), alpha=0.8,
+            label=f"per-request accept length (n={len(values)})")
+    if econ.break_even_accept_length is not None:
+        ax.axvline(econ.break_even_accept_length, color="#C62828", ls="--", lw=2,
+                   label=f"break-even {econ.break_even_accept_length:.2f}")
+    if econ.accept_length is not None:
+        ax.axvline(econ.accept_length, color="#222222", lw=1.5,
+                   label=f"measured mean {econ.accept_length:.2f} ({econ.accept_length_source})")
+    ax.set_xlabel("accept length (tokens per verify cycle)")
+    ax.set_ylabel("requests")
+    ax.set_title(f"accept length at concurrency {level.concurrency}: right of the red line, speculation pays")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def attribution_plot(verdict: Verdict, path: Path) -> Path | None:
+    att = verdict.attribution
+    if att is None or not att.levels:
+        return None
+    keys = ["confounds", "speculation", "interaction", "total"]
+    colors = ["#55A868", "#C44E52", "#8172B3", "#DD8452"]
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    xs = np.arange(len(att.levels))
+    width = 0.2
+    for i, key in enumerate(keys):
+        comps = [lv.component(key) for lv in att.levels]
+        est = np.array([100 * c.estimate for c in comps])
+        err = np.array([[100 * (c.estimate - c.low) if c.low is not None else 0 for c in comps],
+                        [100 * (c.high - c.estimate) if c.high is not None else 0 for c in comps]])
+        ax.bar(xs + (i - 1.5) * width, est, width, yerr=err, capsize=3, color=colors[i], label=comps[0].label)
+    ax.axhline(0, color="#999999", lw=1)
+    ax.set_xticks(xs, [str(lv.concurrency) for lv in att.levels])
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel("gain over baseline (percentage points)")
+    ax.set_title(f"where the gain comes from ({att.confidence:.0%} CI over rounds)")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def write_plots(result: RunResult, verdict: Verdict, out_dir: Path) -> dict[str, Path]:
+    """Every plot that has data, by name -> file."""
+    made = {
+        "decode": decode_plot(result, verdict, out_dir / "decode_tok_per_s.png"),
+        "latency": latency_plot(result, verdict, out_dir / "latency_cdf.png"),
+        "accept": accept_plot(result, verdict, out_dir / "accept_length.png"),
+        "attribution": attribution_plot(verdict, out_dir / "attribution.png"),
+    }
+    return {name: p for name, p in made.items() if p is not None}
