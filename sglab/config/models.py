@@ -45,6 +45,9 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
+# StackConfig fields that must be Pulumi secrets (`{secure: ...}` in the stack file, `--secret` in Pulumi).
+SECRET_FIELDS = ("hf_token", "locust_password")
+
 SpeculativeAlgorithm = Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]
 DRAFT_MODEL_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE")
 # SGLang forces max_running_requests=48 for these when the flag is unset (server_args.py).
@@ -421,7 +424,7 @@ class StackConfig(Model):
                 raise KeyedValueError(key, f"{key} is a simulator knob; set it under sim instead")
         return {k: str(v) for k, v in env.items()}
 
-    @field_validator("hf_token", "locust_password")
+    @field_validator(*SECRET_FIELDS)
     @classmethod
     def _secret(cls, value: Any, info: ValidationInfo) -> Any:
         if value is None:

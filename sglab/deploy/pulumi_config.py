@@ -9,17 +9,19 @@ so a typo fails `pulumi up` with the same message (and line) as `sglab validate`
 from __future__ import annotations
 
 import json
+import os
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pulumi
-from pulumi.runtime.config import CONFIG, get_config_env, is_config_secret
+from pulumi.runtime.config import _SECRET_KEYS, CONFIG, get_config_env, get_config_secret_keys_env, is_config_secret
 
 from sglab.config.loader import NAMESPACE, ConfigError, LoadedStack, _guess, load_mapping, load_stack, stack_path
-from sglab.config.models import StackConfig
+from sglab.config.models import SECRET_FIELDS, StackConfig
 
 SECRET_MARKER = "<pulumi secret>"
+SECRET_KEYS_ENV = "PULUMI_CONFIG_SECRET_KEYS"
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,17 @@ def _set_keys() -> list[str]:
     return sorted(k for k in keys if k.startswith(f"{NAMESPACE}:"))
 
 
+def _secret_keys() -> tuple[set[str], bool]:
+    """Config keys Pulumi marks secret, and whether that list is known.
+
+    The language host passes the list in PULUMI_CONFIG_SECRET_KEYS; mocks and the Automation API set
+    it with set_all_config. When neither says anything, secret fields are treated as secrets.
+    """
+    from_runtime = set(_SECRET_KEYS.get())
+    known = bool(from_runtime) or SECRET_KEYS_ENV in os.environ
+    return from_runtime | set(get_config_secret_keys_env()), known
+
+
 def read_pulumi_config(stack_name: str | None = None) -> PulumiStack:
     """Build the StackConfig from Pulumi config. Raises ConfigError (file, key, problem, fix)."""
     stack_name = stack_name or pulumi.get_stack()
@@ -62,18 +75,18 @@ def read_pulumi_config(stack_name: str | None = None) -> PulumiStack:
             raise ConfigError(path, full_key, f"unknown key '{key}' (not a sglab setting)",
                               f"did you mean '{guess}'?" if guess else "remove it (pulumi config rm)")
     cfg = pulumi.Config(NAMESPACE)
+    secret_keys, secret_keys_known = _secret_keys()
     data: dict[str, Any] = {}
     secrets: dict[str, pulumi.Output[str]] = {}
     for key, name in keys.items():
         full_key = f"{NAMESPACE}:{key}"
-        if is_config_secret(full_key):
-            secret = cfg.get_secret(key)
-            if secret is not None:
-                secrets[key] = secret
-                data[key] = {"secure": SECRET_MARKER}
-            continue
         raw = cfg.get(key)
         if raw is None:
+            continue
+        is_secret = full_key in secret_keys or is_config_secret(full_key)
+        if is_secret or (name in SECRET_FIELDS and not secret_keys_known):
+            secrets[key] = cfg.get_secret(key)
+            data[key] = {"secure": SECRET_MARKER}
             continue
         if _is_plain_string(StackConfig.model_fields[name].annotation):
             data[key] = raw

@@ -164,9 +164,30 @@ def test_hf_token_secret_becomes_a_kubernetes_secret_and_secret_key_ref():
     assert "hf_real_looking_token" not in json.dumps(run.outputs)
 
 
-def test_plain_text_hf_token_in_pulumi_config_stops_the_program():
+def test_secret_listed_only_in_the_language_host_env_is_a_secret(monkeypatch):
+    """Under `pulumi up` the secret-key list arrives in PULUMI_CONFIG_SECRET_KEYS, not via set_all_config."""
+    config, _ = _config()
+    config["sglab:hf-token"] = "hf_from_cli"
+    monkeypatch.setenv("PULUMI_CONFIG_SECRET_KEYS", json.dumps(["sglab:hf-token"]))
+    run = run_program("eagle-nccl-ll", config, [])
+    assert run.error is None, run.error
+    (secret,) = run.of_type(SECRET)
+    assert secret.inputs["stringData"][rpc._special_sig_key] == rpc._special_secret_sig
+
+
+def test_secret_field_without_secret_key_information_is_still_kept_secret():
+    config, _ = _config()
+    config["sglab:hf-token"] = "hf_unknown"
+    run = run_program("eagle-nccl-ll", config, [])
+    assert run.error is None, run.error
+    (secret,) = run.of_type(SECRET)
+    assert secret.inputs["stringData"][rpc._special_sig_key] == rpc._special_secret_sig
+
+
+def test_plain_text_hf_token_in_pulumi_config_stops_the_program(monkeypatch):
     config, secret_keys = _config()
     config["sglab:hf-token"] = "hf_plain"
+    monkeypatch.setenv("PULUMI_CONFIG_SECRET_KEYS", json.dumps(secret_keys))  # as the CLI passes it
     run = run_program("eagle-nccl-ll", config, secret_keys)
     assert isinstance(run.error, pulumi.RunError)
     assert "sglab:hf-token" in str(run.error) and "--secret" in str(run.error)
