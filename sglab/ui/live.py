@@ -3,7 +3,8 @@
 An interactive run has no rounds: both arms run side by side for as long as the user lets them.
 For the verdict's confidence interval we cut the run into fixed time windows ("pseudo-rounds",
 `window_s` long, counted from the test start) and treat each window as one round in which both arms
-ran; the window still in progress is left out while the test runs. The first `warmup_requests`
+ran; the window still in progress is left out while the test runs. A window's output tok/s counts the
+tokens that arrived inside it (from each request's TTFT and inter-token gaps). The first `warmup_requests`
 requests of each arm are kept but marked warm-up, as in `sglab bench`, and windows that overlap the
 warm-up are no round (their requests keep round_index -1). A sample's concurrency level
 is the number of users of its arm when it arrived, so changing the user count mid-test starts a new
@@ -71,7 +72,10 @@ class LiveRun:
         return self.stopped_monotonic_s is None
 
     def elapsed_s(self, now_s: float | None = None) -> float:
-        end = self.stopped_monotonic_s if self.stopped_monotonic_s is not None else (now_s or time.monotonic())
+        if self.stopped_monotonic_s is not None:
+            end = self.stopped_monotonic_s
+        else:
+            end = now_s if now_s is not None else time.monotonic()
         return max(0.0, end - self.started_monotonic_s)
 
     def add(self, sample: RequestSample, *, level: int, received_monotonic_s: float | None = None) -> RequestSample:
@@ -100,9 +104,9 @@ class LiveRun:
         ends = [s.start_s + (s.e2e_ms or 0.0) / 1000.0 for s in samples if s.warmup]
         return math.ceil(max(ends) / self.window_s) if ends else 0
 
-    def stop(self, finished_at: str) -> None:
+    def stop(self, finished_at: str, at_monotonic_s: float | None = None) -> None:
         if self.stopped_monotonic_s is None:
-            self.stopped_monotonic_s = time.monotonic()
+            self.stopped_monotonic_s = at_monotonic_s if at_monotonic_s is not None else time.monotonic()
             self.finished_at = finished_at
 
     def snapshot(self) -> list[RequestSample]:
@@ -134,7 +138,8 @@ class LiveRun:
             first = self.first_measured_window(in_level)
             counted = [s if s.warmup or s.round_index >= first else s.model_copy(update={"round_index": -1})
                        for s in in_level if s.warmup or s.round_index < closed]
-            levels.append(self._level_result(level, counted, self.elapsed_s(now_s)))
+            streamed = [s for s in in_level if not s.warmup]
+            levels.append(self._level_result(level, counted, streamed, self.elapsed_s(now_s)))
         return RunResult(
             run_id=self.run_id,
             stack=self.stack,
@@ -156,7 +161,10 @@ class LiveRun:
             levels=levels,
         )
 
-    def _level_result(self, level: int, samples: list[RequestSample], elapsed_s: float) -> LevelResult:
+    def _level_result(self, level: int, samples: list[RequestSample], streamed: list[RequestSample],
+                      elapsed_s: float) -> LevelResult:
+        """`samples` are the requests that count; `streamed` also has those ending in the open window,
+        whose tokens still arrived inside the counted windows."""
         measured = [s for s in samples if not s.warmup and s.round_index >= 0]
         windows = sorted({s.round_index for s in measured})
         arms: dict[str, ArmLevelSummary] = {}
@@ -165,16 +173,37 @@ class LiveRun:
             arm_samples = [s for s in measured if s.arm == arm]
             if not arm_samples:
                 continue
-            arm_rounds = [
-                round_sample([s for s in arm_samples if s.round_index == w], level=level, round_index=w,
-                             position=position, arm=arm, warmup=False, started_at_s=w * self.window_s,
-                             duration_s=min(self.window_s, elapsed_s - w * self.window_s), server_accept_length=None)
-                for w in windows
-            ]
+            arm_rounds = []
+            for w in windows:
+                start_s, duration_s = w * self.window_s, min(self.window_s, elapsed_s - w * self.window_s)
+                sample = round_sample([s for s in arm_samples if s.round_index == w], level=level, round_index=w,
+                                      position=position, arm=arm, warmup=False, started_at_s=start_s,
+                                      duration_s=duration_s, server_accept_length=None)
+                tokens = tokens_between([s for s in streamed if s.arm == arm], start_s, start_s + duration_s)
+                arm_rounds.append(sample.model_copy(update={
+                    "output_tokens": tokens, "output_tok_per_s": tokens / duration_s if duration_s > 0 else None}))
             rounds += [r for r in arm_rounds if r.requests]
             arms[arm] = with_server_accept(arm_level_summary(arm_samples, arm_rounds),
                                            self.server_accept_length.get(arm))
         return LevelResult(concurrency=level, arms=arms, rounds=rounds, requests=samples)
+
+
+def token_times_s(sample: RequestSample) -> list[float]:
+    """When each output token arrived, in seconds since the run started (from TTFT and the gaps)."""
+    if sample.error is not None or sample.ttft_ms is None or sample.output_tokens < 1:
+        return []
+    t = sample.start_s + sample.ttft_ms / 1000.0
+    times = [t]
+    for gap_ms in sample.itl_ms:
+        t += gap_ms / 1000.0
+        times.append(t)
+    return times
+
+
+def tokens_between(samples: list[RequestSample], start_s: float, end_s: float) -> int:
+    """Output tokens that arrived in [start_s, end_s): a window's aggregate throughput, not quantised by
+    whole requests (at concurrency 1 a 10 s window holds only a handful of requests)."""
+    return sum(1 for s in samples for t in token_times_s(s) if start_s <= t < end_s)
 
 
 def with_server_accept(summary: ArmLevelSummary, server_accept_length: float | None) -> ArmLevelSummary:

@@ -1,0 +1,132 @@
+"""The A/B tab in a real browser: Debian's Chromium, headless, driven by Selenium through chromedriver.
+
+Opens the UI served by `sglab ui --target sim`, starts a swarm from Locust's own form, opens the A/B
+tab and checks both arms stream tokens and only the candidate shows an accept length. The screenshot
+is saved as test-output/ui/ab-tab.png for people to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from .harness import ROOT, sglab_ui, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--disable-quic", "--window-size=1600,1000")
+
+ROWS_JS = """
+const table = document.querySelector('table');
+if (!table) return null;
+const head = [...table.querySelectorAll('thead th')].map(th => th.innerText.replace(/\\s+/g, ' ').trim());
+const rows = [...table.querySelectorAll('tbody tr')].map(tr => [...tr.cells].map(td => td.innerText.trim()));
+return {head, rows};
+"""
+
+
+def _browser_available() -> str | None:
+    """None when Chromium and chromedriver are there (installing them with tools/install-browser.sh if needed)."""
+    if os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK):
+        return None
+    script = ROOT / "tools" / "install-browser.sh"
+    out = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=900)
+    if out.returncode == 0 and os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK):
+        return None
+    return f"{CHROMIUM} / {CHROMEDRIVER} absent and tools/install-browser.sh could not install them: " \
+           f"{(out.stderr or out.stdout).strip()[-300:]}"
+
+
+@pytest.fixture
+def browser(tmp_path):
+    reason = _browser_available()
+    if reason:
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=tmp_path)
+    options.add_argument(f"--user-data-dir={profile}")
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _number(cell: str) -> float | None:
+    try:
+        return float(cell)
+    except ValueError:
+        return None
+
+
+def test_ab_tab_in_chromium(tmp_path, browser, output_dir):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    with sglab_ui(tmp_path, "--target", "sim") as ui:
+        browser.get(ui.url + "/")
+        users = wait_until(lambda: browser.find_element(By.NAME, "userCount"), 30, "Locust's start form")
+        for name, value in (("userCount", "2"), ("spawnRate", "2")):
+            field = browser.find_element(By.NAME, name)
+            field.send_keys(Keys.CONTROL, "a")  # clear() bypasses React's onChange; select and type over
+            field.send_keys(Keys.BACKSPACE, value)
+        assert users.get_attribute("value") == "2"
+
+        browser.find_element(By.XPATH, "//button[contains(., 'Advanced options')]").click()
+        for arm in ("baseline", "candidate"):
+            field = wait_until(lambda a=arm: browser.find_element(By.NAME, f"{a}Url"), 10, f"the {arm} URL field")
+            assert field.get_attribute("value") == ui.arm_urls[arm], "arm URLs must be prefilled in the form"
+
+        def click_start():
+            button = browser.find_element(By.XPATH, "//button[@type='submit']")
+            browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+            button.click()  # retried while the accordion is still animating over it
+            return True
+
+        wait_until(click_start, 15, "the START button to be clickable")
+        wait_until(lambda: "RUNNING" in browser.find_element(By.TAG_NAME, "body").text.upper(), 30,
+                   "the test to run")
+
+        wait_until(lambda: browser.find_element(By.XPATH, "//*[@role='tab'][normalize-space(.)='A/B']"), 10,
+                   "the A/B tab").click()
+
+        def table_with_gain():
+            table = browser.execute_script(ROWS_JS)
+            if not table or len(table["rows"]) < 3:
+                return None
+            rows = {row[0]: dict(zip(table["head"], row)) for row in table["rows"]}
+            decode_gain = rows.get("candidate vs baseline", {}).get("Decode tok/s (mean)", "")
+            return rows if "[" in decode_gain and "[n/a" not in decode_gain else None
+
+        rows = wait_until(table_with_gain, 90, "both arms and a gain with its CI in the A/B tab", 1.0)
+        browser.save_screenshot(str(tmp_path / "ab-tab.png"))
+        shutil.copy(tmp_path / "ab-tab.png", output_dir / "ab-tab.png")
+
+        baseline, candidate = rows["baseline"], rows["candidate"]
+        for row in (baseline, candidate):
+            assert (_number(row["Decode tok/s (mean)"]) or 0) > 0, row
+            assert (_number(row["Output tok/s (aggregate)"]) or 0) > 0, row
+        assert baseline["Accept length (client)"] == "" and baseline["Accept length (server)"] == ""
+        assert (_number(candidate["Accept length (client)"]) or 0) > 1.0, candidate
+        assert (_number(candidate["Accept length (server)"]) or 0) > 1.0, candidate
+        verdict = rows["candidate vs baseline"]["Gain [95% CI] / verdict"]
+        assert verdict.split(":")[0] in ("promote", "reject", "inconclusive"), verdict
+
+        browser.find_element(By.XPATH, "//*[@role='tab'][contains(., 'ownload')]").click()
+        link = wait_until(lambda: browser.find_element(By.PARTIAL_LINK_TEXT, "sglab result JSON"), 10,
+                          "the result download link")
+        assert link.get_attribute("href").endswith("/sglab/result.json")

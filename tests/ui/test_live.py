@@ -1,0 +1,130 @@
+"""An interactive run's samples -> pseudo-rounds, the result document and the tab's rows (no processes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sglab.analysis.verdict import judge
+from sglab.results.schema import ArmInfo, RequestSample
+from sglab.results.store import create_run_dir, load_result, write_result
+from sglab.ui.live import LiveRun, token_times_s, tokens_between
+from sglab.ui.table import table_rows
+
+TOKENS = 10
+
+
+def _run(window_s: float = 1.0, warmup: int = 1) -> LiveRun:
+    arms = [ArmInfo(name="baseline", role="baseline", speculative=False, config_hash="b", launch_command="b"),
+            ArmInfo(name="candidate", role="candidate", speculative=True, config_hash="c", launch_command="c")]
+    return LiveRun(run_id="20260101T000000Z-abcdef", stack="eagle-nccl-ll", arms=arms,
+                   started_at="2026-01-01T00:00:00+00:00", started_monotonic_s=100.0, window_s=window_s,
+                   warmup_requests=warmup, policy={"min_rounds": 3, "min_requests": 5})
+
+
+def _sample(arm: str, gap_ms: float, ttft_ms: float = 50.0) -> RequestSample:
+    e2e = ttft_ms + gap_ms * (TOKENS - 1)
+    return RequestSample(arm=arm, level=0, round_index=0, start_s=0.0, output_tokens=TOKENS,
+                         expected_output_tokens=TOKENS, ttft_ms=ttft_ms, e2e_ms=e2e, itl_ms=[gap_ms] * (TOKENS - 1),
+                         decode_tok_per_s=1000.0 / gap_ms, accept_length=2.0 if arm == "candidate" else None)
+
+
+def _feed(run: LiveRun, until_s: float, *, level: int = 1) -> None:
+    """Closed-loop users, one per arm: each request starts when the previous one ended."""
+    for arm, gap in (("baseline", 20.0), ("candidate", 18.0)):
+        t = 0.0
+        while True:
+            sample = _sample(arm, gap)
+            end = t + sample.e2e_ms / 1000.0
+            if end > until_s:
+                break
+            run.add(sample, level=level, received_monotonic_s=100.0 + end)
+            t = end
+
+
+def test_samples_are_retimed_windowed_and_warmup_marked():
+    run = _run()
+    _feed(run, 5.0)
+    samples = run.snapshot()
+    for arm in ("baseline", "candidate"):
+        mine = [s for s in samples if s.arm == arm]
+        assert mine[0].warmup and mine[0].round_index == -1
+        assert not any(s.warmup for s in mine[1:])
+        for s in mine[1:]:
+            assert s.round_index == int((s.start_s + s.e2e_ms / 1000) // 1.0)
+        assert mine[0].start_s == pytest.approx(0.0, abs=1e-6)
+        assert all(s.level == 1 for s in mine)
+
+
+def test_result_counts_only_closed_windows_after_warmup():
+    run = _run()
+    _feed(run, 5.0)
+    running = run.to_result(now_s=105.5)
+    assert running.kind == "interactive" and not running.complete
+    assert "running" in running.incomplete_reason
+    level = running.level(1)
+    windows = sorted({r.round_index for r in level.rounds})
+    # warm-up requests end ~0.2 s in, so window 0 is no round; windows 1-4 closed at 5.5 s
+    assert windows == [1, 2, 3, 4]
+    assert all(r.round_index in (-1, 1, 2, 3, 4) for r in level.requests)
+    assert run.to_result(now_s=105.5, as_if_stopped=True).complete
+
+    run.stop("2026-01-01T00:00:05+00:00", at_monotonic_s=105.2)  # 0.2 s into window 5: too short to count
+    stopped = run.to_result()
+    assert stopped.complete and stopped.finished_at
+    assert sorted({r.round_index for r in stopped.level(1).rounds}) == [1, 2, 3, 4]
+
+
+def test_window_output_counts_tokens_that_arrived_inside_it():
+    sample = _sample("baseline", 20.0).model_copy(update={"start_s": 0.95})
+    times = token_times_s(sample)
+    assert len(times) == TOKENS and times[0] == pytest.approx(1.0)
+    assert tokens_between([sample], 1.0, 1.1) == 5  # 1.00, 1.02, ..., 1.08
+    assert tokens_between([sample], 0.0, 1.0) == 0
+    assert tokens_between([sample.model_copy(update={"error": "boom"})], 0.0, 9.0) == 0
+
+    run = _run()
+    _feed(run, 6.0)
+    for r in run.to_result(now_s=106.0).level(1).rounds:
+        # closed-loop streaming at 1000/gap tok/s minus the TTFT pauses: never more than the stream rate
+        rate = 1000.0 / (20.0 if r.arm == "baseline" else 18.0)
+        assert 0.6 * rate < r.output_tok_per_s <= rate * 1.01
+
+
+def test_result_round_trips_through_the_store_and_is_judged(tmp_path):
+    run = _run()
+    _feed(run, 8.0)
+    run.stop("2026-01-01T00:00:08+00:00", at_monotonic_s=108.0)
+    result = run.to_result()
+    path = write_result(result, create_run_dir(result.stack, result.run_id, tmp_path))
+    loaded = load_result(path)
+    assert loaded == result
+    verdict = judge(loaded)
+    level = verdict.level(1)
+    assert level.decode.rounds == 7  # windows 1..7
+    assert level.decode.estimate == pytest.approx(20.0 / 18.0 - 1, rel=0.05)
+    assert loaded.level(1).arms["candidate"].accept_length.client_mean == pytest.approx(2.0)
+    assert loaded.level(1).arms["baseline"].accept_length is None
+
+
+def test_user_count_change_starts_a_new_level():
+    run = _run()
+    _feed(run, 3.0, level=1)
+    _feed(run, 3.0, level=4)
+    assert [lv.concurrency for lv in run.to_result(now_s=103.0).levels] == [1, 4]
+
+
+def test_table_rows_show_accept_length_for_the_candidate_only():
+    run = _run()
+    run.server_accept_length["candidate"] = 2.1
+    _feed(run, 6.0)
+    result = run.to_result(now_s=106.0, as_if_stopped=True)
+    rows = {r["arm"]: r for r in table_rows(run, result, judge(result))}
+    assert set(rows) == {"baseline", "candidate", "candidate vs baseline"}
+    assert rows["baseline"]["accept_client"] is None and rows["baseline"]["accept_server"] is None
+    assert rows["candidate"]["accept_client"] == 2.0 and rows["candidate"]["accept_server"] == 2.1
+    assert rows["baseline"]["decode_tok_s"] == pytest.approx(50.0, rel=0.01)
+    assert rows["candidate"]["decode_tok_s"] == pytest.approx(1000 / 18, rel=0.01)
+    gain = rows["candidate vs baseline"]
+    assert gain["decode_tok_s"].startswith("+11.1%") and "[" in gain["decode_tok_s"]
+    assert gain["verdict"].split(":")[0] in ("promote", "reject", "inconclusive")
+    assert gain["verdict"].endswith("(5 pseudo-rounds)")
