@@ -1,0 +1,72 @@
+"""The benchmark Job's pod, rehearsed on this machine: its stack file (from the ConfigMap), its `sglab bench`
+command against two simulators standing in for the arms' Services, its result written to the pre-created
+ConfigMap (get + update only, as its Role allows), the stack outputs computed from it, and `results pull`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sglab.config.arms import baseline_arm, candidate_arm
+from sglab.config.loader import load_stack
+from sglab.deploy.benchmark_job import RESULT_CONFIGMAP_FLAG, benchmark_plan, summarize_result
+from sglab.deploy.naming import service_url
+from sglab.deploy.pull import pull_results
+from sglab.deploy.result_sink import decode_result, write_result_configmap
+from sglab.load.targets import start_sims
+
+from .fake_api import FakeConfigMapApi
+
+STACK = "eagle-nccl-ll"
+
+
+@pytest.mark.slow
+def test_job_pod_rehearsal_end_to_end(tmp_path, monkeypatch):
+    stack = load_stack(STACK).config
+    plan = benchmark_plan(stack, STACK)
+    stacks_dir = tmp_path / "stacks"
+    stacks_dir.mkdir()
+    for filename, text in plan.stack_configmap["data"].items():
+        (stacks_dir / filename).write_text(text)
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(stacks_dir))
+    in_pod = load_stack(STACK).config  # what the pod's `sglab bench` loads
+    assert baseline_arm(in_pod).config_hash == baseline_arm(stack).config_hash
+    assert candidate_arm(in_pod).config_hash == candidate_arm(stack).config_hash
+
+    container = plan.job["spec"]["template"]["spec"]["containers"][0]
+    command = list(container["command"])
+    flag = command.index(RESULT_CONFIGMAP_FLAG)
+    result_configmap = command[flag + 1]
+    del command[flag:flag + 2]  # the sink is exercised below against the fake API server
+    results_dir = tmp_path / "pod-results"
+    env = {**os.environ, "SGLAB_STACKS_DIR": str(stacks_dir), "SGLAB_RESULTS_DIR": str(results_dir)}
+    with start_sims([baseline_arm(in_pod), candidate_arm(in_pod)]) as sims:
+        services = {service_url(stack.namespace, "baseline", baseline_arm(stack).port): sims.urls["baseline"],
+                    service_url(stack.namespace, "candidate", candidate_arm(stack).port): sims.urls["candidate"]}
+        command = [services.get(part, part) for part in command] + ["--quick", "--no-progress"]
+        assert command[:2] == ["sglab", "bench"]
+        done = subprocess.run([sys.executable, "-m", "sglab.cli", *command[1:]], env=env, capture_output=True,
+                              text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (result_file,) = results_dir.glob(f"{STACK}/*/result.json")
+    result_json = result_file.read_text()
+
+    namespace = stack.namespace
+    with FakeConfigMapApi() as api:
+        api.add(namespace, plan.result_configmap)
+        write_result_configmap(result_json, result_configmap, namespace, core_api=api.core_api())
+        assert [m for m, _, _ in api.requests] == ["GET", "PUT"]
+        stored = api.configmaps[(namespace, result_configmap)]
+        summary = summarize_result(decode_result(stored["binaryData"]))
+        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+        pulled = pull_results(STACK, kubeconfig=str(kubeconfig), base=tmp_path / "results")
+    verdict = json.loads(result_json)["verdict"]
+    assert summary["verdict"] == verdict["outcome"] in ("promote", "reject", "inconclusive")
+    assert [lv["concurrency"] for lv in summary["levels"]] == [lv["concurrency"] for lv in verdict["levels"]]
+    assert all(lv["gain"] is not None for lv in summary["levels"])
+    assert pulled == [tmp_path / "results" / STACK / result_file.parent.name / "result.json"]
+    assert json.loads(pulled[0].read_text()) == json.loads(result_json)
