@@ -96,6 +96,7 @@ def test_deployment_matches_the_arm(captured):
         assert meta["labels"]["sglab/arm"] == arm.role
         assert meta["labels"]["app.kubernetes.io/part-of"] == "sglab"
         assert meta["labels"]["sglab/stack"] == name
+        assert meta["labels"]["app.kubernetes.io/version"] == arm.image.rsplit(":", 1)[1]
         assert meta["annotations"]["sglab/config-hash"] == arm.config_hash
         assert spec["strategy"] == {"type": "Recreate"}
         pod = spec["template"]["spec"]
@@ -280,8 +281,7 @@ def test_schema_accepts_the_defaults_and_every_stack():
 def test_helm_lint_is_clean():
     for values in (None, default_values()):
         report = helm.lint(str(chart_dir()), values, strict=True, namespace="sglab")
-        problems = [m for m in report["messages"] if m["severity"] >= 2]
-        assert report["errors"] == [] and problems == [], report
+        assert report["errors"] == [] and report["messages"] == [], report
 
 
 def test_generated_chart_files_are_up_to_date():
@@ -317,3 +317,17 @@ def test_render_with_hf_token_shows_a_placeholder_secret(tmp_path, monkeypatch, 
     for dep in by_kind(objects, "Deployment"):
         env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
         assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "sglab-hf-token", "key": "token"}}} in env
+
+
+def test_args_and_env_pass_through_verbatim():
+    """The chart adds no flag and mangles no value, however it would need quoting in YAML."""
+    tricky = ["--json-model-override-args", '{"rope_scaling": {"factor": 2.0}}', "--log-level", "debug",
+              "--chat-template", "a: b #c", "--api-key", "'quoted'"]
+    stack = _stack_with(server__extra_args=tricky, env={"SGLANG_X": "yes: no # not a comment", "EMPTY": "",
+                                                       "NUM": "007"})
+    arm = candidate_arm(stack)
+    container = by_kind(_render(stack), "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == list(arm.command)
+    assert container["args"] == list(arm.args)
+    assert container["args"][-len(tricky) - 10:-10] == tricky
+    assert {e["name"]: e["value"] for e in container["env"]} == arm.env

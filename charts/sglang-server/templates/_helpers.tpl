@@ -13,7 +13,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{ include "sglang-server.selectorLabels" . }}
 app.kubernetes.io/component: server
 app.kubernetes.io/part-of: {{ .Values.partOf }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/version: {{ include "sglang-server.imageTag" . | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 sglab/arm: {{ .Values.arm }}
@@ -24,4 +24,14 @@ sglab/stack: {{ .Values.stack }}
 
 {{- define "sglang-server.annotations" -}}
 sglab/config-hash: {{ .Values.configHash | quote }}
+{{- end -}}
+
+{{/* The image tag (what actually runs), as a label value. */}}
+{{- define "sglang-server.imageTag" -}}
+{{- $ref := .Values.image.name | splitList "@" | first | splitList "/" | last -}}
+{{- if contains ":" $ref -}}
+{{- $ref | splitList ":" | last | trunc 63 | trimSuffix "-" | trimSuffix "." | trimSuffix "_" -}}
+{{- else -}}
+latest
+{{- end -}}
 {{- end -}}
