@@ -65,7 +65,7 @@ class SimProcess:
 
 
 def sim_command(arm: ArmSpec, port: int) -> list[str]:
-    return [sys.executable, "-m", "sglab.cli", "sim", *local_args(arm.args, port)]
+    return [sys.executable, "-m", "sglab.sim", *local_args(arm.args, port)]  # `sglab sim` without the rest of the CLI
 
 
 def start_sim(arm: ArmSpec, *, extra_env: dict[str, str] | None = None, log_dir: Path | None = None) -> SimProcess:

@@ -206,3 +206,18 @@ def test_live_flag_mismatch_refuses_to_run(out):
         proc = bench(["--stack", STACK, "--baseline-url", cand_url, "--candidate-url", cand_url,
                       "--concurrency", "1", "--rounds", "1", "--round-requests", "1"], out, check=False)
         assert proc.returncode == 2 and "speculative" in proc.stderr
+
+
+@pytest.mark.slow
+def test_distributed_workers_run_the_same_schedule(out):
+    bench(["--stack", STACK, "--workers", "2", "--concurrency", "1,3", "--rounds", "2", "--round-requests", "5",
+           "--warmup-requests", "1", "--max-new-tokens", "12", "--time-scale", "5"], out)
+    (run_dir,) = run_dirs(out, STACK)
+    result = load(run_dir)
+    assert result["complete"] and result["loadgen"]["workers"] == 2
+    for level in result["levels"]:
+        measured = [r for r in level["rounds"] if not r["warmup"]]
+        assert [r["requests"] for r in measured] == [5, 5, 5, 5]
+        assert all(s["output_tokens"] == 12 and s["error"] is None for s in level["requests"])
+        assert len(level["requests"]) == 2 * 5 * 2 + 2
+    assert "baseline /generate" in (run_dir / "locust_stats.csv").read_text()
