@@ -218,7 +218,10 @@ async def stream_sse(request: web.Request, state: SimState, sims: list[SimReques
             await response.write(sse(item))
         await response.write(SSE_DONE)
         await response.write_eof()
-    except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
+    except ConnectionError:  # the client went away: abort its requests, nothing left to answer
+        for s in sims:
+            state.engine.abort(s)
+    except asyncio.CancelledError:
         for s in sims:
             state.engine.abort(s)
         raise

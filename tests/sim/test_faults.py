@@ -80,3 +80,17 @@ def test_slow_start_keeps_the_port_closed():
         assert httpx.get(url + "/health").status_code == 200
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_client_disconnect_aborts_the_request(baseline_url):
+    with httpx.stream("POST", baseline_url + "/generate", json=PAYLOAD) as response:
+        next(response.iter_lines())
+    deadline = time.monotonic() + 10
+    while True:
+        text = httpx.get(baseline_url + "/metrics").text
+        aborted = [line for line in text.splitlines() if line.startswith("sglang:num_aborted_requests_total")]
+        if float(aborted[0].rsplit(" ", 1)[1]) >= 1:
+            break
+        assert time.monotonic() < deadline, "disconnected request was never aborted"
+        time.sleep(0.1)
+    assert httpx.get(baseline_url + "/health_generate").status_code == 200
