@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import ConfigError, stack_path
 from sglab.config.models import StackConfig
+from sglab.deploy.benchmark_job import STACKS_MOUNT, stack_file_text
 from sglab.deploy.naming import PART_OF, chart_dir, service_url
 from sglab.deploy.objects import common_labels
 from sglab.deploy.values import to_yaml
@@ -29,6 +30,7 @@ WEB_PORT = 8089
 MASTER_PORT = 5557
 LOGIN_SECRET = f"{RELEASE}-web-login"
 LOGIN_SECRET_KEY = "password"
+STACK_CONFIGMAP = f"{RELEASE}-stack"
 PASSWORD_CONFIG_KEY = "locust-password"
 
 
@@ -78,6 +80,7 @@ def chart_values(stack: StackConfig, stack_name: str) -> dict[str, Any]:
             "secretKey": LOGIN_SECRET_KEY,
         },
         "podLabels": dict(stack.network_policy.allowed_from),
+        "stackFile": {"configMap": STACK_CONFIGMAP if stack_name else "", "mountPath": STACKS_MOUNT},
     }
 
 
@@ -94,17 +97,30 @@ def login_secret_manifest(stack: StackConfig, stack_name: str, password: Any) ->
     }
 
 
+def stack_configmap_manifest(stack: StackConfig, stack_name: str) -> dict[str, Any]:
+    """The stack file for `locust --stack` (the A/B tab's arms, load plan and policy), secrets as markers."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": STACK_CONFIGMAP, "namespace": stack.namespace, "labels": common_labels(stack_name)},
+            "data": {f"Pulumi.{stack_name}.yaml": stack_file_text(stack)}}
+
+
 @dataclass(frozen=True)
 class LocustRelease:
     namespace: str
     values: dict[str, Any]
     secret: dict[str, Any] | None
+    stack_configmap: dict[str, Any]
+
+    def manifests(self) -> list[dict[str, Any]]:
+        """The objects outside the chart (what `sglab render` adds to the chart's own)."""
+        return [m for m in (self.secret, self.stack_configmap) if m is not None]
 
 
 def locust_release(stack: StackConfig, stack_name: str, password: Any) -> LocustRelease:
     check_login(stack, stack_name, password)
     return LocustRelease(stack.namespace, chart_values(stack, stack_name),
-                         login_secret_manifest(stack, stack_name, password))
+                         login_secret_manifest(stack, stack_name, password),
+                         stack_configmap_manifest(stack, stack_name))
 
 
 class LocustLoadGenerator(pulumi.ComponentResource):
@@ -122,6 +138,10 @@ class LocustLoadGenerator(pulumi.ComponentResource):
                 string_data=release.secret["stringData"],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends)))
             depends.append(secret)
+        stack_file = k8s.core.v1.ConfigMap(
+            f"{name}-stack", metadata=release.stack_configmap["metadata"], data=release.stack_configmap["data"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(foundation or [])))
+        depends.append(stack_file)
         self.chart = k8s.helm.v4.Chart(
             name, chart=str(chart_dir(CHART)), name=RELEASE, namespace=release.namespace, values=release.values,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends))

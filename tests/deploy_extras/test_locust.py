@@ -23,6 +23,7 @@ STACK = "eagle-nccl-ll"
 K8S_VERSIONS = ("1.31.0", "1.37.0")
 CHART = "kubernetes:helm.sh/v4:Chart"
 SECRET = "kubernetes:core/v1:Secret"
+CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 PASSWORD = {"locust-password": "hunter2-test"}
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's wire marker of a secret value
 
@@ -79,10 +80,13 @@ def test_rendered_objects_are_schema_valid(variant, version):
     assert sorted(o["kind"] for o in objects) == ["Deployment", "Deployment", "Service", "Service"]
     for obj in objects:
         kubernetes_validate.validate(obj, version, strict=True)
-    for secret in run.of_type(SECRET):
-        manifest = {"apiVersion": "v1", "kind": "Secret", **{k: unsecret(v)[0] for k, v in secret.inputs.items()
-                                                             if k not in ("apiVersion", "kind")}}
+    extra = [(r, "Secret") for r in run.of_type(SECRET)] + [(r, "ConfigMap") for r in run.of_type(CONFIGMAP)
+                                                             if r.name == "locust-stack"]
+    for resource, kind in extra:
+        manifest = {"apiVersion": "v1", "kind": kind, **{k: unsecret(v)[0] for k, v in resource.inputs.items()
+                                                         if k not in ("apiVersion", "kind")}}
         kubernetes_validate.validate(manifest, version, strict=True)
+    assert len(extra) == (2 if variant.get("web-login", True) else 1)
 
 
 def test_chart_lints_clean_with_the_program_values(default_run):
@@ -179,6 +183,7 @@ def test_values_yaml_is_generated_from_the_model(monkeypatch):
     {"webLogin": {"enabled": True, "username": "sglab", "existingSecret": "", "secretKey": "password"}},
     {"targets": {"baselineUrl": "not a url", "candidateUrl": "http://x:1"}},
     {"workerz": 3},
+    {"stack": "", "stackFile": {"configMap": "sglab-locust-stack", "mountPath": "/etc/sglab/stacks"}},
 ])
 def test_schema_rejects_bad_values_at_template_time(bad):
     with Chart.load(chart_dir("locust")) as chart:

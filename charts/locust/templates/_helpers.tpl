@@ -50,3 +50,4 @@ requests:
 limits:
   memory: {{ .Values.resources.memory | quote }}
 {{- end -}}
+
