@@ -99,8 +99,26 @@ def _server_args(stack: StackConfig, server: ServerFlags) -> list[str]:
         args += ["--max-running-requests", str(server.max_running_requests)]
     if server.enable_metrics:
         args.append("--enable-metrics")
+    args += _multi_node_args(stack)
     args += list(server.extra_args)
     return args
+
+
+# Set in every pod of a LeaderWorkerSet group by the LWS controller; Kubernetes expands $(NAME) in args.
+LWS_ENV_LEADER_ADDRESS = "LWS_LEADER_ADDRESS"
+LWS_ENV_WORKER_INDEX = "LWS_WORKER_INDEX"
+
+
+def _multi_node_args(stack: StackConfig) -> list[str]:
+    """Rank wiring for a server spanning `placement.nodes` pods (one LeaderWorkerSet group)."""
+    placement = stack.placement
+    if placement.nodes == 1:
+        return []
+    return [
+        "--nnodes", str(placement.nodes),
+        "--node-rank", f"$({LWS_ENV_WORKER_INDEX})",
+        "--dist-init-addr", f"$({LWS_ENV_LEADER_ADDRESS}):{placement.dist_init_port}",
+    ]
 
 
 def _speculative_args(stack: StackConfig) -> list[str]:

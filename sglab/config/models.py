@@ -196,6 +196,8 @@ class Placement(Model):
 
     gpus_per_node: Annotated[int, Field(ge=0)] = 8
     nodes: Annotated[int, Field(ge=1)] = 1
+    # nodes > 1: each arm is a LeaderWorkerSet; rank 0 listens here for the other ranks (--dist-init-addr).
+    dist_init_port: Annotated[int, Field(ge=1, le=65535)] = 20000
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     separate_nodes: bool = True
@@ -441,20 +443,28 @@ class StackConfig(Model):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "StackConfig":
-        if self.placement.nodes > 1:
+        if self.placement.nodes > 1 and self.backend != "sglang":
             raise KeyedValueError(
                 "placement.nodes",
-                f"nodes is {self.placement.nodes}: multi-node serving (LeaderWorkerSet) is not supported yet; "
-                "use nodes: 1 with server.tp-size equal to placement.gpus-per-node",
+                f"nodes is {self.placement.nodes}: multi-node serving is not supported with backend "
+                f"{self.backend} (the simulator is one process); use nodes: 1",
             )
-        gpus = self.placement.gpus_per_node * self.placement.nodes
+        if self.placement.nodes > 1 and self.placement.gpus_per_node == 0:
+            raise KeyedValueError(
+                "placement.gpus-per-node",
+                "gpus-per-node is 0 but nodes > 1: multi-node serving splits the model over GPUs; "
+                "set gpus-per-node (e.g. 8)",
+            )
+        nodes = self.placement.nodes
+        gpus = self.placement.gpus_per_node * nodes
         if self.backend == "sglang" and self.server.tp_size != gpus:
+            other = (f" or placement.gpus-per-node: {self.server.tp_size // nodes}"
+                     if self.server.tp_size % nodes == 0 else "")
             raise KeyedValueError(
                 "server.tp-size",
                 f"tp-size is {self.server.tp_size} but each arm requests {gpus} GPUs "
-                f"(placement.gpus-per-node {self.placement.gpus_per_node} x nodes {self.placement.nodes}) and "
-                f"SGLang runs one TP rank per GPU; set server.tp-size: {gpus} or placement.gpus-per-node: "
-                f"{self.server.tp_size}",
+                f"(placement.gpus-per-node {self.placement.gpus_per_node} x nodes {nodes}) and "
+                f"SGLang runs one TP rank per GPU; set server.tp-size: {gpus}{other}",
             )
         spec = self.candidate.speculative
         effective_max_running = self.server.max_running_requests

@@ -60,6 +60,7 @@ def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict[s
         "secretEnv": [
             {"name": name, "secretName": HF_TOKEN_SECRET, "secretKey": HF_TOKEN_SECRET_KEY} for name in arm.secret_env
         ],
+        "nodes": stack.placement.nodes,
         "gpus": stack.placement.gpus_per_node,
         "resources": {"cpu": stack.resources.cpu or "", "memory": stack.resources.memory or ""},
         "shmSize": stack.resources.shm_size,

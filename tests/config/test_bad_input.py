@@ -57,8 +57,12 @@ CASES = {
                              ["outside the model volume", "/shared"], "path: /models/kimi"),
     "draft-outside-volume": (edit("draft-model-path: /shared/kimi-k2.5-eagle3", "draft-model-path: /data/e3"),
                              "sglab:candidate.speculative.draft-model-path", ["outside the model volume"], "/data/e3"),
-    "multi-node": (edit("    gpus-per-node: 8", "    gpus-per-node: 8\n    nodes: 2"), "sglab:placement.nodes",
-                   ["not supported yet", "nodes: 1"], "nodes: 2"),
+    "multi-node-tp-mismatch": (edit("    gpus-per-node: 8", "    gpus-per-node: 8\n    nodes: 2"),
+                               "sglab:server.tp-size", ["requests 16 GPUs", "x nodes 2", "tp-size: 16",
+                                                        "gpus-per-node: 4"], "tp-size: 8"),
+    "multi-node-simulator": (edit("  sglab:namespace:", "  sglab:backend: sim\n  sglab:namespace:").replace(
+        "    gpus-per-node: 8", "    gpus-per-node: 8\n    nodes: 2"), "sglab:placement.nodes",
+        ["not supported with backend sim", "nodes: 1"], "nodes: 2"),
     "nccl-under-env": (edit('  sglab:env:\n', '  sglab:env:\n    NCCL_DEBUG: INFO\n'), "sglab:env.NCCL_DEBUG",
                        ["belongs under nccl"], "NCCL_DEBUG"),
     "hf-token-under-env": (edit('  sglab:env:\n', '  sglab:env:\n    HF_TOKEN: hf_x\n'), "sglab:env.HF_TOKEN",
@@ -138,7 +142,7 @@ def test_unknown_nccl_key_is_a_warning_not_an_error(stacks, capsys):
     assert "NCCL_NEW_KNOB" in out  # passed through to both arms
 
 
-@pytest.mark.parametrize("case", ["typo-nested-key", "multi-node"])
+@pytest.mark.parametrize("case", ["typo-nested-key", "multi-node-simulator"])
 def test_cli_process_exits_2_without_traceback(case, stacks):
     text, key, *_ = CASES[case]
     (stacks / f"Pulumi.{case}.yaml").write_text(text)

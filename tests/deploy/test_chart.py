@@ -331,3 +331,46 @@ def test_args_and_env_pass_through_verbatim():
     assert container["args"] == list(arm.args)
     assert container["args"][-len(tricky) - 10:-10] == tricky
     assert {e["name"]: e["value"] for e in container["env"]} == arm.env
+
+
+# --- multi-node: one server spanning several nodes as a LeaderWorkerSet group ----------------------------
+
+def test_multi_node_server_is_a_leader_worker_set():
+    stack = _stack_with(placement__nodes=2, server__tp_size=16)
+    arm = candidate_arm(stack)
+    objects = render_chart(chart_dir(), chart_values(stack, arm, stack_name="two-node"),
+                           release="sglang-candidate", namespace=stack.namespace)
+    assert sorted(o["kind"] for o in objects) == ["LeaderWorkerSet", "NetworkPolicy", "PodDisruptionBudget",
+                                                  "Service"]
+    validate_all([o for o in objects if o["kind"] != "LeaderWorkerSet"])  # LWS is a CRD: no bundled schema
+    (lws,) = by_kind(objects, "LeaderWorkerSet")
+    assert lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+    assert lws["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Available"
+    group = lws["spec"]["leaderWorkerTemplate"]
+    assert group["size"] == 2 and group["restartPolicy"] == "RecreateGroupOnPodRestart"
+    assert lws["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"] == {"maxUnavailable": 1, "maxSurge": 0}
+    assert group["leaderTemplate"] == group["workerTemplate"]
+    for template in (group["leaderTemplate"], group["workerTemplate"]):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rank", **template["metadata"]},
+               "spec": template["spec"]}
+        validate_all([pod])
+        (container,) = template["spec"]["containers"]
+        assert container["args"] == list(arm.args)
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
+    args = list(arm.args)
+    assert args[args.index("--tp-size") + 1] == "16"
+    assert args[args.index("--nnodes") + 1] == "2"
+    assert args[args.index("--node-rank") + 1] == "$(LWS_WORKER_INDEX)"
+    assert args[args.index("--dist-init-addr") + 1] == "$(LWS_LEADER_ADDRESS):20000"
+    (svc,) = by_kind(objects, "Service")
+    assert svc["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+    (netpol,) = by_kind(objects, "NetworkPolicy")
+    peers = netpol["spec"]["ingress"][1]
+    assert peers == {"from": [{"podSelector": {"matchLabels": netpol["spec"]["podSelector"]["matchLabels"]}}]}
+
+
+def test_single_node_server_has_no_rank_wiring():
+    for name in shipped_stacks():
+        stack = load_stack(name).config
+        if stack.placement.nodes == 1:
+            assert "--nnodes" not in candidate_arm(stack).args

@@ -249,3 +249,19 @@ def test_string_fields_are_not_json_coerced(monkeypatch, tmp_path):
     assert run.error is None, run.error
     assert run.named(CHART, "baseline").inputs["values"]["image"]["name"] == "12345"
     assert TEST_SECRET_PREFIX not in json.dumps(run.outputs)
+
+
+def test_multi_node_stack_deploys_through_the_same_component(monkeypatch, tmp_path):
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
+    config, secret_keys = _config()
+    placement = json.loads(config["sglab:placement"])
+    placement["nodes"] = 2
+    config["sglab:placement"] = json.dumps(placement)
+    server = json.loads(config["sglab:server"])
+    server["tp-size"] = 16
+    config["sglab:server"] = json.dumps(server)
+    run = run_program("two-node", config, secret_keys)
+    assert run.error is None, run.error
+    values = run.named(CHART, "candidate").inputs["values"]
+    assert values["nodes"] == 2
+    assert "--nnodes 2 --node-rank '$(LWS_WORKER_INDEX)'" in run.outputs["candidate_launch_command"]

@@ -1,0 +1,136 @@
+{{/* The pod template of one SGLang server process (a Deployment's pod, or each pod of a LeaderWorkerSet group). */}}
+{{- define "sglang-server.podTemplate" -}}
+metadata:
+  labels:
+    {{- include "sglang-server.labels" . | nindent 4 }}
+  annotations:
+    {{- include "sglang-server.annotations" . | nindent 4 }}
+spec:
+  # Service links would inject SGLANG_*-prefixed variables (from Service names) into the server's env.
+  enableServiceLinks: false
+  terminationGracePeriodSeconds: 60
+  {{- with .Values.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  {{- with .Values.runtimeClassName }}
+  runtimeClassName: {{ . }}
+  {{- end }}
+  {{- with .Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- if .Values.antiAffinity.enabled }}
+  affinity:
+    podAntiAffinity:
+      # Whole-node isolation: no other server of this pair (stack) on the same node.
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              app.kubernetes.io/name: {{ .Chart.Name }}
+              app.kubernetes.io/part-of: {{ .Values.partOf }}
+              {{- if .Values.stack }}
+              sglab/stack: {{ .Values.stack }}
+              {{- end }}
+  {{- end }}
+  containers:
+    - name: server
+      image: {{ .Values.image.name | quote }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      command:
+        {{- toYaml .Values.command | nindent 8 }}
+      args:
+        {{- toYaml .Values.args | nindent 8 }}
+      ports:
+        - name: http
+          containerPort: {{ .Values.port }}
+          protocol: TCP
+      {{- if or .Values.env .Values.secretEnv }}
+      env:
+        {{- range .Values.env }}
+        - name: {{ .name }}
+          value: {{ .value | quote }}
+        {{- end }}
+        {{- range .Values.secretEnv }}
+        - name: {{ .name }}
+          valueFrom:
+            secretKeyRef:
+              name: {{ .secretName }}
+              key: {{ .secretKey }}
+        {{- end }}
+      {{- end }}
+      {{- $requests := dict }}
+      {{- $limits := dict }}
+      {{- if .Values.resources.cpu }}{{ $_ := set $requests "cpu" .Values.resources.cpu }}{{ end }}
+      {{- if .Values.resources.memory }}
+      {{- $_ := set $requests "memory" .Values.resources.memory }}
+      {{- $_ := set $limits "memory" .Values.resources.memory }}
+      {{- end }}
+      {{- if gt (int .Values.gpus) 0 }}
+      {{- $_ := set $limits "nvidia.com/gpu" (int .Values.gpus) }}
+      {{- $_ := set $requests "nvidia.com/gpu" (int .Values.gpus) }}
+      {{- end }}
+      {{- if or $requests $limits }}
+      resources:
+        {{- with $requests }}
+        requests:
+          {{- toYaml . | nindent 10 }}
+        {{- end }}
+        {{- with $limits }}
+        limits:
+          {{- toYaml . | nindent 10 }}
+        {{- end }}
+      {{- end }}
+      # Loading a very large model can take tens of minutes: the startup probe allows
+      # startupFailureThreshold x periodSeconds before liveness takes over.
+      startupProbe:
+        httpGet:
+          path: {{ .Values.probes.livenessPath }}
+          port: http
+        periodSeconds: {{ .Values.probes.periodSeconds }}
+        timeoutSeconds: {{ .Values.probes.timeoutSeconds }}
+        failureThreshold: {{ .Values.probes.startupFailureThreshold }}
+      readinessProbe:
+        httpGet:
+          path: {{ .Values.probes.readinessPath }}
+          port: http
+        periodSeconds: {{ .Values.probes.periodSeconds }}
+        timeoutSeconds: {{ .Values.probes.timeoutSeconds }}
+        failureThreshold: 3
+      livenessProbe:
+        httpGet:
+          path: {{ .Values.probes.livenessPath }}
+          port: http
+        periodSeconds: {{ .Values.probes.periodSeconds }}
+        timeoutSeconds: {{ .Values.probes.timeoutSeconds }}
+        failureThreshold: {{ .Values.probes.livenessFailureThreshold }}
+      volumeMounts:
+        - name: dshm
+          mountPath: /dev/shm
+        {{- if ne .Values.modelVolume.kind "none" }}
+        - name: model
+          mountPath: {{ .Values.modelVolume.mountPath }}
+          readOnly: true
+        {{- end }}
+  volumes:
+    # NCCL and SGLang's workers talk through shared memory; the container default (64Mi) is far too small.
+    - name: dshm
+      emptyDir:
+        medium: Memory
+        sizeLimit: {{ .Values.shmSize }}
+    {{- if eq .Values.modelVolume.kind "hostPath" }}
+    - name: model
+      hostPath:
+        path: {{ .Values.modelVolume.hostPath }}
+        type: Directory
+    {{- else if eq .Values.modelVolume.kind "pvc" }}
+    - name: model
+      persistentVolumeClaim:
+        claimName: {{ .Values.modelVolume.claimName }}
+        readOnly: true
+    {{- end }}
+{{- end -}}
