@@ -30,7 +30,8 @@ class Percentiles(Schema):
 
 class AcceptLength(Schema):
     client_mean: float | None = Field(None, description="mean over requests of completion_tokens / spec_verify_ct")
-    server_mean: float | None = Field(None, description="server avg_spec_accept_length differenced per round")
+    server_mean: float | None = Field(None, description="mean over rounds of the server avg_spec_accept_length, "
+                                       "reset by /flush_cache before each segment and read after it")
 
 
 class ArmLevelSummary(Schema):
