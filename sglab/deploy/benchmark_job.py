@@ -61,26 +61,17 @@ def pod_labels(stack: StackConfig, stack_name: str) -> dict[str, str]:
     }
 
 
-def comparison_identity(stack: StackConfig, stack_name: str) -> dict[str, Any]:
-    """Everything the Job's result depends on, and nothing else (see the module docstring)."""
+def comparison_identity(stack: StackConfig) -> dict[str, Any]:
+    """What the comparison itself depends on (the Job's instrument is its pod template, hashed too)."""
     job = stack.benchmark_job
     return {
-        "stack": stack_name,
-        "namespace": stack.namespace,
         "baseline": baseline_arm(stack).config_hash,
         "candidate": candidate_arm(stack).config_hash,
         "load": stack.load.model_dump(mode="json"),
         "policy": stack.policy.model_dump(mode="json"),
         "quick": job.quick,
         "rerun": job.rerun,
-        "instrument": {"image": job_image(stack), "cpu": job.cpu, "memory": job.memory},
-        "pod_labels": pod_labels(stack, stack_name),
     }
-
-
-def comparison_hash(stack: StackConfig, stack_name: str) -> str:
-    payload = json.dumps(comparison_identity(stack, stack_name), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(payload.encode()).hexdigest()[:HASH_CHARS]
 
 
 @dataclass(frozen=True)
@@ -90,10 +81,25 @@ class BenchmarkNames:
     result_configmap: str
     stack_configmap: str
 
+    @classmethod
+    def of(cls, digest: str) -> "BenchmarkNames":
+        return cls(digest, f"sglab-bench-{digest}", f"sglab-result-{digest}", f"sglab-stack-{digest}")
+
+
+_PLACEHOLDER = BenchmarkNames.of("{comparison}")
+
+
+def comparison_hash(stack: StackConfig, stack_name: str) -> str:
+    """sha256 over the comparison and the Job's pod template (with placeholder names): whatever would make
+    Kubernetes replace the Job (its template is immutable) renames it instead."""
+    payload = json.dumps({"comparison": comparison_identity(stack),
+                          "pod_template": pod_template(stack, stack_name, _PLACEHOLDER)},
+                         sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()[:HASH_CHARS]
+
 
 def names(stack: StackConfig, stack_name: str) -> BenchmarkNames:
-    digest = comparison_hash(stack, stack_name)
-    return BenchmarkNames(digest, f"sglab-bench-{digest}", f"sglab-result-{digest}", f"sglab-stack-{digest}")
+    return BenchmarkNames.of(comparison_hash(stack, stack_name))
 
 
 def stack_file_text(stack: StackConfig) -> str:
@@ -114,13 +120,13 @@ def stack_file_text(stack: StackConfig) -> str:
     return buffer.getvalue()
 
 
-def bench_command(stack: StackConfig, stack_name: str) -> list[str]:
+def bench_command(stack: StackConfig, stack_name: str, result_configmap: str) -> list[str]:
     base, cand = baseline_arm(stack), candidate_arm(stack)
     command = [
         "sglab", "bench", "--stack", stack_name,
         "--baseline-url", service_url(stack.namespace, "baseline", base.port),
         "--candidate-url", service_url(stack.namespace, "candidate", cand.port),
-        RESULT_CONFIGMAP_FLAG, names(stack, stack_name).result_configmap,
+        RESULT_CONFIGMAP_FLAG, result_configmap,
     ]
     if stack.benchmark_job.quick:
         command.append("--quick")
@@ -152,6 +158,41 @@ def role_rules(result_configmap: str) -> list[dict[str, Any]]:
              "verbs": ["get", "update"]}]
 
 
+def pod_template(stack: StackConfig, stack_name: str, n: BenchmarkNames) -> dict[str, Any]:
+    """The Job's pod: `sglab bench` against both Services, the stack file mounted, a read-only root."""
+    container = {
+        "name": "bench",
+        "image": job_image(stack),
+        "imagePullPolicy": stack.image_pull_policy,
+        "command": bench_command(stack, stack_name, n.result_configmap),
+        "env": [
+            {"name": "SGLAB_STACKS_DIR", "value": STACKS_MOUNT},
+            {"name": "SGLAB_RESULTS_DIR", "value": RESULTS_DIR},
+            {"name": "HOME", "value": "/tmp"},
+            {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        ],
+        "resources": {"requests": {"cpu": stack.benchmark_job.cpu, "memory": stack.benchmark_job.memory},
+                      "limits": {"memory": stack.benchmark_job.memory}},
+        "volumeMounts": [{"name": "stack", "mountPath": STACKS_MOUNT, "readOnly": True},
+                         {"name": "tmp", "mountPath": "/tmp"}],
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    return {
+        "metadata": {"labels": pod_labels(stack, stack_name)},
+        "spec": {
+            "serviceAccountName": SERVICE_ACCOUNT,
+            "automountServiceAccountToken": True,
+            "restartPolicy": "Never",
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [container],
+            "volumes": [{"name": "stack", "configMap": {"name": n.stack_configmap}},
+                        {"name": "tmp", "emptyDir": {}}],
+        },
+    }
+
+
 def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     n = names(stack, stack_name)
     ns = stack.namespace
@@ -175,25 +216,6 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     result_configmap = {"apiVersion": "v1", "kind": "ConfigMap",
                         "metadata": {**meta(n.result_configmap, {RESULT_LABEL: "true"}),
                                      "annotations": {"sglab/job": n.job}}}
-    container = {
-        "name": "bench",
-        "image": job_image(stack),
-        "imagePullPolicy": stack.image_pull_policy,
-        "command": bench_command(stack, stack_name),
-        "env": [
-            {"name": "SGLAB_STACKS_DIR", "value": STACKS_MOUNT},
-            {"name": "SGLAB_RESULTS_DIR", "value": RESULTS_DIR},
-            {"name": "HOME", "value": "/tmp"},
-            {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
-            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-        ],
-        "resources": {"requests": {"cpu": job_cfg.cpu, "memory": job_cfg.memory},
-                      "limits": {"memory": job_cfg.memory}},
-        "volumeMounts": [{"name": "stack", "mountPath": STACKS_MOUNT, "readOnly": True},
-                         {"name": "tmp", "mountPath": "/tmp"}],
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
-    }
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -201,18 +223,7 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
         "spec": {
             "backoffLimit": 0,
             "activeDeadlineSeconds": job_cfg.timeout_min * 60,
-            "template": {
-                "metadata": {"labels": pod_labels(stack, stack_name)},
-                "spec": {
-                    "serviceAccountName": SERVICE_ACCOUNT,
-                    "automountServiceAccountToken": True,
-                    "restartPolicy": "Never",
-                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [container],
-                    "volumes": [{"name": "stack", "configMap": {"name": n.stack_configmap}},
-                                {"name": "tmp", "emptyDir": {}}],
-                },
-            },
+            "template": pod_template(stack, stack_name, n),
         },
     }
     return BenchmarkPlan(n, service_account, role, role_binding, stack_configmap, result_configmap, job,

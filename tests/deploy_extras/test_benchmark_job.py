@@ -67,6 +67,7 @@ RELEVANT = {
     "benchmark-job.image": st.sampled_from(["registry.example/sglab:0.2.0"]),
     "benchmark-job.cpu": st.sampled_from(["1", "4"]),
     "project-image": st.sampled_from(["registry.example/sglab:0.1.1"]),
+    "image-pull-policy": st.sampled_from(["Always", "Never"]),
     "network-policy.allowed-from": st.dictionaries(st.sampled_from(["team", "sglab/role"]), label_text,
                                                    min_size=1).filter(lambda d: d != {"sglab/role": "loadgen"}),
 }
@@ -125,7 +126,7 @@ EXAMPLES = {
     "load.rounds": 8, "load.max-new-tokens": 64, "load.concurrency": [1], "policy.min-gain": 0.02,
     "benchmark-job.rerun": "again", "benchmark-job.quick": True, "benchmark-job.image": "registry.example/sglab:2",
     "benchmark-job.cpu": "4", "project-image": "registry.example/sglab:0.1.1",
-    "network-policy.allowed-from": {"team": "bench"},
+    "image-pull-policy": "Always", "network-policy.allowed-from": {"team": "bench"},
 }
 
 
