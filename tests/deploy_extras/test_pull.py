@@ -89,3 +89,21 @@ def test_pull_without_a_reachable_cluster_is_one_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot list result ConfigMaps"):
         pull_results(STACK, kubeconfig=str(kubeconfig), base=tmp_path)
     assert not (tmp_path / STACK).exists()
+
+
+def test_sglab_results_pull_command(tmp_path, capsys):
+    from sglab.cli import main as sglab
+
+    run = judged_result(run_id="20260101T000000Z-cccccc")
+    with FakeConfigMapApi() as api:
+        api.add("sglab-eagle-nccl-ll", manifest(configmap("sglab-result-a", run.model_dump_json())))
+        kubeconfig = str(api.kubeconfig(tmp_path / "kubeconfig"))
+        argv = ["results", "pull", "--stack", STACK, "--kubeconfig", kubeconfig, "--out", str(tmp_path / "r")]
+        assert sglab(argv) == 0
+        assert sglab(argv) == 0
+    out = capsys.readouterr().out
+    assert f"pulled: {tmp_path / 'r' / STACK / run.run_id / 'result.json'}" in out
+    assert "nothing new to pull" in out
+    assert sglab(argv) == 2  # the API server is gone now
+    err = capsys.readouterr().err
+    assert "cannot list result ConfigMaps" in err and "Traceback" not in err
