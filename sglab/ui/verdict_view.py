@@ -17,7 +17,9 @@ class LevelView:
 
 
 def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 100:+.1f}%"
+    if value is None:
+        return "n/a"
+    return f"{round(value * 100, 1) + 0.0:+.1f}%"  # + 0.0 turns -0.0 into +0.0
 
 
 def _gain(gain) -> str | None:
