@@ -38,6 +38,8 @@ class TokenEvent:
     verify_ct: int = 0
     accepted_drafts: int = 0
     accept_histogram: tuple[int, ...] = ()
+    text: str = ""
+    ids_json: str = ""
 
 
 @dataclass
@@ -64,11 +66,21 @@ class SimRequest:
     rng: random.Random | None = None
     events: asyncio.Queue = field(default_factory=asyncio.Queue)
     last_event: TokenEvent | None = None
+    text: str = ""
+    ids_json: str = ""
 
     def snapshot(self, new_tokens: int, now: float) -> TokenEvent:
-        """What a client may see now; streams render events, never the live (possibly later) state."""
+        """What a client may see now; streams render events, never the live (possibly later) state.
+
+        The cumulative text and ids are extended here once, not rebuilt per chunk (cost matters at
+        hundreds of streams per process)."""
+        if new_tokens:
+            start = self.completion_tokens - new_tokens
+            self.text += self.tokens.text(start, self.completion_tokens)
+            more = self.tokens.ids_json(start, self.completion_tokens)
+            self.ids_json = f"{self.ids_json},{more}" if self.ids_json else more
         event = TokenEvent(self.completion_tokens, new_tokens, self.finished, now, self.verify_ct,
-                           self.accepted_drafts, tuple(self.accept_histogram))
+                           self.accepted_drafts, tuple(self.accept_histogram), self.text, self.ids_json)
         self.last_event = event
         return event
 

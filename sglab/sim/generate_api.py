@@ -97,30 +97,36 @@ def build_requests(state: SimState, payload: Any) -> tuple[list[SimRequest], boo
     return out, batched
 
 
-def generate_chunk(state: SimState, request: SimRequest, event: TokenEvent, *,
-                   index: int | None = None) -> dict[str, Any]:
-    """One /generate payload as of `event`: cumulative text and ids, meta_info; e2e_latency once finished."""
-    done = event.completion_tokens
+def generate_meta(state: SimState, request: SimRequest, event: TokenEvent) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "id": request.rid,
         "finish_reason": request.finish_reason() if event.finished else None,
         "prompt_tokens": request.prompt_tokens,
         "weight_version": "default",
         "total_retractions": 0,
-        "completion_tokens": done,
+        "completion_tokens": event.completion_tokens,
         "cached_tokens": 0,
     }
     meta.update(state.spec_meta(event))
     if event.finished:
         meta["e2e_latency"] = event.at - request.arrival
-    payload: dict[str, Any] = {
-        "text": request.tokens.text(0, done),
-        "output_ids": [request.tokens.token_id(i) for i in range(done)],
-        "meta_info": meta,
-    }
-    if index is not None:
-        payload["index"] = index
-    return payload
+    return meta
+
+
+def generate_body(state: SimState, request: SimRequest, event: TokenEvent) -> dict[str, Any]:
+    """The non-streaming /generate payload as of `event`."""
+    return {"text": event.text, "output_ids": json.loads(f"[{event.ids_json}]"),
+            "meta_info": generate_meta(state, request, event)}
+
+
+def generate_event_bytes(state: SimState, request: SimRequest, event: TokenEvent, index: int | None) -> bytes:
+    """One SSE event of a /generate stream: cumulative text and ids, meta_info; e2e_latency once finished.
+
+    Assembled from pre-serialised parts: the cumulative ids are never re-encoded."""
+    tail = "" if index is None else f',"index":{index}'
+    return (f'data: {{"text":{json.dumps(event.text)},"output_ids":[{event.ids_json}],'
+            f'"meta_info":{json.dumps(generate_meta(state, request, event), separators=(",", ":"))}{tail}}}\n\n'
+            ).encode()
 
 
 async def events_of(requests: list[SimRequest]) -> AsyncIterator[tuple[int, SimRequest, TokenEvent]]:
@@ -177,17 +183,17 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
         state.engine.submit(sim)
     if not payload.get("stream", False):
         await wait_all(sims)
-        bodies = [generate_chunk(state, s, s.last_event) for s in sims]
+        bodies = [generate_body(state, s, s.last_event) for s in sims]
         return web.json_response(bodies if batched else bodies[0])
     return await stream_sse(request, state, sims, fault,
-                            lambda i, sim, event: generate_chunk(state, sim, event, index=i if batched else None))
+                            lambda i, sim, event: generate_event_bytes(state, sim, event, i if batched else None))
 
 
 async def stream_sse(request: web.Request, state: SimState, sims: list[SimRequest], fault: RequestFault,
                      render, *, tail=None) -> web.StreamResponse:
     """Write one SSE event per engine event (through `render`), honour faults, end with [DONE].
 
-    `render(index, sim, event)` returns a payload, a list of payloads or None; `tail()` the payloads sent after
+    `render(index, sim, event)` returns a payload, a list of payloads, ready SSE bytes or None; `tail()` the payloads sent after
     the last engine event (OpenAI's final and usage chunks).
     """
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -203,8 +209,11 @@ async def stream_sse(request: web.Request, state: SimState, sims: list[SimReques
             payload = render(index, sim, event)
             if payload is None:
                 continue
-            for item in payload if isinstance(payload, list) else [payload]:
-                await response.write(sse(item))
+            if isinstance(payload, bytes):
+                await response.write(payload)
+            else:
+                for item in payload if isinstance(payload, list) else [payload]:
+                    await response.write(sse(item))
             chunks += 1
             if fault is not NO_FAULT and fault.disconnect_after_chunk == chunks:
                 for s in sims:

@@ -51,3 +51,7 @@ class OutputTokens:
 
     def text(self, start: int, stop: int) -> str:
         return "".join(" " + WORDS[(self._offset + i * 13) % len(WORDS)] for i in range(start, stop))
+
+    def ids_json(self, start: int, stop: int) -> str:
+        """Comma-joined ids, to extend a cumulative JSON array without re-serialising it."""
+        return ",".join(str(self.token_id(i)) for i in range(start, stop))
