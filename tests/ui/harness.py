@@ -63,9 +63,9 @@ def _child_env(tmp_path: Path, extra: dict[str, str] | None) -> dict[str, str]:
     return env
 
 
-def _stop(proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
+def _stop(proc: subprocess.Popen, timeout_s: float = 30.0, stop_signal: int = signal.SIGTERM) -> None:
     if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(stop_signal)
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -74,9 +74,9 @@ def _stop(proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
-def sglab_ui(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
-             startup_timeout_s: float = 120.0) -> Iterator[UiProcess]:
-    """`sglab ui --stack eagle-nccl-ll --web-port P ...` until the UI answers; SIGTERM on exit."""
+def sglab_ui(tmp_path: Path, *args: str, env: dict[str, str] | None = None, startup_timeout_s: float = 120.0,
+             stop_signal: int = signal.SIGTERM) -> Iterator[UiProcess]:
+    """`sglab ui --stack eagle-nccl-ll --web-port P ...` until the UI answers; `stop_signal` on exit."""
     port = free_port()
     log_path = tmp_path / "sglab-ui.log"
     cmd = [sys.executable, "-m", "sglab.cli", "ui", "--stack", STACK, "--web-port", str(port), *args]
@@ -93,7 +93,7 @@ def sglab_ui(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
         ui.arm_urls = dict(re.findall(r"^\s+(baseline|candidate): (http://\S+)$", ui.log(), re.M))
         yield ui
     finally:
-        _stop(proc)
+        _stop(proc, stop_signal=stop_signal)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,9 @@ import tempfile
 
 import pytest
 
-from .harness import ROOT, sglab_ui, wait_until
+from sglab.results.store import list_runs, load_result
+
+from .harness import ROOT, STACK, sglab_ui, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -130,3 +132,9 @@ def test_ab_tab_in_chromium(tmp_path, browser, output_dir):
         link = wait_until(lambda: browser.find_element(By.PARTIAL_LINK_TEXT, "sglab result JSON"), 10,
                           "the result download link")
         assert link.get_attribute("href").endswith("/sglab/result.json")
+
+    # shut down (SIGTERM) while the test was running: the run was stopped and saved, complete
+    runs = list_runs(STACK, ui.results_dir)
+    assert len(runs) == 1, ui.log()
+    saved = load_result(runs[0])
+    assert saved.kind == "interactive" and saved.complete

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 
 import httpx
 import pytest
@@ -21,7 +22,7 @@ def _stats(url: str) -> dict:
 
 
 def test_swarm_stats_and_result_download(tmp_path):
-    with sglab_ui(tmp_path, "--target", "sim") as ui:
+    with sglab_ui(tmp_path, "--target", "sim", stop_signal=signal.SIGINT) as ui:  # Ctrl-C
         assert set(ui.arm_urls) == {"baseline", "candidate"}, ui.log()
         page = httpx.get(ui.url + "/", timeout=10).text
         for expected in ('"extended_tabs"', '"sglab-ab"', '"baseline_url"', '"candidate_url"',
@@ -85,7 +86,7 @@ def test_swarm_stats_and_result_download(tmp_path):
         assert stored.run_id == result.run_id and stored.kind == "interactive"
         assert json.loads(saved.read_text())["run_id"] == stored.run_id
 
-    # the launcher stopped both simulators on exit
+    # Ctrl-C: the launcher stopped both simulators on exit
     assert ui.process.returncode is not None
     for url in ui.arm_urls.values():
         with pytest.raises(httpx.HTTPError):
