@@ -85,14 +85,19 @@ def current_namespace() -> str:
 
 def write_result_configmap(result_json: str, name: str, namespace: str | None = None, *, core_api: Any = None) -> str:
     """Store `result_json` in ConfigMap `name`: update it if it exists (the Pulumi program pre-creates it,
-    and the Job's Role allows only get/update of that name), else create it. Returns the namespace used."""
+    and the Job's Role allows only get/update of that name), else create it. Returns the namespace used.
+
+    In a pod it uses the service account; elsewhere the kubeconfig (`KUBECONFIG`) and POD_NAMESPACE."""
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
 
-    namespace = namespace or current_namespace()
     if core_api is None:
-        config.load_incluster_config()
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:  # outside a pod: the kubeconfig, as kubectl would use it
+            config.load_kube_config()
         core_api = client.CoreV1Api()
+    namespace = namespace or current_namespace()
     encoded = encode_result(result_json)
     try:
         existing = core_api.read_namespaced_config_map(name, namespace)

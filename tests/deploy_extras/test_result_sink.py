@@ -75,3 +75,22 @@ def test_writer_creates_the_configmap_when_absent(monkeypatch):
     assert methods == ["GET", "POST"]
     assert stored["metadata"]["labels"] == {RESULT_LABEL: "true"}
     assert json.loads(decode_result(stored["binaryData"])) == json.loads(text)
+
+
+def test_outside_a_pod_the_writer_uses_the_kubeconfig(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    text = judged_result().model_dump_json()
+    (tmp_path / "result.json").write_text(text)
+    with FakeConfigMapApi() as api:
+        env = {**os.environ, "KUBECONFIG": str(api.kubeconfig(tmp_path / "kubeconfig")), "POD_NAMESPACE": "lab"}
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        code = ("import sys; from pathlib import Path; from sglab.deploy.result_sink import write_result_configmap; "
+                "write_result_configmap(Path(sys.argv[1]).read_text(), 'sglab-result-z')")
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "result.json")], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        stored = api.configmaps[("lab", "sglab-result-z")]
+    assert json.loads(decode_result(stored["binaryData"])) == json.loads(text)
