@@ -15,7 +15,7 @@ import yaml
 
 from sglab.config.arms import Confound, confounds
 from sglab.config.loader import ConfigError, LoadedStack
-from sglab.deploy.naming import SECRET_PLACEHOLDER
+from sglab.deploy.naming import SECRET_PLACEHOLDER, chart_dir
 from sglab.deploy.objects import hf_token_secret_manifest, namespace_manifest
 from sglab.deploy.plan import arm_releases
 
@@ -63,14 +63,38 @@ def render_stack(loaded: LoadedStack) -> RenderedStack:
     if secret is not None:
         objects.append(secret)
     for release in arm_releases(stack, loaded.name):
-        try:
-            objects += render_chart(release.chart, release.values, release=release.release,
-                                    namespace=release.namespace)
-        except helm.HelmError as exc:
-            raise ConfigError(loaded.path, None, f"the {release.arm.role} arm's chart values were rejected by "
-                              f"{release.chart.name}/values.schema.json: {exc}",
-                              "fix the stack setting behind that value (see docs/config.md)") from None
+        objects += _render_checked(loaded, release.chart, release.values, release=release.release,
+                                   namespace=release.namespace, what=f"the {release.arm.role} arm")
+    objects += _load_generators(loaded)
     return RenderedStack(loaded.name, loaded.path, objects, confounds(stack), list(loaded.warnings))
+
+
+def _render_checked(loaded: LoadedStack, chart: Path, values: dict[str, Any], *, release: str, namespace: str,
+                    what: str) -> list[dict[str, Any]]:
+    try:
+        return render_chart(chart, values, release=release, namespace=namespace)
+    except helm.HelmError as exc:
+        raise ConfigError(loaded.path, None, f"{what}'s chart values were rejected by "
+                          f"{Path(chart).name}/values.schema.json: {exc}",
+                          "fix the stack setting behind that value (see docs/config.md)") from None
+
+
+def _load_generators(loaded: LoadedStack) -> list[dict[str, Any]]:
+    """Locust and the benchmark Job, as the program's builders declare them (imported only when enabled)."""
+    stack, objects = loaded.config, []
+    if stack.locust.enabled:
+        from sglab.deploy import locust
+
+        password = SECRET_PLACEHOLDER if stack.locust_password is not None else None
+        release = locust.locust_release(stack, loaded.name, password)
+        objects += release.manifests()
+        objects += _render_checked(loaded, chart_dir(locust.CHART), release.values, release=locust.RELEASE,
+                                   namespace=release.namespace, what="Locust")
+    if stack.benchmark_job.enabled:
+        from sglab.deploy.benchmark_job import benchmark_plan
+
+        objects += benchmark_plan(stack, loaded.name).manifests()
+    return objects
 
 
 def object_filename(index: int, obj: dict[str, Any]) -> str:

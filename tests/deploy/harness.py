@@ -46,6 +46,7 @@ class Registered:
     name: str
     inputs: dict[str, Any]
     custom: bool
+    resource_id: str | None = None
     parent: str = ""
     custom_timeouts: dict[str, str] = field(default_factory=dict)
     dependencies: list[str] = field(default_factory=list)
@@ -56,7 +57,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.resources: list[Registered] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.resources.append(Registered(args.typ, args.name, dict(args.inputs), bool(args.custom)))
+        self.resources.append(Registered(args.typ, args.name, dict(args.inputs), bool(args.custom),
+                                         args.resource_id or None))
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs):
@@ -96,6 +98,11 @@ class ProgramRun:
     def named(self, typ: str, name: str) -> Registered:
         (found,) = [r for r in self.resources if r.typ == typ and r.name == name]
         return found
+
+    def applied(self) -> list[Registered]:
+        """Kubernetes objects the program creates directly (not components, charts or reads of existing ones)."""
+        return [r for r in self.resources
+                if r.custom and not r.resource_id and r.typ.startswith("kubernetes:") and "helm.sh" not in r.typ]
 
     def options_of(self, typ: str, name: str) -> dict[str, Any]:
         return self.options[f"{typ}::{name}"]

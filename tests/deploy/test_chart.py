@@ -75,16 +75,44 @@ def test_kubernetes_validate_rejects_a_broken_object():
         kubernetes_validate.validate(bad, "1.31", strict=True)
 
 
-def test_sglab_render_prints_exactly_what_the_program_passes(captured, capsys):
+def test_sglab_render_prints_exactly_what_the_program_applies(captured, capsys):
+    """Every object `sglab render` prints is one the program declares (directly or through a chart), and back."""
     name, _, run, rendered = captured
     assert main(["render", "--stack", name]) == 0
-    out = capsys.readouterr().out
-    printed = [d for d in yaml.safe_load_all(io.StringIO(out)) if d]
-    expected_charts = rendered["baseline"] + rendered["candidate"]
-    assert [o for o in printed if o["kind"] not in ("Namespace", "Secret")] == expected_charts
-    assert by_kind(printed, "Namespace")[0]["metadata"] == run.of_type("kubernetes:core/v1:Namespace")[0].inputs[
-        "metadata"]
+    printed = [d for d in yaml.safe_load_all(io.StringIO(capsys.readouterr().out)) if d]
     validate_all(printed)
+    expected: list[dict] = []
+    for res in run.applied():
+        obj = {**res.inputs, "apiVersion": res.inputs.get("apiVersion"), "kind": res.inputs.get("kind")}
+        if obj["kind"] == "Secret":  # the program holds the real (secret) value, render a placeholder
+            obj = {k: v for k, v in obj.items() if k != "stringData"}
+        expected.append(obj)
+    for chart in run.of_type(CHART):
+        expected += rendered.get(chart.name) or render_chart(
+            chart.inputs["chart"], chart.inputs["values"], release=chart.inputs["name"],
+            namespace=chart.inputs["namespace"])
+    key = lambda o: (o["kind"], o["metadata"]["name"])  # noqa: E731
+    assert sorted(map(key, printed)) == sorted(map(key, expected))
+    by_key = {key(o): o for o in printed}
+    for obj in expected:
+        shown = by_key[key(obj)]
+        if obj["kind"] == "Secret":
+            shown = {k: v for k, v in shown.items() if k != "stringData"}
+        assert _wire(shown) == _wire(obj), key(obj)
+    arms = rendered["baseline"] + rendered["candidate"]
+    start = printed.index(arms[0])
+    assert printed[start:start + len(arms)] == arms
+
+
+def _wire(value):
+    """Pulumi inputs carry numbers as floats; compare like with like."""
+    if isinstance(value, dict):
+        return {k: _wire(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_wire(v) for v in value]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return float(value)
 
 
 def test_deployment_matches_the_arm(captured):
@@ -374,3 +402,31 @@ def test_single_node_server_has_no_rank_wiring():
         stack = load_stack(name).config
         if stack.placement.nodes == 1:
             assert "--nnodes" not in candidate_arm(stack).args
+
+
+def test_render_matches_the_program_with_locust_enabled(tmp_path, monkeypatch, capsys):
+    from sglab.config.loader import project_root, stack_path
+
+    from .harness import pulumi_config_from_file
+
+    text = stack_path("eagle-nccl-ll", project_root()).read_text() + (
+        "  sglab:locust:\n    enabled: true\n    workers: 2\n"
+        "  sglab:locust-password:\n    secure: v1:bG9jdXN0LXBhc3N3b3Jk\n")
+    path = tmp_path / "Pulumi.with-locust.yaml"
+    path.write_text(text)
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
+    config, secret_keys = pulumi_config_from_file(path)
+    run = run_program("with-locust", config, secret_keys)
+    assert run.error is None, run.error
+    assert main(["render", "--stack", "with-locust"]) == 0
+    out = capsys.readouterr().out
+    assert "bG9jdXN0LXBhc3N3b3Jk" not in out
+    printed = [d for d in yaml.safe_load_all(io.StringIO(out)) if d]
+    validate_all(printed)
+    charts = {c.name: c for c in run.of_type(CHART)}
+    assert set(charts) == {"baseline", "candidate", "locust"}
+    locust = charts["locust"].inputs
+    expected = render_chart(locust["chart"], locust["values"], release=locust["name"], namespace=locust["namespace"])
+    assert expected and all(obj in printed for obj in expected)
+    applied = {(r.inputs["kind"], r.inputs["metadata"]["name"]) for r in run.applied()}
+    assert applied <= {(o["kind"], o["metadata"]["name"]) for o in printed}
