@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sglab.analysis.verdict import Verdict, judge
 from sglab.config.loader import ConfigError
 from sglab.load.server_info import read_accept_length
 from sglab.results.schema import ArmInfo, RequestSample, RunResult
@@ -100,20 +101,13 @@ class UiSession:
         return {arm: url_from_options(self.environment, arm) for arm in self.stack.arms}
 
     def users_of(self, runner, arm: str) -> int:
-        """Users of one arm right now: the user classes whose `arm` attribute (or name) matches."""
+        """Users of one arm right now: the running user classes whose `arm` attribute names it."""
         if runner is None:
             return 1
         counts = getattr(runner, "reported_user_classes_count", None) or getattr(runner, "user_classes_count", {})
-        classes = {cls.__name__: cls for cls in (self.environment.user_classes or [])}
-        total = 0
-        for name, count in counts.items():
-            cls = classes.get(name)
-            owner = getattr(cls, "arm", None) or name.lower()
-            if owner == arm or (not getattr(cls, "arm", None) and arm in owner):
-                total += count
-        if total:
-            return total
-        return max(1, getattr(runner, "user_count", 0) // max(1, len(self.stack.arms)))
+        arm_of = {cls.__name__: getattr(cls, "arm", None) for cls in (self.environment.user_classes or [])}
+        total = sum(count for name, count in counts.items() if arm_of.get(name) == arm)
+        return total or max(1, getattr(runner, "user_count", 0) // max(1, len(self.stack.arms)))
 
     # ---- runs ------------------------------------------------------------------------------
 
@@ -196,7 +190,7 @@ class UiSession:
     def judged(self, result: RunResult) -> RunResult:
         verdict = judge_or_none(result)
         if verdict is not None:
-            result = result.model_copy(update={"verdict": verdict_dict(verdict)})
+            result = result.model_copy(update={"verdict": verdict.model_dump(mode="json")})
         return result
 
     def result(self) -> RunResult | None:
@@ -224,24 +218,12 @@ class UiSession:
                     run.server_accept_length[arm.name] = value
 
 
-def judge_or_none(result: RunResult):
-    """The analysis stage's verdict for this result, or None when there is nothing to judge yet."""
-    try:
-        from sglab.analysis.verdict import judge
-    except ImportError:
-        return None
+def judge_or_none(result: RunResult) -> Verdict | None:
+    """The analysis stage's verdict for this result, or None while there is nothing to judge yet."""
     if not any(len(level.arms) == 2 for level in result.levels):
         return None
     try:
         return judge(result)
-    except Exception as exc:  # a partial live run must never break the UI
+    except Exception as exc:  # a live run's partial data must never break the UI's stats poll
         logger.debug("verdict not available yet: %s", exc)
         return None
-
-
-def verdict_dict(verdict) -> dict:
-    if hasattr(verdict, "model_dump"):
-        return verdict.model_dump(mode="json")
-    if hasattr(verdict, "as_dict"):
-        return verdict.as_dict()
-    return dict(verdict)

@@ -3,8 +3,8 @@
 Importing this module (the locustfile does) registers Locust event listeners that
 - add the tab and its table to the UI's template args (`extended_tabs`, `extended_tables`) and a
   download link on the "Download Data" tab (`extended_csv_files`),
-- collect every request sample the locustfile fires (`sglab_request_sample`) into a `LiveRun`,
-  forwarding them from workers to the master in distributed mode,
+- collect every request sample the locustfile fires (`sglab_request_sample`) into a `LiveRun`
+  (in distributed mode the collector forwards workers' samples to the master, which fires them again),
 - inject the table rows into `/stats/requests` as `extended_stats` (the UI polls it every 2 s),
 - serve the run as a sglab result document at `/sglab/result.json` (kind "interactive"),
 - set up the login page when Locust runs with `--web-login` (see `sglab.ui.auth`).
