@@ -9,6 +9,8 @@ from pathlib import Path
 from sglab.config import load_stack
 from sglab.deploy.render import header_comment, object_filename, render_stack, to_multidoc, to_yaml
 
+RENDERED_FILES = "[0-9][0-9]-*.yaml"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("render", help="print the Kubernetes objects a stack deploys (real Helm engine, no cluster)")
@@ -26,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(header + to_multidoc(rendered.objects))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
+    for stale in args.out.glob(RENDERED_FILES):  # an earlier render's objects; nothing else is touched
+        stale.unlink()
     for index, obj in enumerate(rendered.objects):
         (args.out / object_filename(index, obj)).write_text(to_yaml(obj))
     sys.stderr.write(header)
