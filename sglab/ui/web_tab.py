@@ -52,6 +52,9 @@ TABLE_COLUMNS = [
 ]
 
 
+_sessions: list[UiSession] = []  # one per Environment; reset_stats is fired without one
+
+
 def _session(environment) -> UiSession | None:
     return getattr(environment, "sglab_ui", None)
 
@@ -60,6 +63,8 @@ def _session(environment) -> UiSession | None:
 def _on_init(environment, **_kwargs) -> None:
     session = UiSession.from_environment(environment)
     environment.sglab_ui = session
+    if not isinstance(environment.runner, WorkerRunner):
+        _sessions.append(session)
     get_collector(environment).event.add_listener(lambda sample, **_kw: _on_sample(environment, sample))
     if environment.web_ui:
         _install_web(environment, session)
@@ -129,6 +134,14 @@ def _on_test_stop(environment, **_kwargs) -> None:
     session = _session(environment)
     if session is not None and not isinstance(environment.runner, WorkerRunner):
         session.stop_run()
+
+
+@events.reset_stats.add_listener
+def _on_reset_stats(**_kwargs) -> None:
+    """Locust's RESET button: the A/B tab starts over with a new run (the old one is dropped, not saved)."""
+    for session in _sessions:
+        if session.run is not None and session.run.running:
+            gevent.spawn(session.check_live_flags, session.start_run())
 
 
 def _poll_servers(session: UiSession) -> None:

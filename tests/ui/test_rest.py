@@ -110,5 +110,9 @@ def test_existing_urls_mode_uses_given_servers(tmp_path):
             rows = wait_until(lambda: (r := ab_rows(_stats(ui.url))).get("candidate") and r, 60,
                               "candidate samples", 1.0)
             assert rows["candidate"]["decode_tok_s"] > 0
+            before = httpx.get(ui.url + "/sglab/result.json", timeout=10).json()["run_id"]
+            assert httpx.post(ui.url + "/stats/reset", timeout=10).status_code == 200  # Locust's RESET button
+            after = httpx.get(ui.url + "/sglab/result.json", timeout=10).json()
+            assert after["run_id"] != before and sum(len(lv["requests"]) for lv in after["levels"]) <= 2
         for url in urls.values():  # still ours, still up
             assert httpx.get(url + "/health", timeout=5).status_code == 200
