@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from sglab.analysis.verdict import judge
+from sglab.cli import main
 from sglab.results.store import list_runs, load_result
 from .harness import STACK, ab_rows, sglab_ui, wait_until
 
@@ -76,6 +77,10 @@ def test_swarm_stats_and_result_download(tmp_path):
         assert any(r.warmup for r in level.requests), "the first requests are warm-up, as in sglab bench"
         assert level.arms["candidate"].accept_length.server_mean > 1.0
         assert level.arms["baseline"].accept_length is None
+        # sglab compare and sglab report take it like any other result
+        assert main(["compare", str(saved)]) == 0
+        assert main(["report", str(saved), "--out", str(tmp_path / "report")]) == 0
+        assert (tmp_path / "report" / "report.html").is_file()
         verdict = judge(result)
         assert verdict.outcome in ("promote", "reject", "inconclusive")
         assert result.verdict is not None and result.verdict["outcome"] == verdict.outcome
