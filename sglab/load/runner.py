@@ -113,12 +113,15 @@ class BenchRun:
     # ---- result ---------------------------------------------------------------------------
     def build_result(self, infos: list[ArmInfo], mismatches: list[str]) -> RunResult:
         stack = self.request.loaded
-        scale = self.request.sim_env.get("SGLAB_SIM_TIME_SCALE")
+        sim_env = {**stack_sim_env(self.request.loaded), **self.request.sim_env} \
+            if self.request.target_kind == "sim" else {}
+        scale = sim_env.get("SGLAB_SIM_TIME_SCALE") or next(
+            (a.env["SGLAB_SIM_TIME_SCALE"] for a in self.request.arms if "SGLAB_SIM_TIME_SCALE" in a.env), None)
         return RunResult(
             run_id=self.run_id, stack=stack.name, kind=self.request.kind, started_at=utc_now_iso(),
             complete=False, incomplete_reason="running", git_commit=git_commit(), sglab_version=sglab_version,
             target=Target(kind=self.request.target_kind, urls=dict(self.targets.urls),
-                          sim_env=dict(self.request.sim_env), time_scale=float(scale) if scale else None),
+                          sim_env=sim_env, time_scale=float(scale) if scale else None),
             arms=infos, config_hash={a.name: a.config_hash for a in self.request.arms},
             confounds=[c.as_dict() for c in confounds(stack.config)] if self.request.kind != "aa" else [],
             live_mismatches=mismatches,
@@ -157,7 +160,7 @@ class BenchRun:
 
     def _set_users(self, count: int) -> None:
         runner = self.env.runner
-        runner.start(count, spawn_rate=max(count * 10.0, 100.0))
+        runner.start(count, spawn_rate=100.0)  # Locust warns above 100/s; 64 users take 0.64 s
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         while time.monotonic() < deadline and self.interrupted is None:
             if runner.user_count == count:
@@ -310,6 +313,15 @@ class BenchRun:
         return result
 
 
+def stack_sim_env(loaded: LoadedStack) -> dict[str, str]:
+    """The stack's `sim:` knobs as SGLAB_SIM_* env (arms of a `backend: sim` stack carry them already)."""
+    stack = loaded.config
+    if stack.backend == "sim":
+        return {}
+    as_sim = stack.model_copy(update={"backend": "sim"})
+    return {k: v for k, v in baseline_arm(as_sim).env.items() if k.startswith("SGLAB_SIM_")}
+
+
 def run_bench(request: BenchRequest) -> tuple[RunResult, Path]:
     """Start (or reach) the arms, check their live flags, run the schedule, write the result."""
     import shutil
@@ -321,7 +333,8 @@ def run_bench(request: BenchRequest) -> tuple[RunResult, Path]:
     started = False
     try:
         if request.target_kind == "sim":
-            targets = start_sims(request.arms, extra_env=request.sim_env, log_dir=run_dir)
+            targets = start_sims(request.arms, extra_env={**stack_sim_env(request.loaded), **request.sim_env},
+                                 log_dir=run_dir)
         else:
             targets = given_urls(request.urls)
         with targets:

@@ -49,3 +49,21 @@ def test_custom_arguments_are_registered():
     assert proc.returncode == 0, proc.stderr
     assert "BaselineUser" in proc.stdout and "CandidateUser" in proc.stdout
     assert "ArmUser" not in proc.stdout  # the runner-only user stays out of plain runs
+
+
+def test_chat_endpoint_counts_tokens_exactly(tmp_path):
+    stack = load_stack("eagle-nccl-ll").config
+    cand = candidate_arm(stack)
+    with running_sim(list(cand.args), env={**cand.env, "SGLAB_SIM_TIME_SCALE": "5"}) as url:
+        prefix = tmp_path / "chat"
+        proc = subprocess.run(
+            [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "-u", "2", "-r", "10",
+             "-t", "3s", "--only-summary", "--csv", str(prefix), "--endpoint", "chat", "--max-new-tokens", "12",
+             "--candidate-url", url, "CandidateUser"],
+            cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(open(f"{prefix}_stats.csv"))}
+    main = rows[("POST", "candidate /v1/chat/completions")]
+    # a wrong token count would be a failure: every chat stream carried exactly 12 tokens
+    assert int(main["Request Count"]) >= 3 and int(main["Failure Count"]) == 0
+    assert ("TOKENS", "candidate decode tok/s") in rows
