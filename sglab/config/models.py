@@ -21,9 +21,11 @@ class KeyedValueError(ValueError):
     The loader reports that key path and its line instead of the whole section.
     """
 
-    def __init__(self, loc: str, message: str) -> None:
+    def __init__(self, loc: str | tuple[str | int, ...], message: str) -> None:
         super().__init__(message)
-        self.loc = tuple(int(p) if p.isdigit() else p for p in loc.split("."))
+        if isinstance(loc, str):
+            loc = tuple(int(p) if p.isdigit() else p for p in loc.split("."))
+        self.loc = loc
 
 
 def _kebab(name: str) -> str:
@@ -43,6 +45,10 @@ class Model(BaseModel):
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_NAME = re.compile(r"^(?=.{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(?=.{0,63}$)(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_CPU = re.compile(r"^([0-9]+(\.[0-9]+)?|[0-9]+m)$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 # StackConfig fields that must be Pulumi secrets (`{secure: ...}` in the stack file, `--secret` in Pulumi).
@@ -183,12 +189,35 @@ class CandidateSpec(Model):
     confounds: CandidateConfounds | None = None
 
 
+def _check_labels(labels: dict[str, str]) -> dict[str, str]:
+    """Kubernetes label syntax, so a bad key fails here (with its key path) rather than at apply time."""
+    for key, value in labels.items():
+        prefix, _, name = key.rpartition("/")
+        if (prefix and not _DNS_SUBDOMAIN.match(prefix)) or not _LABEL_NAME.match(name):
+            raise KeyedValueError((key,), f"{key!r} is not a valid label key; write [prefix/]name with a name of "
+                                          "up to 63 letters, digits, '-', '_' or '.'")
+        if not isinstance(value, str) or not _LABEL_VALUE.match(value):
+            raise KeyedValueError((key,), f"{value!r} is not a valid label value; use up to 63 letters, digits, "
+                                          "'-', '_' or '.', starting and ending with a letter or digit")
+    return labels
+
+
 class Toleration(Model):
     key: str | None = None
     operator: Literal["Exists", "Equal"] = "Equal"
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = None
+
+    @model_validator(mode="after")
+    def _kubernetes_rules(self) -> "Toleration":
+        if self.operator == "Exists" and self.value:
+            raise KeyedValueError("value", "operator Exists matches any value; remove value (or use operator: Equal)")
+        if self.key is None and self.operator != "Exists":
+            raise KeyedValueError("operator", "a toleration without key must use operator: Exists")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise KeyedValueError("toleration-seconds", "toleration-seconds only applies to effect: NoExecute")
+        return self
 
 
 class Placement(Model):
@@ -204,17 +233,42 @@ class Placement(Model):
     priority_class_name: str | None = None
     runtime_class_name: str | None = None
 
+    @field_validator("node_selector")
+    @classmethod
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return _check_labels(labels)
+
+    @field_validator("priority_class_name", "runtime_class_name")
+    @classmethod
+    def _object_name(cls, value: str | None) -> str | None:
+        if value is not None and not _DNS_SUBDOMAIN.match(value):
+            raise ValueError(f"{value!r} is not a valid Kubernetes object name (lowercase letters, digits, '-', '.')")
+        return value
+
 
 class Resources(Model):
     shm_size: str = "64Gi"
     cpu: str | None = None
     memory: str | None = None
 
+    @field_validator("shm_size", "memory", "cpu", mode="before")
+    @classmethod
+    def _number_as_quantity(cls, value: Any) -> Any:
+        """`cpu: 2` in YAML is a number; Kubernetes quantities are strings."""
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
     @field_validator("shm_size", "memory")
     @classmethod
     def _quantity(cls, value: str | None) -> str | None:
         if value is not None and not _QUANTITY.match(str(value)):
             raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 64Gi)")
+        return value
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, value: str | None) -> str | None:
+        if value is not None and not _CPU.match(value):
+            raise ValueError(f"{value!r} is not a CPU quantity (e.g. 2, 1.5 or 500m)")
         return value
 
 
@@ -264,6 +318,18 @@ class DisruptionBudget(Model):
 class NetworkPolicySpec(Model):
     enabled: bool = True
     allowed_from: dict[str, str] = Field(default_factory=lambda: {"sglab/role": "loadgen"})
+
+    @field_validator("allowed_from")
+    @classmethod
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return _check_labels(labels)
+
+    @model_validator(mode="after")
+    def _someone_allowed(self) -> "NetworkPolicySpec":
+        if self.enabled and not self.allowed_from:
+            raise KeyedValueError("allowed-from", "allowed-from is empty, so no load generator could reach the "
+                                                  "servers; give the load generators' labels or set enabled: false")
+        return self
 
 
 class PromptSpec(Model):
@@ -414,7 +480,7 @@ class StackConfig(Model):
     def _env(cls, env: dict[str, str]) -> dict[str, str]:
         for key in env:
             if not _ENV_NAME.match(key):
-                raise KeyedValueError(key, f"{key!r} is not a valid environment variable name")
+                raise KeyedValueError((key,), f"{key!r} is not a valid environment variable name")
             if key.startswith("NCCL_"):
                 raise KeyedValueError(key, f"{key} belongs under nccl, where it is type-checked; move it there")
             if key == "HF_TOKEN":

@@ -73,6 +73,18 @@ CASES = {
                                 "sglab:placement.tolerations.0.operator", ["'Exist'", "Exists"], "operator: Exist"),
     "unknown-namespace": (edit("  sglab:namespace:", "  sglb:namespace:"), "sglb:namespace",
                           ["unknown config namespace", "did you mean sglab:namespace"], "sglb:namespace"),
+    "bad-node-selector-value": (edit("nvidia.com/gpu.product: NVIDIA-H200", "nvidia.com/gpu.product: NVIDIA H200"),
+                                "sglab:placement.node-selector.nvidia.com/gpu.product",
+                                ["not a valid label value"], "NVIDIA H200"),
+    "toleration-exists-with-value": (edit("        operator: Exists", "        operator: Exists\n        value: x"),
+                                     "sglab:placement.tolerations.0.value", ["remove value"], "value: x"),
+    "bad-priority-class": (edit("    gpus-per-node: 8", "    gpus-per-node: 8\n    priority-class-name: Inference_Critical"),
+                           "sglab:placement.priority-class-name", ["not a valid Kubernetes object name"],
+                           "Inference_Critical"),
+    "bad-cpu-quantity": (edit("  sglab:placement:", "  sglab:resources:\n    cpu: two cores\n  sglab:placement:"),
+                         "sglab:resources.cpu", ["not a CPU quantity"], "two cores"),
+    "empty-allowed-from": (edit("  sglab:placement:", "  sglab:network-policy:\n    allowed-from: {}\n  sglab:placement:"),
+                           "sglab:network-policy.allowed-from", ["no load generator could reach"], "allowed-from"),
     "bad-k8s-namespace": (edit("  sglab:namespace: sglab-eagle-nccl-ll", "  sglab:namespace: Sglab_Eagle"),
                           "sglab:namespace", ["not a valid namespace"], "Sglab_Eagle"),
     "pulumi-timeout-too-short": (edit("  sglab:placement:", "  sglab:rollout:\n    startup-timeout-min: 60\n"
@@ -167,3 +179,9 @@ def test_render_out_writes_one_file_per_object(tmp_path, capsys):
     assert files[0] == "00-namespace-sglab-eagle-nccl-ll.yaml"
     assert "04-deployment-sglang-baseline.yaml" in files and "08-deployment-sglang-candidate.yaml" in files
     assert capsys.readouterr().out == ""
+
+
+def test_numeric_quantities_are_accepted(stacks, capsys):
+    (stacks / "Pulumi.n.yaml").write_text(edit("  sglab:placement:", "  sglab:resources:\n    cpu: 2\n"
+                                               "    memory: 1024\n  sglab:placement:"))
+    assert main(["validate", "--stack", "n"]) == 0
