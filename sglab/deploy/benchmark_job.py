@@ -22,7 +22,6 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pydantic import ValidationError
 from ruamel.yaml import YAML
 
 from sglab.config.arms import baseline_arm, candidate_arm
@@ -30,8 +29,7 @@ from sglab.config.loader import NAMESPACE
 from sglab.config.models import StackConfig
 from sglab.deploy.naming import service_url
 from sglab.deploy.objects import common_labels
-from sglab.deploy.result_sink import RESULT_LABEL, decode_result
-from sglab.results.schema import RunResult
+from sglab.deploy.result_sink import INDEX, PART, RESULT_LABEL, RESULT_PARTS, SUMMARY_KEY, part_names
 
 HASH_CHARS = 12
 SERVICE_ACCOUNT = "sglab-bench"
@@ -142,19 +140,24 @@ class BenchmarkPlan:
     role: dict[str, Any]
     role_binding: dict[str, Any]
     stack_configmap: dict[str, Any]
-    result_configmap: dict[str, Any]
+    result_configmaps: list[dict[str, Any]]
     job: dict[str, Any]
     await_timeout_min: int
 
+    @property
+    def result_configmap(self) -> dict[str, Any]:
+        """The index: the one the Job names and the program reads back."""
+        return self.result_configmaps[0]
+
     def manifests(self) -> list[dict[str, Any]]:
-        return [self.service_account, self.role, self.role_binding, self.stack_configmap, self.result_configmap,
+        return [self.service_account, self.role, self.role_binding, self.stack_configmap, *self.result_configmaps,
                 self.job]
 
 
 def role_rules(result_configmap: str) -> list[dict[str, Any]]:
-    """Minimal: read and overwrite the one pre-created result ConfigMap. No create (it cannot be limited
-    by name), no list, no delete, nothing else."""
-    return [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [result_configmap],
+    """Minimal: read and overwrite the pre-created result ConfigMaps (index and parts). No create (it cannot
+    be limited by name), no list, no delete, nothing else."""
+    return [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": part_names(result_configmap),
              "verbs": ["get", "update"]}]
 
 
@@ -213,9 +216,11 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     }
     stack_configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(n.stack_configmap),
                        "data": {f"Pulumi.{stack_name}.yaml": stack_file_text(stack)}}
-    result_configmap = {"apiVersion": "v1", "kind": "ConfigMap",
-                        "metadata": {**meta(n.result_configmap, {RESULT_LABEL: "true"}),
-                                     "annotations": {"sglab/job": n.job}}}
+    result_configmaps = [
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {**meta(part, {RESULT_LABEL: INDEX if i == 0 else PART}), "annotations": {"sglab/job": n.job}}}
+        for i, part in enumerate(part_names(n.result_configmap, RESULT_PARTS))
+    ]
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -226,7 +231,7 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
             "template": pod_template(stack, stack_name, n),
         },
     }
-    return BenchmarkPlan(n, service_account, role, role_binding, stack_configmap, result_configmap, job,
+    return BenchmarkPlan(n, service_account, role, role_binding, stack_configmap, result_configmaps, job,
                          job_cfg.timeout_min + AWAIT_SLACK_MIN)
 
 
@@ -247,22 +252,23 @@ def _level_rows(verdict: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dic
     return gains, economics
 
 
-def summarize_result(result_json: str | None) -> dict[str, Any]:
-    """Stack outputs from the result ConfigMap's JSON; `pending` while there is none, `invalid` if it is not
-    a result (the outputs say why instead of failing the deployment)."""
+def summarize_result(summary_json: str | None) -> dict[str, Any]:
+    """Stack outputs from the result summary the Job wrote (result_sink.summary_of); `pending` while there is
+    none, `invalid` if it is not one (the outputs say why instead of failing the deployment)."""
     empty = {"verdict": PENDING, "sentence": "", "run_id": "", "levels": [], "break_even": []}
-    if not result_json:
+    if not summary_json:
         return empty
     try:
-        result = RunResult.model_validate_json(result_json)
-    except ValidationError as exc:
-        return {**empty, "verdict": "invalid", "sentence": f"the result ConfigMap holds no valid result: "
-                                                            f"{exc.errors(include_url=False)[0]['msg']}"}
-    verdict = result.verdict if isinstance(result.verdict, dict) else {}
+        summary = json.loads(summary_json)
+    except json.JSONDecodeError as exc:
+        return {**empty, "verdict": "invalid", "sentence": f"the result ConfigMap's summary is not JSON: {exc}"}
+    if not isinstance(summary, dict) or not isinstance(summary.get("run_id"), str):
+        return {**empty, "verdict": "invalid", "sentence": "the result ConfigMap holds no sglab result summary"}
+    verdict = summary.get("verdict") if isinstance(summary.get("verdict"), dict) else {}
     outcome = verdict.get("outcome")
     gains, economics = _level_rows(verdict)
     return {"verdict": outcome if isinstance(outcome, str) else PENDING,
-            "sentence": str(verdict.get("sentence") or ""), "run_id": result.run_id,
+            "sentence": str(verdict.get("sentence") or ""), "run_id": summary["run_id"],
             "levels": gains, "break_even": economics}
 
 
@@ -286,23 +292,25 @@ class InClusterBenchmark(pulumi.ComponentResource):
                                           subjects=plan.role_binding["subjects"], opts=child)
         stack_cm = k8s.core.v1.ConfigMap(f"{name}-stack", metadata=plan.stack_configmap["metadata"],
                                          data=plan.stack_configmap["data"], opts=child)
-        # Kept when the comparison changes (history for `sglab results pull`); its data belongs to the Job.
-        result_cm = k8s.core.v1.ConfigMap(
-            f"{name}-result", metadata=plan.result_configmap["metadata"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=foundation, retain_on_delete=True,
-                                        ignore_changes=["data", "binaryData"]))
+        # Kept when the comparison changes (history for `sglab results pull`); their data belongs to the Job.
+        result_cms = [
+            k8s.core.v1.ConfigMap(
+                f"{name}-result" + (f"-{i}" if i else ""), metadata=manifest["metadata"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=foundation, retain_on_delete=True,
+                                            ignore_changes=["data", "binaryData", "metadata.annotations"]))
+            for i, manifest in enumerate(plan.result_configmaps)
+        ]
         timeout = f"{plan.await_timeout_min}m"
         self.job = k8s.batch.v1.Job(
             f"{name}-job", metadata=plan.job["metadata"], spec=plan.job["spec"],
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[*arms, sa, role, binding, stack_cm, result_cm],
+                parent=self, depends_on=[*arms, sa, role, binding, stack_cm, *result_cms],
                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
         namespace = plan.result_configmap["metadata"]["namespace"]
         result_id = self.job.metadata.apply(lambda _: f"{namespace}/{plan.names.result_configmap}")
         read = k8s.core.v1.ConfigMap.get(f"{name}-result-read", result_id,
                                          opts=pulumi.ResourceOptions(parent=self, depends_on=[self.job]))
-        self.result_json = read.binary_data.apply(decode_result)
-        self.summary = self.result_json.apply(summarize_result)
+        self.summary = read.data.apply(lambda data: summarize_result((data or {}).get(SUMMARY_KEY)))
         self.job_name = pulumi.Output.from_input(plan.names.job)
         self.result_configmap = pulumi.Output.from_input(plan.names.result_configmap)
         self.register_outputs({"job": self.job_name, "result_configmap": self.result_configmap,

@@ -1,7 +1,7 @@
 """`sglab results pull --stack NAME`: copy the in-cluster benchmark results into results/<stack>/<run-id>/.
 
-Every benchmark Job leaves its result in a ConfigMap labelled `sglab/result=true,sglab/stack=<stack>`
-(kept when the comparison changes). Pulling validates each one as a RunResult of this stack and writes
+Every benchmark Job leaves its result in ConfigMaps labelled `sglab/stack=<stack>` (kept when the
+comparison changes): the index `sglab/result=true` and, for a large result, its parts `sglab/result=part`. Pulling validates each one as a RunResult of this stack and writes
 it like any local run; an existing result is never overwritten (an identical copy is skipped, a
 different one is reported as a conflict and left alone).
 """
@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from sglab.config.loader import ConfigError, load_stack
-from sglab.deploy.result_sink import RESULT_LABEL, TRIMMED_ANNOTATION, decode_result
+from sglab.deploy.result_sink import (INDEX, PAYLOAD_KEY, RESULT_LABEL, TRIMMED_ANNOTATION, decode_parts,
+                                      parts_count)
 from sglab.results.schema import SCHEMA_VERSION, RunResult
 from sglab.results.store import RESULT_FILE, results_root, write_json_atomic
 
@@ -44,23 +45,42 @@ class PullReport:
 
 
 def label_selector(stack: str) -> str:
-    return f"{RESULT_LABEL}=true,{STACK_LABEL}={stack}"
+    return f"{RESULT_LABEL},{STACK_LABEL}={stack}"
 
 
-def parse_configmap(configmap: Any, stack: str) -> PulledResult:
-    """One ConfigMap (a kubernetes.client V1ConfigMap) -> its validated result, or why there is none."""
-    meta = configmap.metadata
-    pulled = PulledResult(configmap=meta.name)
-    pulled.trimmed = (meta.annotations or {}).get(TRIMMED_ANNOTATION)
+def group_parts(configmaps: list[Any]) -> list[list[Any]]:
+    """Each result as [index, part 1, ...] (None where a part is missing), from a ConfigMap listing."""
+    by_name = {cm.metadata.name: cm for cm in configmaps}
+    results = []
+    for cm in configmaps:
+        if (cm.metadata.labels or {}).get(RESULT_LABEL) != INDEX:
+            continue
+        count = parts_count(cm.metadata.annotations)
+        results.append([cm] + [by_name.get(f"{cm.metadata.name}-{i}") for i in range(1, count)])
+    return sorted(results, key=lambda parts: parts[0].metadata.name)
+
+
+def parse_result(parts: list[Any], stack: str) -> PulledResult:
+    """One result's ConfigMaps (kubernetes.client V1ConfigMap: index first) -> the validated result, or why
+    there is none."""
+    index = parts[0]
+    annotations = index.metadata.annotations or {}
+    pulled = PulledResult(configmap=index.metadata.name, trimmed=annotations.get(TRIMMED_ANNOTATION))
+    count = parts_count(annotations)
+    if count == 0:
+        return pulled
+    payloads = [(cm.binary_data or {}).get(PAYLOAD_KEY) if cm is not None else None for cm in parts[:count]]
+    missing = [str(i) for i, p in enumerate(payloads) if not p] + [str(i) for i in range(len(payloads), count)]
+    if missing:
+        pulled.problem = f"part(s) {', '.join(missing)} of {count} missing"
+        return pulled
     try:
-        text = decode_result(configmap.binary_data)
-    except (OSError, ValueError) as exc:
+        text = decode_parts(payloads)
+    except (OSError, ValueError, EOFError) as exc:
         pulled.problem = f"undecodable payload: {exc}"
         return pulled
-    if text is None:
-        return pulled
     try:
-        document = json.loads(text)
+        document = json.loads(text or "")
     except json.JSONDecodeError as exc:
         pulled.problem = f"not JSON: {exc}"
         return pulled
@@ -137,7 +157,7 @@ def pull_report(stack: str, *, namespace: str | None = None, context: str | None
                           f"cannot list result ConfigMaps: {_short(exc)}",
                           "check `kubectl get configmaps -n <namespace> -l sglab/result=true` works "
                           "(context, credentials, namespace)") from None
-    return store_pulled([parse_configmap(cm, stack) for cm in items], stack, base)
+    return store_pulled([parse_result(parts, stack) for parts in group_parts(items)], stack, base)
 
 
 def pull_results(stack: str, *, namespace: str | None = None, context: str | None = None,

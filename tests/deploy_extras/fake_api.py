@@ -45,9 +45,14 @@ class FakeConfigMapApi:
                 namespace = parts[3]
                 name = parts[5] if len(parts) > 5 else None
                 if method == "GET" and name is None:
-                    wanted = dict(s.split("=", 1) for s in query.get("labelSelector", "").split(",") if s)
+                    terms = [s for s in query.get("labelSelector", "").split(",") if s]
+
+                    def selected(labels: dict) -> bool:  # `key=value` and `key` (exists) terms
+                        return all(labels.get(k) == v if sep else k in labels
+                                   for k, sep, v in (term.partition("=") for term in terms))
+
                     items = [cm for (ns, _), cm in sorted(api.configmaps.items()) if ns == namespace
-                             and all(cm["metadata"].get("labels", {}).get(k) == v for k, v in wanted.items())]
+                             and selected(cm["metadata"].get("labels") or {})]
                     return self._send(200, {"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {},
                                             "items": items})
                 key = (namespace, name or (body or {}).get("metadata", {}).get("name"))

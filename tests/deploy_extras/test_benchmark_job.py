@@ -15,6 +15,7 @@ from sglab.config.loader import load_stack, stack_path
 from sglab.config.models import StackConfig
 from sglab.deploy.benchmark_job import (SERVICE_ACCOUNT, STACKS_MOUNT, benchmark_plan, names, role_rules,
                                         stack_file_text)
+from sglab.deploy.result_sink import RESULT_PARTS
 
 from .harness import run_program
 
@@ -165,7 +166,9 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
     n = names(stack, STACK)
     (role,) = program.of_type(ROLE)
     assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
-                                     "resourceNames": [n.result_configmap], "verbs": ["get", "update"]}]
+                                     "resourceNames": [n.result_configmap] + [f"{n.result_configmap}-{i}"
+                                                                              for i in range(1, RESULT_PARTS)],
+                                     "verbs": ["get", "update"]}]
     assert role.inputs["rules"] == role_rules(n.result_configmap)
     (binding,) = program.of_type(BINDING)
     assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
@@ -177,10 +180,12 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
     assert not [r for r in program.resources if "ClusterRole" in r.typ]
     pod = program.of_type(JOB)[0].inputs["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == SERVICE_ACCOUNT and pod["automountServiceAccountToken"] is True
-    precreated = [c for c in program.of_type(CONFIGMAP) if c.inputs["metadata"]["name"] == n.result_configmap]
-    assert len(precreated) == 1 and "data" not in precreated[0].inputs
-    options = program.options["benchmark-result"]
-    assert options["retain_on_delete"] is True and set(options["ignore_changes"]) >= {"binaryData", "data"}
+    precreated = [c for c in program.of_type(CONFIGMAP) if c.inputs["metadata"]["name"].startswith(n.result_configmap)]
+    assert sorted(c.inputs["metadata"]["name"] for c in precreated) == sorted(role.inputs["rules"][0]["resourceNames"])
+    assert all("data" not in c.inputs and "binaryData" not in c.inputs for c in precreated)
+    for c in precreated:
+        options = program.options[c.name]
+        assert options["retain_on_delete"] is True and set(options["ignore_changes"]) >= {"binaryData", "data"}
 
 
 def test_job_waits_for_both_arms_and_takes_its_timeouts_from_config(program):
@@ -242,7 +247,7 @@ def test_job_and_rbac_objects_are_schema_valid(program, version):
                         **{k: v for k, v in resource.inputs.items() if k not in ("apiVersion", "kind")}}
             kubernetes_validate.validate(manifest, version, strict=True)
             checked += 1
-    assert checked == 6
+    assert checked == 5 + RESULT_PARTS
     bad = benchmark_plan(load_stack(STACK).config, STACK).job
     bad["spec"]["template"]["spec"]["containers"][0]["resourcez"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):

@@ -6,7 +6,7 @@ import pytest
 
 from sglab.config.loader import load_stack
 from sglab.deploy.benchmark_job import PENDING, names, summarize_result
-from sglab.deploy.result_sink import encode_result
+from sglab.deploy.result_sink import SUMMARY_KEY, encode_result
 
 from .harness import run_program
 from .results_fixtures import judged_result
@@ -19,7 +19,9 @@ def result_read(result_json: str | None) -> dict:
     n = names(stack, STACK)
     state = {"metadata": {"name": n.result_configmap, "namespace": stack.namespace}}
     if result_json is not None:
-        state["binaryData"] = encode_result(result_json).binary_data
+        encoded = encode_result(result_json)
+        state["binaryData"] = {"result.json.gz": encoded.parts[0]}
+        state["data"] = {SUMMARY_KEY: encoded.summary}
     return {f"{stack.namespace}/{n.result_configmap}": state}
 
 
@@ -58,9 +60,14 @@ def test_a_losing_candidate_is_exported_as_reject():
     assert all(lv["gain"] < 0 for lv in run.outputs["benchmark_levels"])
 
 
-@pytest.mark.parametrize("payload, expected", [(None, PENDING), ("{\"not\": \"a result\"}", "invalid")])
-def test_outputs_say_pending_or_invalid_instead_of_failing(payload, expected):
-    run = run_program(STACK, reads=result_read(payload))
+@pytest.mark.parametrize("summary, expected", [(None, PENDING), ("{\"not\": \"a result\"}", "invalid"),
+                                                ("not json", "invalid")])
+def test_outputs_say_pending_or_invalid_instead_of_failing(summary, expected):
+    reads = result_read(None)
+    if summary is not None:
+        (state,) = reads.values()
+        state["data"] = {SUMMARY_KEY: summary}
+    run = run_program(STACK, reads=reads)
     assert run.error is None
     assert run.outputs["benchmark_verdict"] == expected
     assert run.outputs["benchmark_levels"] == [] and run.outputs["benchmark_break_even"] == []
@@ -69,7 +76,7 @@ def test_outputs_say_pending_or_invalid_instead_of_failing(payload, expected):
 def test_a_result_without_verdict_is_pending_and_keeps_its_run_id():
     result = judged_result()
     result.verdict = None
-    summary = summarize_result(result.model_dump_json())
+    summary = summarize_result(encode_result(result.model_dump_json()).summary)
     assert summary["verdict"] == PENDING and summary["run_id"] == result.run_id
 
 

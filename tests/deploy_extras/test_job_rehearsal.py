@@ -16,7 +16,7 @@ from sglab.config.loader import load_stack
 from sglab.deploy.benchmark_job import RESULT_CONFIGMAP_FLAG, benchmark_plan, summarize_result
 from sglab.deploy.naming import service_url
 from sglab.deploy.pull import pull_results
-from sglab.deploy.result_sink import decode_result, write_result_configmap
+from sglab.deploy.result_sink import PAYLOAD_KEY, SUMMARY_KEY, decode_parts, write_result_configmap
 from sglab.load.targets import start_sims
 
 from .fake_api import FakeConfigMapApi
@@ -49,7 +49,8 @@ def test_job_pod_rehearsal_end_to_end(tmp_path, monkeypatch):
     results_dir = tmp_path / "pod-results"
     namespace = stack.namespace
     with FakeConfigMapApi() as api:
-        api.add(namespace, plan.result_configmap)
+        for precreated in plan.result_configmaps:
+            api.add(namespace, precreated)
         env = {**os.environ, "SGLAB_STACKS_DIR": str(stacks_dir), "SGLAB_RESULTS_DIR": str(results_dir),
                "KUBECONFIG": str(api.kubeconfig(tmp_path / "kubeconfig")), "POD_NAMESPACE": namespace}
         with start_sims([baseline_arm(in_pod), candidate_arm(in_pod)]) as sims:
@@ -66,7 +67,8 @@ def test_job_pod_rehearsal_end_to_end(tmp_path, monkeypatch):
             write_result_configmap(result_json, result_configmap, namespace, core_api=api.core_api())
         assert [m for m, _, _ in api.requests] == ["GET", "PUT"]  # what the Job's Role allows
         stored = api.configmaps[(namespace, result_configmap)]
-        summary = summarize_result(decode_result(stored["binaryData"]))
+        summary = summarize_result(stored["data"][SUMMARY_KEY])
+        assert json.loads(decode_parts([stored["binaryData"][PAYLOAD_KEY]])) == json.loads(result_json)
         pulled = pull_results(STACK, kubeconfig=env["KUBECONFIG"], base=tmp_path / "results")
     verdict = json.loads(result_json)["verdict"]
     assert summary["verdict"] == verdict["outcome"] in ("promote", "reject", "inconclusive")

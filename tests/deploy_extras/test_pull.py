@@ -8,8 +8,9 @@ import pytest
 from kubernetes import client
 
 from sglab.config.loader import ConfigError
-from sglab.deploy.pull import label_selector, parse_configmap, pull_report, pull_results, store_pulled
-from sglab.deploy.result_sink import RESULT_LABEL, encode_result
+from sglab.deploy.pull import group_parts, label_selector, parse_result, pull_report, pull_results, store_pulled
+from sglab.deploy.result_sink import (INDEX, PART, PART_ANNOTATION, PAYLOAD_KEY, RESULT_LABEL, SUMMARY_KEY,
+                                      encode_result, part_names)
 
 from .fake_api import FakeConfigMapApi
 from .results_fixtures import judged_result
@@ -17,12 +18,23 @@ from .results_fixtures import judged_result
 STACK = "eagle-nccl-ll"
 
 
-def configmap(name: str, result_json: str | None, stack: str = STACK) -> client.V1ConfigMap:
-    encoded = encode_result(result_json) if result_json else None
-    return client.V1ConfigMap(
-        metadata=client.V1ObjectMeta(name=name, labels={RESULT_LABEL: "true", "sglab/stack": stack},
-                                     annotations=encoded.annotations if encoded else {}),
-        binary_data=encoded.binary_data if encoded else None)
+def configmaps(name: str, result_json: str | None, stack: str = STACK,
+               max_part_bytes: int | None = None) -> list[client.V1ConfigMap]:
+    """What the Job leaves: the index and its parts (as `write_result_configmap` writes them)."""
+    labels = {"sglab/stack": stack}
+    if result_json is None:
+        return [client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, labels={**labels, RESULT_LABEL: INDEX}))]
+    encoded = encode_result(result_json, max_part_bytes=max_part_bytes)
+    return [client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=part, labels={**labels, RESULT_LABEL: INDEX if i == 0 else PART},
+                                     annotations={**encoded.annotations, PART_ANNOTATION: str(i)}),
+        binary_data={PAYLOAD_KEY: encoded.parts[i]}, data={SUMMARY_KEY: encoded.summary} if i == 0 else None)
+        for i, part in enumerate(part_names(name, len(encoded.parts)))]
+
+
+def parse(cms: list[client.V1ConfigMap], stack: str = STACK):
+    (parts,) = group_parts(cms)
+    return parse_result(parts, stack)
 
 
 def manifest(cm: client.V1ConfigMap) -> dict:
@@ -31,25 +43,30 @@ def manifest(cm: client.V1ConfigMap) -> dict:
 
 def test_parse_accepts_a_result_of_the_stack_and_explains_everything_else():
     good = judged_result(run_id="20260101T000000Z-aaaaaa")
-    assert parse_configmap(configmap("ok", good.model_dump_json()), STACK).result == good
-    assert parse_configmap(configmap("empty", None), STACK).result is None
-    assert parse_configmap(configmap("empty", None), STACK).problem is None
+    text = good.model_dump_json()
+    assert parse(configmaps("ok", text)).result == good
+    split = configmaps("big", text, max_part_bytes=len(encode_result(text).parts[0]) // 3 + 1)
+    assert len(split) == 3 and parse(split).result == good
+    missing = parse([split[0], split[2]])
+    assert missing.result is None and "part(s) 1 of 3 missing" in missing.problem
+    assert parse(configmaps("empty", None)).result is None
+    assert parse(configmaps("empty", None)).problem is None
     other = judged_result(stack="eagle-default").model_dump_json()
-    assert "not 'eagle-nccl-ll'" in parse_configmap(configmap("other", other), STACK).problem
-    old = json.loads(good.model_dump_json()) | {"schema_version": 0}
-    assert "schema_version 0" in parse_configmap(configmap("old", json.dumps(old)), STACK).problem
-    escape = json.loads(good.model_dump_json()) | {"run_id": "../../etc"}
-    assert "safe directory name" in parse_configmap(configmap("evil", json.dumps(escape)), STACK).problem
-    broken = json.loads(good.model_dump_json()) | {"levels": "nope"}
-    assert "levels" in parse_configmap(configmap("broken", json.dumps(broken)), STACK).problem
-    garbage = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="garbage"),
-                                 binary_data={"result.json.gz": "bm90IGd6aXA="})
-    assert "undecodable" in parse_configmap(garbage, STACK).problem
+    assert "not 'eagle-nccl-ll'" in parse(configmaps("other", other)).problem
+    old = json.loads(text) | {"schema_version": 0}
+    assert "schema_version 0" in parse(configmaps("old", json.dumps(old))).problem
+    escape = json.loads(text) | {"run_id": "../../etc"}
+    assert "safe directory name" in parse(configmaps("evil", json.dumps(escape))).problem
+    broken = json.loads(text) | {"levels": "nope"}
+    assert "levels" in parse(configmaps("broken", json.dumps(broken))).problem
+    (garbage,) = configmaps("garbage", text)
+    garbage.binary_data = {PAYLOAD_KEY: "bm90IGd6aXA="}
+    assert "undecodable" in parse([garbage]).problem
 
 
 def test_store_never_overwrites(tmp_path):
     first = judged_result(run_id="20260101T000000Z-aaaaaa")
-    pulled = [parse_configmap(configmap("a", first.model_dump_json()), STACK)]
+    pulled = [parse(configmaps("a", first.model_dump_json()))]
     report = store_pulled(pulled, STACK, tmp_path)
     target = tmp_path / STACK / first.run_id / "result.json"
     assert report.written == [target]
@@ -58,7 +75,7 @@ def test_store_never_overwrites(tmp_path):
     assert again.written == [] and again.unchanged == [target]
     changed = judged_result(run_id=first.run_id, seed=7)
     before = target.read_bytes()
-    conflict = store_pulled([parse_configmap(configmap("a", changed.model_dump_json()), STACK)], STACK, tmp_path)
+    conflict = store_pulled([parse(configmaps("a", changed.model_dump_json()))], STACK, tmp_path)
     assert conflict.conflicts == [target] and conflict.written == []
     assert target.read_bytes() == before
 
@@ -66,11 +83,15 @@ def test_store_never_overwrites(tmp_path):
 def test_pull_through_the_kubernetes_client(tmp_path):
     runs = [judged_result(run_id=f"20260101T00000{i}Z-aaaaa{i}", seed=i) for i in range(2)]
     with FakeConfigMapApi() as api:
+        big = len(encode_result(runs[1].model_dump_json()).parts[0]) // 2 + 1
         for i, run in enumerate(runs):
-            api.add("sglab-eagle-nccl-ll", manifest(configmap(f"sglab-result-{i}", run.model_dump_json())))
-        api.add("sglab-eagle-nccl-ll", manifest(configmap("sglab-result-pending", None)))
-        api.add("sglab-eagle-nccl-ll", manifest(configmap("other-stack", runs[0].model_dump_json(),
-                                                          stack="eagle-default")))
+            for cm in configmaps(f"sglab-result-{i}", run.model_dump_json(), max_part_bytes=big):
+                api.add("sglab-eagle-nccl-ll", manifest(cm))
+        api.add("sglab-eagle-nccl-ll", manifest(configmaps("sglab-result-pending", None)[0]))
+        for cm in configmaps("other-stack", runs[0].model_dump_json(), stack="eagle-default"):
+            api.add("sglab-eagle-nccl-ll", manifest(cm))
+        api.add("sglab-eagle-nccl-ll", {"metadata": {"name": "sglab-stack-x", "labels": {"sglab/stack": STACK}},
+                                        "data": {"Pulumi.eagle-nccl-ll.yaml": "config: {}"}})
         kubeconfig = api.kubeconfig(tmp_path / "kubeconfig", context="lab")
         written = pull_results(STACK, kubeconfig=str(kubeconfig), context="lab", base=tmp_path / "results")
         (method, path, query), = api.requests
@@ -96,7 +117,8 @@ def test_sglab_results_pull_command(tmp_path, capsys):
 
     run = judged_result(run_id="20260101T000000Z-cccccc")
     with FakeConfigMapApi() as api:
-        api.add("sglab-eagle-nccl-ll", manifest(configmap("sglab-result-a", run.model_dump_json())))
+        for cm in configmaps("sglab-result-a", run.model_dump_json()):
+            api.add("sglab-eagle-nccl-ll", manifest(cm))
         kubeconfig = str(api.kubeconfig(tmp_path / "kubeconfig"))
         argv = ["results", "pull", "--stack", STACK, "--kubeconfig", kubeconfig, "--out", str(tmp_path / "r")]
         assert sglab(argv) == 0
