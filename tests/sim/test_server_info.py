@@ -92,3 +92,28 @@ def test_metrics_404_without_enable_metrics():
     with running_sim(args, FAST) as url:
         assert httpx.get(url + "/metrics").status_code == 404
         assert httpx.get(url + "/server_info").json()["enable_metrics"] is False
+
+
+def _same(reported, rendered: str) -> bool:
+    if rendered == "true":
+        return reported is True
+    if isinstance(reported, (int, float)) and not isinstance(reported, bool):
+        return float(reported) == float(rendered)
+    return str(reported) == rendered
+
+
+def test_live_server_echoes_every_rendered_flag_and_the_nccl_env():
+    """What the benchmark's live-flag check relies on: rendered arm args/env == what /server_info reports."""
+    from sglab.config import candidate_arm, load_stack
+    from sglab.config.arms import parse_launch_args
+
+    arm = candidate_arm(load_stack("sim").config)
+    env = {**arm.env, "SGLAB_SIM_TIME_SCALE": "50", "SGLAB_SIM_WARMUP_S": "0"}
+    with running_sim(list(arm.args), env) as url:
+        info = httpx.get(url + "/server_info").json()
+    for flag, value in parse_launch_args(arm.args).items():
+        if flag in ("--host", "--port"):  # replaced by running_sim
+            continue
+        key = flag[2:].replace("-", "_")
+        assert _same(info[key], value), (flag, info[key], value)
+    assert info["sglab_sim"]["nccl_env"] == {k: v for k, v in arm.env.items() if k.startswith("NCCL_")}
