@@ -59,6 +59,7 @@ class SimRequest:
     accept_histogram: list[int] = field(default_factory=list)
     arrival: float = 0.0
     arrival_wall: float = 0.0
+    admitted_at: float | None = None
     first_token_at: float | None = None
     last_token_at: float | None = None
     finished_at: float | None = None
@@ -246,6 +247,7 @@ class Engine:
             if admitted and request.prompt_tokens > budget:
                 break
             budget -= request.prompt_tokens
+            request.admitted_at = asyncio.get_running_loop().time()
             admitted.append(self.waiting.pop(0))
         return admitted
 

@@ -110,7 +110,27 @@ def generate_meta(state: SimState, request: SimRequest, event: TokenEvent) -> di
     meta.update(state.spec_meta(event))
     if event.finished:
         meta["e2e_latency"] = event.at - request.arrival
+        if state.config.server_args["enable_metrics"]:
+            meta.update(_timing_fields(request, event))
     return meta
+
+
+def _timing_fields(request: SimRequest, event: TokenEvent) -> dict[str, Any]:
+    """The per-request timing SGLang adds to the final chunk with --enable-metrics (wall-clock stamps)."""
+    def wall(at: float | None) -> float | None:
+        return None if at is None else request.arrival_wall + (at - request.arrival)
+
+    admitted = request.admitted_at if request.admitted_at is not None else event.at
+    first = request.first_token_at
+    decode_s = event.at - first if first is not None else 0.0
+    return {
+        "queue_time": admitted - request.arrival,
+        "request_received_ts": request.arrival_wall,
+        "prefill_finished_ts": wall(first),
+        "decode_finished_ts": wall(event.at),
+        "inference_time": event.at - admitted,
+        "decode_throughput": (event.completion_tokens - 1) / decode_s if decode_s > 0 else 0.0,
+    }
 
 
 def generate_body(state: SimState, request: SimRequest, event: TokenEvent) -> dict[str, Any]:

@@ -39,6 +39,8 @@ def test_baseline_stream_one_chunk_per_token(baseline_url):
     assert len(events) == 64
     _check_stream(events, 64, 40)
     assert not any(k.startswith("spec_") for k in events[-1]["meta_info"])
+    final = events[-1]["meta_info"]  # --enable-metrics adds SGLang's per-request timing to the final chunk
+    assert final["decode_throughput"] > 0 and final["prefill_finished_ts"] <= final["decode_finished_ts"]
 
 
 def test_eagle_stream_one_chunk_per_verify_cycle(eagle_url):
