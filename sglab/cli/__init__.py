@@ -19,14 +19,15 @@ class UsageError(Exception):
     """Bad command-line input that is not a config problem; printed as-is, exit 2."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """All subcommands, or just `only` (so `sglab render` does not pay for scipy/pulumi imports)."""
     parser = argparse.ArgumentParser(
         prog="sglab",
         description="Declarative, measured rollouts of SGLang speculative decoding on Kubernetes.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         try:
             module = importlib.import_module(f"sglab.cli.{name}")
         except ModuleNotFoundError as exc:
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
