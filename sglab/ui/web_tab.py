@@ -19,7 +19,6 @@ import sys
 import gevent
 from flask import Response, request
 from locust import events
-from locust.runners import WorkerRunner
 
 from sglab.load.collector import get_collector
 from sglab.results.schema import RequestSample
@@ -52,7 +51,7 @@ TABLE_COLUMNS = [
 ]
 
 
-_sessions: list[UiSession] = []  # one per Environment; reset_stats is fired without one
+_sessions: list[UiSession] = []  # one per Environment with a web UI; reset_stats is fired without one
 
 
 def _session(environment) -> UiSession | None:
@@ -61,13 +60,15 @@ def _session(environment) -> UiSession | None:
 
 @events.init.add_listener
 def _on_init(environment, **_kwargs) -> None:
+    """Only a process serving the web UI (local or master) gets a session; headless runs, `sglab bench`
+    and workers are left untouched."""
+    if not environment.web_ui:
+        return
     session = UiSession.from_environment(environment)
     environment.sglab_ui = session
-    if not isinstance(environment.runner, WorkerRunner):
-        _sessions.append(session)
+    _sessions.append(session)
     get_collector(environment).event.add_listener(lambda sample, **_kw: _on_sample(environment, sample))
-    if environment.web_ui:
-        _install_web(environment, session)
+    _install_web(environment, session)
 
 
 def _install_web(environment, session: UiSession) -> None:
@@ -115,24 +116,22 @@ def _install_web(environment, session: UiSession) -> None:
 
 
 def _on_sample(environment, sample: RequestSample) -> None:
-    """Workers' samples reach the master's collector, which fires the event again there."""
     session = _session(environment)
-    if session is None or isinstance(environment.runner, WorkerRunner):
-        return
-    session.add(sample, level=session.users_of(environment.runner, sample.arm))
+    if session is not None:
+        session.add(sample, level=session.users_of(environment.runner, sample.arm))
 
 
 @events.test_start.add_listener
 def _on_test_start(environment, **_kwargs) -> None:
     session = _session(environment)
-    if session is not None and not isinstance(environment.runner, WorkerRunner):
+    if session is not None:
         gevent.spawn(session.check_live_flags, session.start_run())
 
 
 @events.test_stop.add_listener
 def _on_test_stop(environment, **_kwargs) -> None:
     session = _session(environment)
-    if session is not None and not isinstance(environment.runner, WorkerRunner):
+    if session is not None:
         session.stop_run()
 
 
