@@ -307,7 +307,9 @@ class InClusterBenchmark(pulumi.ComponentResource):
                 parent=self, depends_on=[*arms, sa, role, binding, stack_cm, *result_cms],
                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
         namespace = plan.result_configmap["metadata"]["namespace"]
-        result_id = self.job.metadata.apply(lambda _: f"{namespace}/{plan.names.result_configmap}")
+        # Keyed on the Job's status: unknown in a preview that creates the Job, so the engine skips the read of
+        # a ConfigMap that does not exist yet; known once the Job has completed (or is unchanged).
+        result_id = self.job.status.apply(lambda _: f"{namespace}/{plan.names.result_configmap}")
         read = k8s.core.v1.ConfigMap.get(f"{name}-result-read", result_id,
                                          opts=pulumi.ResourceOptions(parent=self, depends_on=[self.job]))
         self.summary = read.data.apply(lambda data: summarize_result((data or {}).get(SUMMARY_KEY)))

@@ -53,16 +53,22 @@ class Registered:
     read_id: str | None = None
 
 
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # Pulumi's wire value of an unknown output
+
+
 class Mocks(pulumi.runtime.Mocks):
-    def __init__(self, reads: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(self, reads: dict[str, dict[str, Any]] | None = None,
+                 outputs: dict[str, dict[str, Any]] | None = None) -> None:
         self.reads = reads or {}
+        self.outputs = outputs or {}
         self.resources: list[Registered] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         self.resources.append(Registered(args.typ, args.name, dict(args.inputs), args.resource_id or None))
         if args.resource_id:
             return args.resource_id, dict(self.reads.get(args.resource_id, {}))
-        return f"{args.name}-id", dict(args.inputs)
+        # outputs the provider computes, by type (UNKNOWN: what a preview of a new resource cannot know)
+        return f"{args.name}-id", {**args.inputs, **self.outputs.get(args.typ, {})}
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         return {}
@@ -106,11 +112,12 @@ class Run:
 
 
 def run_program(stack: str, overrides: dict[str, Any] | None = None, *, secrets: dict[str, str] | None = None,
-                reads: dict[str, dict[str, Any]] | None = None, preview: bool = False) -> Run:
+                reads: dict[str, dict[str, Any]] | None = None, preview: bool = False,
+                outputs: dict[str, dict[str, Any]] | None = None) -> Run:
     from sglab.deploy.program import run
 
     config, secret_keys = pulumi_config(stack_path(stack), overrides, secrets)
-    mocks = Mocks(reads)
+    mocks = Mocks(reads, outputs)
     monitor = Monitor(mocks)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
     pulumi.runtime.set_all_config(config, secret_keys)

@@ -252,3 +252,23 @@ def test_job_and_rbac_objects_are_schema_valid(program, version):
     bad["spec"]["template"]["spec"]["containers"][0]["resourcez"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, version, strict=True)
+
+
+def shipped_stacks() -> list[str]:
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stack_path(STACK).parent.glob("Pulumi.*.yaml"))
+
+
+@pytest.mark.parametrize("stack_name", shipped_stacks())
+def test_every_shipped_stack_declares_a_valid_job(stack_name):
+    run = run_program(stack_name)
+    assert run.error is None
+    stack = load_stack(stack_name).config
+    if not stack.benchmark_job.enabled:
+        assert run.of_type(JOB) == []
+        return
+    (job,) = run.of_type(JOB)
+    assert job.inputs["metadata"]["name"] == names(stack, stack_name).job
+    manifest = {"apiVersion": "batch/v1", "kind": "Job",
+                **{k: v for k, v in job.inputs.items() if k not in ("apiVersion", "kind")}}
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(manifest, version, strict=True)

@@ -8,7 +8,7 @@ from sglab.config.loader import load_stack
 from sglab.deploy.benchmark_job import PENDING, names, summarize_result
 from sglab.deploy.result_sink import SUMMARY_KEY, encode_result
 
-from .harness import run_program
+from .harness import UNKNOWN, run_program
 from .results_fixtures import judged_result
 
 STACK = "eagle-nccl-ll"
@@ -85,3 +85,19 @@ def test_disabled_job_declares_nothing():
     assert run.error is None
     assert not [r for r in run.resources if r.typ.endswith(":Job") or "rbac" in r.typ]
     assert not [k for k in run.outputs if k.startswith("benchmark_")]
+
+
+def test_preview_of_a_new_job_does_not_read_a_configmap_that_does_not_exist_yet():
+    """The read's id hangs on the Job's status: unknown in a preview that creates the Job, so the engine skips
+    the read; once the status is known (after `up`, or an unchanged Job) the real name is read."""
+    preview = run_program(STACK, preview=True, outputs={"kubernetes:batch/v1:Job": {"status": UNKNOWN}})
+    assert preview.error is None
+    (read,) = preview.reads()
+    assert read.read_id == UNKNOWN
+    assert "benchmark_verdict" not in preview.outputs  # unknown in the preview, never a stale value
+    result = judged_result()
+    known = run_program(STACK, preview=True, outputs={"kubernetes:batch/v1:Job": {"status": {"succeeded": 1}}},
+                        reads=result_read(result.model_dump_json()))
+    (read,) = known.reads()
+    assert read.read_id.endswith("/" + names(load_stack(STACK).config, STACK).result_configmap)
+    assert known.outputs["benchmark_verdict"] == result.verdict["outcome"]
