@@ -16,7 +16,6 @@ and the simulator's CPU, so the limiting side is visible. Goal: locust >= 0.5 x 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import csv
 import os
 import resource
@@ -26,52 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import raw_client
+
 ROOT = Path(__file__).resolve().parents[1]
 ZERO_PROFILE = ",".join(f"{k}=0" for k in (
     "scheduler_overhead_ms", "target_fixed_compute_ms", "target_per_token_compute_ms", "target_fixed_comm_ms",
     "target_per_token_comm_ms", "verify_fixed_compute_ms", "verify_per_draft_token_compute_ms",
     "verify_fixed_comm_ms", "verify_per_draft_token_comm_ms", "draft_fixed_ms", "draft_per_token_ms",
     "prefill_fixed_ms", "prefill_per_token_ms", "draft_prefill_per_token_ms"))
-
-
-async def _raw(url: str, users: int, seconds: float, max_new_tokens: int) -> tuple[int, int]:
-    import aiohttp
-
-    from sglab.config.models import LoadPlan
-    from sglab.load.settings import LoadSettings
-    from sglab.load.stream_parser import StreamParser
-
-    settings = LoadSettings.from_plan(LoadPlan(max_new_tokens=max_new_tokens))
-    deadline = time.perf_counter() + seconds
-    tokens = requests = 0
-
-    async def user(i: int, session) -> None:
-        nonlocal tokens, requests
-        n = i
-        while time.perf_counter() < deadline:
-            prompt = settings.prompts[n % len(settings.prompts)]
-            n += users
-            parser = StreamParser("generate")
-            start = time.perf_counter()
-            async with session.post(url + settings.path, json=settings.payload(prompt)) as resp:
-                async for line in resp.content:
-                    parser.feed_line(line, time.perf_counter() - start)
-            m = parser.finish(time.perf_counter() - start)
-            if m.error is None and m.output_tokens == max_new_tokens:
-                tokens += m.output_tokens
-                requests += 1
-
-    timeout = aiohttp.ClientTimeout(total=None)
-    async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=users)) as session:
-        await asyncio.gather(*(user(i, session) for i in range(users)))
-    return tokens, requests
-
-
-def raw_client_main(argv: list[str]) -> int:
-    url, users, seconds, max_new = argv[0], int(argv[1]), float(argv[2]), int(argv[3])
-    tokens, requests = asyncio.run(_raw(url, users, seconds, max_new))
-    print(tokens, requests)
-    return 0
 
 
 def _cpu_of(pid: int) -> float:
@@ -88,9 +49,8 @@ def turn(kind: str, url: str, users: int, seconds: float, max_new: int, sim_pid:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SGLAB_SIM_"))}
     cpu0, sim0, t0 = _children_cpu(), _cpu_of(sim_pid), time.perf_counter()
     if kind == "raw":
-        out = subprocess.run([sys.executable, __file__, "--raw-client", url, str(users), str(seconds), str(max_new)],
-                             cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-        tokens, requests = (int(x) for x in out.stdout.split())
+        summary = raw_client.run_subprocess(url, users=users, seconds=seconds, max_new_tokens=max_new)
+        tokens, requests = summary["tokens"], summary["requests"]
         span = seconds
     else:
         prefix = Path(tempfile.mkdtemp(prefix="sglab-capacity-")) / "run"
@@ -112,8 +72,6 @@ def turn(kind: str, url: str, users: int, seconds: float, max_new: int, sim_pid:
 
 
 def main() -> int:
-    if len(sys.argv) > 1 and sys.argv[1] == "--raw-client":
-        return raw_client_main(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=8.0)

@@ -1,7 +1,8 @@
 """How faithfully the Locust runner measures: client-side figures against the simulator's own record.
 
 Runs the real bench runner (real Locust, two `sglab sim` servers of a stack, real time) at
-concurrency 1, 16 and 64, and scrapes each server's Prometheus histograms around every level. The
+concurrency 1, 16 and 64 (then, as a yardstick, a minimal asyncio client at the same concurrency),
+and scrapes each server's Prometheus histograms around every level. The
 server observes every token exactly as the client counts it (a chunk of k tokens = k gaps of Δt/k),
 so per arm and level it prints:
 
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import locust  # noqa: F401  (gevent monkey-patching first)
 import httpx
+import raw_client
 
 from sglab.config.arms import parse_launch_args
 from sglab.config.loader import load_stack
@@ -95,7 +97,21 @@ class ScrapingRun(BenchRun):
             client_ttft = sum(s.ttft_ms for s in samples) / len(samples)
             server_itl = mean_between(before[arm], after[arm], "inter_token_latency_seconds") * 1000
             server_ttft = mean_between(before[arm], after[arm], "time_to_first_token_seconds") * 1000
-            self.rows.append((level, arm, len(samples), 1000 / client_itl, 1000 / server_itl,
+            self.rows.append((level, "locust", arm, len(samples), 1000 / client_itl, 1000 / server_itl,
+                              server_itl / client_itl, client_ttft, server_ttft, client_ttft / server_ttft,
+                              model_rate(arm_spec, level)))
+        # the yardstick: a minimal asyncio client, same prompts and load, right after
+        for arm_spec in self.request.arms:
+            url = self.targets.urls[arm_spec.name]
+            before = scrape(url)
+            raw = raw_client.run_subprocess(url, users=level, max_new_tokens=self.plan.max_new_tokens,
+                                            requests_per_user=max(2, 16 // level))
+            after = scrape(url)
+            client_itl = sum(raw["itl_ms"]) / len(raw["itl_ms"])
+            client_ttft = sum(raw["ttft_ms"]) / len(raw["ttft_ms"])
+            server_itl = mean_between(before, after, "inter_token_latency_seconds") * 1000
+            server_ttft = mean_between(before, after, "time_to_first_token_seconds") * 1000
+            self.rows.append((level, "raw", arm_spec.name, raw["requests"], 1000 / client_itl, 1000 / server_itl,
                               server_itl / client_itl, client_ttft, server_ttft, client_ttft / server_ttft,
                               model_rate(arm_spec, level)))
 
@@ -122,13 +138,15 @@ def main() -> int:
         run.execute(result, run_dir)
     print(f"loadgen fidelity: stack {loaded.name}, real time, {plan.rounds} rounds x {plan.round_duration_s:g} s "
           f"per arm per level, max_new_tokens {plan.max_new_tokens}, 1 Locust process (FastHttpUser)")
-    print(f"{'conc':>4} {'arm':<10} {'reqs':>5} | {'decode tok/s':>12} {'server':>8} {'meas/true':>9} | "
+    print(f"{'conc':>4} {'client':<7} {'arm':<10} {'reqs':>5} | {'decode tok/s':>12} {'server':>8} {'meas/true':>9} | "
           f"{'TTFT ms':>8} {'server':>8} {'meas/true':>9} | {'model steady tok/s':>18}")
-    for level, arm, n, dec, dec_true, dec_ratio, ttft, ttft_true, ttft_ratio, model in ScrapingRun.rows:
-        print(f"{level:>4} {arm:<10} {n:>5} | {dec:>12.2f} {dec_true:>8.2f} {dec_ratio:>9.4f} | "
+    for level, client, arm, n, dec, dec_true, dec_ratio, ttft, ttft_true, ttft_ratio, model in ScrapingRun.rows:
+        print(f"{level:>4} {client:<7} {arm:<10} {n:>5} | {dec:>12.2f} {dec_true:>8.2f} {dec_ratio:>9.4f} | "
               f"{ttft:>8.2f} {ttft_true:>8.2f} {ttft_ratio:>9.4f} | {model:>18.2f}")
     print("decode meas/true = server mean gap / client mean gap; TTFT meas/true = client / server (HTTP + client "
-          "overhead included); model steady = the timing model with every running request decoding (no prefills)")
+          "overhead included); raw = a minimal asyncio+aiohttp client (benchmarks/raw_client.py), same prompts and "
+          "concurrency, right after; model steady = the timing model with every running request decoding "
+          "(no prefills)")
     return 0
 
 
