@@ -24,7 +24,7 @@ from sglab.config import load_stack
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import project_root
 from sglab.load.targets import TargetError, Targets, given_urls, start_sims
-from sglab.results.store import results_root
+from sglab.results.store import RESULT_FILE, list_runs, results_root
 from sglab.ui import auth
 from sglab.ui.session import SAVE_DIR_ENV, TARGET_ENV
 
@@ -95,6 +95,7 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
     spawn_rate = opts.spawn_rate or float(users)
     log_dir = opts.log_dir or Path(tempfile.mkdtemp(prefix=f"sglab-ui-{opts.stack}-"))
 
+    runs_before = set(list_runs(opts.stack))
     previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
     targets: Targets | None = None
     locust: subprocess.Popen | None = None
@@ -119,6 +120,8 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
             if opts.web_login else ""
         print(f"Locust web UI: {url}/{login}; open the A/B tab after starting a swarm; Ctrl-C to stop",
               file=out, flush=True)
+        if opts.save_results:
+            print(f"every stopped test is saved under {results_root() / opts.stack}/", file=out, flush=True)
         return locust.wait()
     except KeyboardInterrupt:
         print("stopping", file=out, flush=True)
@@ -129,6 +132,8 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
             _stop_locust(locust)
         if targets is not None:
             targets.stop()
+        for run_dir in sorted(set(list_runs(opts.stack)) - runs_before):
+            print(f"saved interactive run: {run_dir / RESULT_FILE}", file=out, flush=True)
 
 
 def _wait_for_ui(url: str, locust: subprocess.Popen, log_path: Path) -> None:

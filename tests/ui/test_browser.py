@@ -137,4 +137,5 @@ def test_ab_tab_in_chromium(tmp_path, browser, output_dir):
     runs = list_runs(STACK, ui.results_dir)
     assert len(runs) == 1, ui.log()
     saved = load_result(runs[0])
+    assert f"saved interactive run: {runs[0] / 'result.json'}" in ui.log()
     assert saved.kind == "interactive" and saved.complete
