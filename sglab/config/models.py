@@ -388,7 +388,30 @@ class PromotionPolicy(Model):
     method: Literal["paired-t", "bootstrap"] = "paired-t"
 
 
-class BenchmarkJob(Model):
+class _PodRequests(Model):
+    """cpu/memory requests of an sglab-run pod, checked as Kubernetes quantities before anything is applied."""
+
+    @field_validator("cpu", "memory", mode="before", check_fields=False)
+    @classmethod
+    def _number_as_quantity(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+    @field_validator("cpu", check_fields=False)
+    @classmethod
+    def _cpu(cls, value: str) -> str:
+        if not _CPU.match(value):
+            raise ValueError(f"{value!r} is not a CPU quantity (e.g. 2, 1.5 or 500m)")
+        return value
+
+    @field_validator("memory", check_fields=False)
+    @classmethod
+    def _memory(cls, value: str) -> str:
+        if not _QUANTITY.match(value):
+            raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 2Gi)")
+        return value
+
+
+class BenchmarkJob(_PodRequests):
     """The in-cluster benchmark Job declared after the arms (runs again when the comparison changes)."""
 
     enabled: bool = True
@@ -400,7 +423,7 @@ class BenchmarkJob(Model):
     memory: str = "2Gi"
 
 
-class LocustSpec(Model):
+class LocustSpec(_PodRequests):
     """Locust master + workers in the cluster, driving both arms (Locust's web UI)."""
 
     enabled: bool = False

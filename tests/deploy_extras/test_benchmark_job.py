@@ -272,3 +272,14 @@ def test_every_shipped_stack_declares_a_valid_job(stack_name):
                 **{k: v for k, v in job.inputs.items() if k not in ("apiVersion", "kind")}}
     for version in K8S_VERSIONS:
         kubernetes_validate.validate(manifest, version, strict=True)
+
+
+@pytest.mark.parametrize("section, key, value", [("benchmark-job", "cpu", "two"), ("benchmark-job", "memory", "lots"),
+                                                 ("locust", "cpu", "1 core"), ("locust", "memory", "-1Gi")])
+def test_bad_pod_sizes_are_refused_naming_the_key(section, key, value):
+    from sglab.config.loader import ConfigError, load_mapping
+
+    raw = {**raw_stack(), section: {key: value}}
+    with pytest.raises(ConfigError) as caught:
+        load_mapping(STACK, stack_path(STACK), raw)
+    assert f"sglab:{section}.{key}" in str(caught.value) and repr(value) in str(caught.value)
