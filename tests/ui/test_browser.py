@@ -50,6 +50,8 @@ def _browser_available() -> str | None:
 def browser(tmp_path):
     reason = _browser_available()
     if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the browser test: {reason}")
         pytest.skip(reason)
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
