@@ -99,7 +99,8 @@ class SimKnob:
 
 
 SIM_KNOBS: tuple[SimKnob, ...] = (
-    SimKnob("--sim-profile", "SGLAB_SIM_PROFILE", str, "default", "timing profile: a built-in name or a YAML/JSON file"),
+    SimKnob("--sim-profile", "SGLAB_SIM_PROFILE", str, "default",
+            "timing profile: a built-in name or a YAML/JSON file"),
     SimKnob("--sim-set", "SGLAB_SIM_SET", str, "", "profile overrides NAME=VALUE[,NAME=VALUE...]"),
     SimKnob("--sim-seed", "SGLAB_SIM_SEED", int, 0, "seed of acceptance draws, EOS lengths and faults"),
     SimKnob("--sim-time-scale", "SGLAB_SIM_TIME_SCALE", float, 1.0, "divide every modelled duration by this"),

@@ -213,8 +213,8 @@ async def stream_sse(request: web.Request, state: SimState, sims: list[SimReques
                      render, *, tail=None) -> web.StreamResponse:
     """Write one SSE event per engine event (through `render`), honour faults, end with [DONE].
 
-    `render(index, sim, event)` returns a payload, a list of payloads, ready SSE bytes or None; `tail()` the payloads sent after
-    the last engine event (OpenAI's final and usage chunks).
+    `render(index, sim, event)` returns a payload, a list of payloads, ready SSE bytes or None; `tail()`
+    the payloads sent after the last engine event (OpenAI's final and usage chunks).
     """
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)

@@ -155,10 +155,19 @@ async def completions(request: web.Request) -> web.StreamResponse:
         return {"id": rid, "object": "text_completion", "created": created, "model": model,
                 "choices": [{"index": index, "text": sim.tokens.text(start, event.completion_tokens),
                              "logprobs": None, "finish_reason": reason, "matched_stop": matched}],
-                "usage": None}
+                "usage": _running_usage(body, sum(s.prompt_tokens for s in sims), sum(sent.values()))}
 
     return await generate_api.stream_sse(request, state, sims, fault, render,
                                          tail=lambda: _usage_tail(body, rid, "text_completion", created, model, sims))
+
+
+def _running_usage(body: dict[str, Any], prompt: int, completion: int) -> dict[str, Any] | None:
+    """stream_options.continuous_usage_stats: usage up to this chunk on every chunk (else null)."""
+    options = body.get("stream_options") or {}
+    if not (options.get("include_usage") and options.get("continuous_usage_stats")):
+        return None
+    return {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
+            "reasoning_tokens": 0}
 
 
 def _usage_tail(body: dict[str, Any], rid: str, obj: str, created: int, model: str,
@@ -199,9 +208,10 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     sent = {"tokens": 0, "role": False}
 
     def chunk(delta: dict[str, Any], reason: str | None = None, matched: Any = None) -> dict[str, Any]:
+        usage = _running_usage(body, sim.prompt_tokens, sent["tokens"])
         return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason,
-                             "matched_stop": matched}], "usage": None}
+                             "matched_stop": matched}], "usage": usage}
 
     def render(index: int, sim: SimRequest, event: TokenEvent) -> list[dict[str, Any]]:
         out = []

@@ -13,7 +13,7 @@ from sglab.sim.cli_args import SIM_KNOBS
 from sglab.sim.profile import SimProfile
 from sglab.sim.testing import running_sim
 
-from .helpers import CHART_COMMON, stream_generate
+from .helpers import CHART_COMMON
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "simulator.md"
 
@@ -26,7 +26,6 @@ def test_every_profile_constant_and_knob_is_documented():
 
 
 def _decode_tok_per_s(url: str, max_new: int) -> float:
-    start = time.perf_counter()
     first = None
     with httpx.stream("POST", url + "/generate", json={"text": "x", "stream": True, "sampling_params": {
             "max_new_tokens": max_new, "ignore_eos": True}}, timeout=60) as response:

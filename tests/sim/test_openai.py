@@ -98,3 +98,17 @@ def test_openai_error_envelope(eagle_url, client):
     assert wrong_type.status_code == 400 and wrong_type.json()["object"] == "error"
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model=MODEL, messages=[], max_tokens=3)
+
+
+def test_continuous_usage_stats_count_what_was_sent(eagle_url):
+    with httpx.stream("POST", eagle_url + "/v1/completions", json={
+            "model": MODEL, "prompt": "a b c d", "max_tokens": 40, "stream": True, "ignore_eos": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}) as response:
+        events, done = sse_events(response)
+    assert done
+    sent = 0
+    for event in events[:-1]:
+        sent += count_tokens(event["choices"][0]["text"])
+        assert event["usage"] == {"prompt_tokens": 4, "total_tokens": 4 + sent, "completion_tokens": sent,
+                                  "reasoning_tokens": 0}
+    assert sent == 40 and events[-1]["usage"]["completion_tokens"] == 40
