@@ -15,6 +15,27 @@ from typing import Literal
 Endpoint = Literal["generate", "chat"]
 
 DONE = "[DONE]"
+_META_KEY = '"meta_info":'
+
+
+def _generate_fast_path(data: str) -> dict | None:
+    """Parse only the trailing meta_info of a /generate chunk.
+
+    SGLang sends cumulative text and output_ids in every chunk, so a full parse costs O(tokens so far)
+    per chunk; meta_info (last key) is all we need. Inside JSON strings quotes are escaped, so the last
+    `"meta_info":` is the key. Anything unusual returns None and the caller parses the whole chunk.
+    """
+    at = data.rfind(_META_KEY)
+    if at < 0:
+        return None
+    tail = data[at + len(_META_KEY):].rstrip()
+    if not tail.endswith("}"):
+        return None
+    try:
+        meta = json.loads(tail[:-1])
+    except json.JSONDecodeError:
+        return None
+    return {"meta_info": meta} if isinstance(meta, dict) else None
 
 
 @dataclass
@@ -108,8 +129,9 @@ class StreamParser:
             return
         if m.done:
             return
+        chunk = _generate_fast_path(data) if self.endpoint == "generate" else None
         try:
-            chunk = json.loads(data)
+            chunk = chunk if chunk is not None else json.loads(data)
         except json.JSONDecodeError:
             m.error = m.error or f"unparsable stream chunk: {data[:80]!r}"
             return

@@ -104,3 +104,13 @@ def test_chat_with_continuous_usage_counts_exactly():
 def test_chat_without_usage_counts_content_chunks():
     m = feed([(chat_chunk("a"), 0.1), (chat_chunk("b"), 0.2), (b"data: [DONE]\n\n", 0.2)], endpoint="chat")
     assert m.output_tokens == 2 and m.itl_s == pytest.approx([0.1])
+
+
+def test_fast_meta_path_is_safe_for_odd_chunks():
+    tricky = json.dumps({"text": 'say "meta_info": {"completion_tokens": 99}', "output_ids": [1],
+                         "meta_info": {"completion_tokens": 1, "finish_reason": None}})
+    trailing_key = json.dumps({"text": "a b", "meta_info": {"completion_tokens": 2, "finish_reason": {"type": "length"}},
+                               "index": 0})
+    m = feed([(f"data: {tricky}\n\n".encode(), 0.1), (f"data: {trailing_key}\n\n".encode(), 0.2),
+              (b"data: [DONE]\n\n", 0.2)])
+    assert m.error is None and m.output_tokens == 2 and m.finish_reason == "length"
