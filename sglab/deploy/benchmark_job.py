@@ -7,9 +7,9 @@ created again exactly when one of those changes, and an unrelated change (tolera
 timeouts, Locust) leaves the finished Job alone.
 
 The pod reads the stack file from a ConfigMap (the validated config, secrets as markers: the Job
-needs none, and the arms hash exactly as in the program), and writes its result JSON into a
-ConfigMap the program pre-creates; its Role may only get and update that one ConfigMap. After the
-Job completes, the program reads the ConfigMap back and exports the verdict.
+needs none, and the arms hash exactly as in the program), and writes its result into ConfigMaps the
+program pre-creates (result_sink.py); its Role may only get and update those, by name. After the Job
+completes, the program reads back the result's summary and exports the verdict.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from sglab.config.loader import NAMESPACE
 from sglab.config.models import StackConfig
 from sglab.deploy.naming import service_url
 from sglab.deploy.objects import common_labels
+from sglab.deploy.pulumi_config import SECRET_MARKER
 from sglab.deploy.result_sink import INDEX, PART, RESULT_LABEL, RESULT_PARTS, SUMMARY_KEY, part_names
 
 HASH_CHARS = 12
@@ -41,7 +42,6 @@ PENDING = "pending"
 # Past the Job's own deadline, so a slow run fails with the Job's DeadlineExceeded, not a Pulumi timeout.
 AWAIT_SLACK_MIN = 5
 SECRET_KEYS = ("hf-token", "locust-password")
-SECRET_MARKER = "<pulumi secret>"
 
 
 def job_image(stack: StackConfig) -> str:
