@@ -252,7 +252,7 @@ def _resolve_speculative(values: dict[str, Any], notes: list[str]) -> SpecSetup 
         draft = steps + 1
     values["speculative_num_steps"], values["speculative_eagle_topk"] = steps, topk
     values["speculative_num_draft_tokens"] = draft
-    return SpecSetup(num_steps=steps, topk=topk, num_draft_tokens=draft)
+    return SpecSetup(num_steps=steps, topk=topk, num_draft_tokens=draft, draft_model=algorithm != "NGRAM")
 
 
 def parse_sim_args(argv: list[str], env: Mapping[str, str] | None = None) -> SimConfig:

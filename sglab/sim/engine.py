@@ -229,7 +229,8 @@ class Engine:
             if self.waiting and capacity > 0:
                 admitted = self._admit(capacity)
                 prompt = sum(r.prompt_tokens for r in admitted)
-                duration = timing.prefill_ms(self.profile, prompt, self.config.comm_factor, self.spec is not None)
+                draft_model = self.spec is not None and self.spec.draft_model
+                duration = timing.prefill_ms(self.profile, prompt, self.config.comm_factor, draft_model)
                 await self._sleep_until(self._next_deadline(duration / 1000.0 / scale))
                 self._after_prefill(admitted)
             else:

@@ -25,6 +25,7 @@ class SpecSetup:
     num_steps: int
     topk: int
     num_draft_tokens: int
+    draft_model: bool = True  # NGRAM drafts from a CPU-side n-gram table: no draft forward passes
 
     @property
     def depth(self) -> int:
@@ -70,15 +71,15 @@ def verify_ms(profile: SimProfile, batch: int, num_draft_tokens: int, comm: floa
 
 
 def spec_cycle_ms(profile: SimProfile, batch: int, spec: SpecSetup, comm: float) -> float:
-    return (profile.scheduler_overhead_ms + spec.num_steps * draft_pass_ms(profile, batch, spec.topk)
-            + verify_ms(profile, batch, spec.num_draft_tokens, comm))
+    drafting = spec.num_steps * draft_pass_ms(profile, batch, spec.topk) if spec.draft_model else 0.0
+    return profile.scheduler_overhead_ms + drafting + verify_ms(profile, batch, spec.num_draft_tokens, comm)
 
 
-def prefill_ms(profile: SimProfile, prompt_tokens: int, comm: float, speculative: bool) -> float:
+def prefill_ms(profile: SimProfile, prompt_tokens: int, comm: float, draft_model: bool) -> float:
     """One extend iteration over all admitted prompts; its sampled token is each request's first output."""
     duration = (profile.scheduler_overhead_ms + profile.prefill_fixed_ms + profile.prefill_per_token_ms * prompt_tokens
                 + (profile.target_fixed_comm_ms + profile.target_per_token_comm_ms * prompt_tokens) * comm)
-    if speculative:
+    if draft_model:
         duration += profile.draft_fixed_ms + profile.draft_prefill_per_token_ms * prompt_tokens
     return duration
 

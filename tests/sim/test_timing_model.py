@@ -100,3 +100,9 @@ def test_profile_overrides_and_errors(tmp_path):
         load_profile("default", {"draft_fixd_ms": 1})
     with pytest.raises(ProfileError, match="neither a built-in"):
         load_profile("no-such-profile")
+
+
+def test_ngram_has_no_draft_passes():
+    ngram = SpecSetup(num_steps=2, topk=1, num_draft_tokens=3, draft_model=False)
+    gap = timing.spec_cycle_ms(PROFILE, 4, TWO_STEP, 1.0) - timing.spec_cycle_ms(PROFILE, 4, ngram, 1.0)
+    assert gap == pytest.approx(2 * timing.draft_pass_ms(PROFILE, 4, 1))
