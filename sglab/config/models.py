@@ -595,6 +595,14 @@ class StackConfig(Model):
                 "so nobody could log in to the Locust UI; pulumi config set --secret sglab:locust-password "
                 "<password> (or set locust.web-login: false and reach the UI only through kubectl port-forward)"
             )
+        if self.locust.enabled and self.locust.service_type != "ClusterIP" and not self.locust.web_login:
+            raise KeyedValueError(
+                "locust.service-type",
+                f"locust.service-type {self.locust.service_type} exposes the Locust UI outside the cluster, and "
+                "locust.web-login is false, so anyone who reaches it could drive load at the servers; "
+                "set locust.web-login: true (with sglab:locust-password) or use service-type ClusterIP and "
+                "kubectl port-forward"
+            )
         return self
 
 

@@ -73,7 +73,7 @@ def objects(default_run):
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
-@pytest.mark.parametrize("variant", [{}, {"web-login": False, "service-type": "LoadBalancer", "workers": 5}])
+@pytest.mark.parametrize("variant", [{}, {"web-login": False, "workers": 5}, {"service-type": "LoadBalancer"}])
 def test_rendered_objects_are_schema_valid(variant, version):
     run = locust_run(variant)
     objects = render(chart_inputs(run))
@@ -184,6 +184,8 @@ def test_values_yaml_is_generated_from_the_model(monkeypatch):
     {"targets": {"baselineUrl": "not a url", "candidateUrl": "http://x:1"}},
     {"workerz": 3},
     {"stack": "", "stackFile": {"configMap": "sglab-locust-stack", "mountPath": "/etc/sglab/stacks"}},
+    {"service": {"type": "LoadBalancer"},
+     "webLogin": {"enabled": False, "username": "", "existingSecret": "", "secretKey": ""}},
 ])
 def test_schema_rejects_bad_values_at_template_time(bad):
     with Chart.load(chart_dir("locust")) as chart:
@@ -204,3 +206,10 @@ def test_validate_refuses_login_without_password_naming_file_key_and_fix(tmp_pat
     (tmp_path / "Pulumi.lab.yaml").write_text(text + "  sglab:locust:\n    enabled: true\n"
                                               "  sglab:locust-password:\n    secure: v1:abc\n")
     assert sglab(["validate", "--stack", "lab"]) == 0
+
+
+def test_an_exposed_ui_without_login_is_refused():
+    run = locust_run({"web-login": False, "service-type": "LoadBalancer"}, secrets=None)
+    assert run.error is not None
+    assert "sglab:locust.service-type" in str(run.error) and "web-login" in str(run.error)
+    assert all(r.name != "locust" for r in run.of_type(CHART))
