@@ -135,6 +135,7 @@ class SimConfig:
     faults: FaultSpec
     unknown_flags: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    record_step_time: bool = False
 
     @property
     def host(self) -> str:
@@ -327,6 +328,7 @@ def parse_sim_args(argv: list[str], env: Mapping[str, str] | None = None) -> Sim
         faults=faults,
         unknown_flags=unknown,
         notes=tuple(notes),
+        record_step_time=env.get("SGLANG_RECORD_STEP_TIME", "").lower() in ("1", "true", "yes"),
     )
 
 

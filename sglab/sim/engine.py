@@ -25,6 +25,7 @@ EOS_TOKEN_ID = 163586
 # absolute schedule is met again, so the delivered mean rate stays the model's; beyond this much lag
 # (e.g. a suspended process) the schedule restarts from now instead and `lag_resyncs` counts it.
 MAX_CATCH_UP_S = 0.5
+STEP_TIMES_KEPT = 1000
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,8 @@ class Engine:
         self.spec_verify_sum = 0
         self.spec_accepted_drafts_sum = 0
         self.last_gen_throughput = 0.0
+        # SGLANG_RECORD_STEP_TIME=1: seconds per decode iteration by batch size (bench_speculative reads it)
+        self.step_times: dict[str, list[float]] | None = {} if config.record_step_time else None
         self._log_tokens = 0
         self._log_iterations = 0
         self._log_started = time.monotonic()
@@ -237,6 +240,10 @@ class Engine:
                 batch = len(self.running)
                 duration = timing.iteration_ms(self.profile, batch, self.spec, self.config.comm_factor)
                 await self._sleep_until(self._next_deadline(duration / 1000.0 / scale))
+                if self.step_times is not None:
+                    times = self.step_times.setdefault(str(batch), [])
+                    times.append(duration / 1000.0 / scale)
+                    del times[:-STEP_TIMES_KEPT]
                 self._after_decode()
             self.iterations += 1
 

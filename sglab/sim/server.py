@@ -118,6 +118,9 @@ def server_info(state: SimState) -> dict[str, Any]:
         "last_gen_throughput": engine.last_gen_throughput,
         "sglab_sim": sim_block(state),
     })
+    if engine.step_times is not None:
+        internal["step_time_dict"] = engine.step_times
+        info["step_time_dict"] = engine.step_times
     accept = engine.avg_spec_accept_length
     if accept is not None:
         internal["avg_spec_accept_length"] = accept

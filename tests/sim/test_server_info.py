@@ -117,3 +117,15 @@ def test_live_server_echoes_every_rendered_flag_and_the_nccl_env():
         key = flag[2:].replace("-", "_")
         assert _same(info[key], value), (flag, info[key], value)
     assert info["sglab_sim"]["nccl_env"] == {k: v for k, v in arm.env.items() if k.startswith("NCCL_")}
+
+
+def test_step_time_dict_with_sglang_record_step_time():
+    from sglab.sim import timing
+    from sglab.sim.profile import SimProfile
+
+    with running_sim(CHART_COMMON, {**FAST, "SGLANG_RECORD_STEP_TIME": "1"}) as url:
+        _generate(url, 10)
+        info = httpx.get(url + "/server_info").json()
+    steps = info["internal_states"][0]["step_time_dict"]["1"]
+    assert len(steps) == 9 and info["step_time_dict"] == info["internal_states"][0]["step_time_dict"]
+    assert steps[0] == pytest.approx(timing.decode_step_ms(SimProfile(), 1, 1.0) / 1000 / 50)
