@@ -129,3 +129,16 @@ def test_step_time_dict_with_sglang_record_step_time():
     steps = info["internal_states"][0]["step_time_dict"]["1"]
     assert len(steps) == 9 and info["step_time_dict"] == info["internal_states"][0]["step_time_dict"]
     assert steps[0] == pytest.approx(timing.decode_step_ms(SimProfile(), 1, 1.0) / 1000 / 50)
+
+
+def test_metrics_parse_with_the_prometheus_client_parser(eagle_url):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    _generate(eagle_url, 12)
+    families = {f.name: f for f in text_string_to_metric_families(httpx.get(eagle_url + "/metrics").text)}
+    assert families["sglang:time_to_first_token_seconds"].type == "histogram"
+    assert families["sglang:spec_accept_length"].type == "gauge"
+    assert families["sglang:generation_tokens"].type == "counter"  # the parser strips _total
+    buckets = [s for s in families["sglang:inter_token_latency_seconds"].samples if s.name.endswith("_bucket")]
+    counts = [s.value for s in buckets]
+    assert counts == sorted(counts) and buckets[-1].labels["le"] == "+Inf"
