@@ -106,6 +106,17 @@ def table(title: str, policy: PromotionPolicy, plan: LoadPlan, noise: dict, tria
     return lines
 
 
+def budget_table(title: str, policy: PromotionPolicy, plan: LoadPlan, noise: dict, trials: int) -> list[str]:
+    """Promotion rate by number of rounds: what the default budget buys, and what a bigger one would."""
+    gains = (0.005, 0.033, 0.059)
+    lines = [title, f"  {'rounds':>6} " + " ".join(f"{'P(promote) @ ' + format(g, '+.1%'):>20}" for g in gains)]
+    for rounds in (6, 8, 10, 12, 16):
+        rates = [run_case("ab", g, trials, policy, plan.model_copy(update={"rounds": rounds}), noise,
+                          seed0=500_000 + 1000 * rounds + int(g * 1e4))["promote"] for g in gains]
+        lines.append(f"  {rounds:>6} " + " ".join(f"{r:>20.1%}" for r in rates))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=1000, help="simulated runs per case (default 1000)")
@@ -139,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         out.append("measured noise: no complete simulator run under results/ (run `sglab bench --stack "
                    "eagle-nccl-ll`, then re-run this script)")
+    budget_noise, budget_source = (measured, "measured") if found else (modelled, "modelled")
+    out += budget_table(f"rounds needed ({budget_source} noise, default policy, {plan.round_duration_s:g} s rounds):",
+                        policy, plan, budget_noise, max(200, args.trials // 2))
     print("\n".join(out))
     print(f"elapsed {time.perf_counter() - started:.0f} s")
     return 0
