@@ -422,6 +422,12 @@ class BenchmarkJob(_PodRequests):
     cpu: str = "2"
     memory: str = "2Gi"
 
+    @field_validator("rerun", mode="before")
+    @classmethod
+    def _token_as_string(cls, value: Any) -> Any:
+        """`pulumi config set --path ...rerun 2` stores a number; any token will do."""
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
 
 class LocustSpec(_PodRequests):
     """Locust master + workers in the cluster, driving both arms (Locust's web UI)."""

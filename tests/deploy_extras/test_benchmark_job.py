@@ -283,3 +283,10 @@ def test_bad_pod_sizes_are_refused_naming_the_key(section, key, value):
     with pytest.raises(ConfigError) as caught:
         load_mapping(STACK, stack_path(STACK), raw)
     assert f"sglab:{section}.{key}" in str(caught.value) and repr(value) in str(caught.value)
+
+
+def test_a_numeric_rerun_token_counts_like_a_string():
+    """`pulumi config set --path` stores digits as a number."""
+    base = names(StackConfig.model_validate(BASE), STACK).job
+    numeric = StackConfig.model_validate(mutate(BASE, {"benchmark-job.rerun": 1733000000}))
+    assert numeric.benchmark_job.rerun == "1733000000" and names(numeric, STACK).job != base
