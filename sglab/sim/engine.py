@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import random
 import time
 import zlib
@@ -19,6 +20,8 @@ from sglab.sim import timing
 from sglab.sim.cli_args import SimConfig
 from sglab.sim.metrics import Metrics
 from sglab.sim.tokens import OutputTokens
+
+log = logging.getLogger("sglab.sim")
 
 EOS_TOKEN_ID = 163586
 # Behind schedule (the process was not scheduled in time), iterations run back to back until the
@@ -111,6 +114,7 @@ class Engine:
         self.running: list[SimRequest] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self.failure: str | None = None
         self._seq = itertools.count()
         self._deadline: float | None = None
         self.iterations = 0
@@ -130,9 +134,26 @@ class Engine:
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="sglab-sim-scheduler")
+        self._task.add_done_callback(self._on_done)
+
+    def _on_done(self, task: asyncio.Task) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        self.failure = repr(task.exception())
+        log.error("scheduler loop died: %s", self.failure, exc_info=task.exception())
+        now = asyncio.get_running_loop().time()
+        for request in self.waiting + self.running:  # end every stream instead of leaving it hanging
+            request.aborted = True
+            self._finish(request, now)
+        self.waiting, self.running = [], []
+
+    @property
+    def alive(self) -> bool:
+        """False once the scheduler loop has died (then /health answers 503, like a crashed scheduler)."""
+        return self.failure is None
 
     async def stop(self) -> None:
-        if self._task is not None:
+        if self._task is not None and not self._task.done():
             self._task.cancel()
             try:
                 await self._task

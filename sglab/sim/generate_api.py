@@ -12,7 +12,7 @@ from aiohttp import web
 
 from sglab.sim.engine import SimRequest, TokenEvent
 from sglab.sim.faults import NO_FAULT, RequestFault
-from sglab.sim.state import BadRequest, SimState
+from sglab.sim.state import STATE_KEY, BadRequest, SimState
 from sglab.sim.tokens import count_prompt_tokens
 
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -185,9 +185,11 @@ async def wait_all(requests: list[SimRequest]) -> None:
 
 
 async def handle_generate(request: web.Request) -> web.StreamResponse:
-    state: SimState = request.app["state"]
+    state: SimState = request.app[STATE_KEY]
     if state.warming_up:
         return generate_error("The server is starting up; retry after /health returns 200.", 503)
+    if not state.engine.alive:
+        return generate_error(f"The scheduler is dead: {state.engine.failure}", 503)
     try:
         payload = await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):

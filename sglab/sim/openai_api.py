@@ -15,7 +15,7 @@ from aiohttp import web
 
 from sglab.sim import generate_api
 from sglab.sim.engine import SimRequest, TokenEvent
-from sglab.sim.state import BadRequest, SimState
+from sglab.sim.state import STATE_KEY, BadRequest, SimState
 from sglab.sim.tokens import count_chat_tokens, count_prompt_tokens
 
 COMPLETION_DEFAULT_MAX_TOKENS = 16
@@ -114,11 +114,13 @@ def _guard(state: SimState) -> web.Response | None:
     if state.warming_up:
         return openai_error("The server is starting up; retry after /health returns 200.", 503,
                             "ServiceUnavailableError")
+    if not state.engine.alive:
+        return openai_error(f"The scheduler is dead: {state.engine.failure}", 503, "ServiceUnavailableError")
     return None
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    state: SimState = request.app["state"]
+    state: SimState = request.app[STATE_KEY]
     if (busy := _guard(state)) is not None:
         return busy
     try:
@@ -179,7 +181,7 @@ def _usage_tail(body: dict[str, Any], rid: str, obj: str, created: int, model: s
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    state: SimState = request.app["state"]
+    state: SimState = request.app[STATE_KEY]
     if (busy := _guard(state)) is not None:
         return busy
     try:
@@ -231,7 +233,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 async def models(request: web.Request) -> web.Response:
-    state: SimState = request.app["state"]
+    state: SimState = request.app[STATE_KEY]
     name = state.config.served_model_name
     return web.json_response({"object": "list", "data": [
         {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang", "root": name,
@@ -239,7 +241,7 @@ async def models(request: web.Request) -> web.Response:
 
 
 async def model_card(request: web.Request) -> web.Response:
-    state: SimState = request.app["state"]
+    state: SimState = request.app[STATE_KEY]
     name = state.config.served_model_name
     if request.match_info["model_id"] != name:
         return openai_error(f"The model '{request.match_info['model_id']}' does not exist", 404, "model_not_found")

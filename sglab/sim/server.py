@@ -13,7 +13,7 @@ from aiohttp import web
 
 from sglab.sim import generate_api, openai_api
 from sglab.sim.cli_args import SimConfig
-from sglab.sim.state import SimState
+from sglab.sim.state import STATE_KEY, SimState
 
 log = logging.getLogger("sglab.sim")
 
@@ -23,17 +23,18 @@ FLUSH_OK = ("Cache flushed.\nPlease check backend logs for more details. (When t
 
 
 def _state(request: web.Request) -> SimState:
-    return request.app["state"]
+    return request.app[STATE_KEY]
 
 
 async def health(request: web.Request) -> web.Response:
-    return web.Response(status=503 if _state(request).warming_up else 200)
+    state = _state(request)
+    return web.Response(status=503 if state.warming_up or not state.engine.alive else 200)
 
 
 async def health_generate(request: web.Request) -> web.Response:
     """A real 1-token generation through the scheduler, like SGLang's health check."""
     state = _state(request)
-    if state.warming_up:
+    if state.warming_up or not state.engine.alive:
         return web.Response(status=503)
     probe = state.new_request(rid=f"HEALTH_CHECK_{time.time()}", prompt_tokens=1, prompt_key="health",
                               max_new_tokens=1, ignore_eos=True, internal=True)
@@ -163,7 +164,7 @@ def build_app(config: SimConfig) -> web.Application:
     middlewares = [_auth_middleware(config.server_args["api_key"])] if config.server_args.get("api_key") else []
     app = web.Application(middlewares=middlewares, client_max_size=64 * 1024 * 1024)
     state = SimState(config)
-    app["state"] = state
+    app[STATE_KEY] = state
 
     async def on_startup(app: web.Application) -> None:
         state.started_at = time.monotonic()

@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiohttp import web
+
 from sglab.sim.cli_args import SimConfig
 from sglab.sim.engine import Engine, SimRequest, TokenEvent
 from sglab.sim.faults import FaultInjector
@@ -78,3 +80,6 @@ class SimState:
                 "spec_accept_histogram": list(event.accept_histogram),
             })
         return meta
+
+
+STATE_KEY = web.AppKey("sglab_sim_state", SimState)
