@@ -256,7 +256,10 @@ def _unable_to_measure(guard: Check) -> bool:
 def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
     """Recompute the verdict from the samples (a stored verdict is never trusted)."""
     policy = policy or policy_of(result)
-    base, cand = comparison_arms(result)
+    try:
+        base, cand = comparison_arms(result)
+    except ValueError as exc:
+        raise ConfigError(f"result {result.run_id}", "arms", str(exc), "compare a run with two or more arms") from None
     levels = {lv.concurrency: _level(lv, base, cand, policy) for lv in sorted(result.levels, key=lambda x: x.concurrency)}
     blockers = _blockers(result, levels, policy)
     guards = _guards(levels, policy)

@@ -154,3 +154,12 @@ def test_table_ends_with_a_grepable_outcome() -> None:
 def test_bootstrap_method_runs() -> None:
     v = judge(synthetic_result(gain=0.059, **QUIET), PromotionPolicy(method="bootstrap"))
     assert v.method == "bootstrap" and v.level(1).decode.low is not None
+
+
+def test_a_result_with_one_arm_is_a_clear_error() -> None:
+    from sglab.config.loader import ConfigError
+
+    result = synthetic_result(**QUIET)
+    one = result.model_copy(update={"arms": result.arms[:1]})
+    with pytest.raises(ConfigError, match="fewer than two arms"):
+        judge(one)
