@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     kind.add_argument("--aa", action="store_true", help="A/A check: two identical baseline servers")
     kind.add_argument("--attribute", action="store_true",
                       help="four arms: baseline, +confounds, candidate without them, candidate")
-    p.add_argument("--quick", action="store_true", help="CI preset: levels 1,4, 4 short rounds, 32 tokens")
+    p.add_argument("--quick", action="store_true",
+                   help="CI preset (under a minute): levels 1,4, 6 rounds of 1.5 s per arm; simulators at 10x speed")
     p.add_argument("--workers", type=int, default=0, help="Locust worker processes (distributed mode)")
     p.add_argument("--rounds", type=int, help="rounds per level (default: the stack's load.rounds)")
     p.add_argument("--concurrency", help="comma-separated levels, e.g. 1,4 (default: the stack's)")
@@ -42,6 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-scale", type=float,
                    help="simulator time scale (tok/s measured are scaled; recorded in the result)")
     p.add_argument("--out", help="results root (default: results/ in the checkout, or $SGLAB_RESULTS_DIR)")
+    p.add_argument("--result-configmap", metavar="NAME",
+                   help="in-cluster: also store the result in this pre-created ConfigMap (the benchmark Job)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--skip-live-check", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
@@ -80,7 +83,7 @@ def build_request(args: argparse.Namespace):
 
     from sglab.config.loader import ConfigError
     from sglab.load.runner import BenchRequest
-    from sglab.load.schedule import plan_for
+    from sglab.load.schedule import QUICK_SIM_TIME_SCALE, plan_for
 
     loaded = load_stack(args.stack)
     kind = "aa" if args.aa else "attribute" if args.attribute else "ab"
@@ -112,8 +115,13 @@ def build_request(args: argparse.Namespace):
         err = exc.errors(include_url=False)[0]
         raise ConfigError(loaded.path, "load." + ".".join(str(p) for p in err["loc"]),
                           f"{err['msg']} (after command-line overrides)", "check --rounds/--concurrency/--round-*") from None
+    sim_env = _sim_env(args.sim_env, args.time_scale) if target == "sim" else {}
+    if args.quick and target == "sim" and "SGLAB_SIM_TIME_SCALE" not in sim_env:
+        sim_env["SGLAB_SIM_TIME_SCALE"] = f"{QUICK_SIM_TIME_SCALE:g}"
+    if args.result_configmap and target == "urls":
+        target = "in-cluster"  # the benchmark Job, against the arms' Services
     return BenchRequest(loaded=loaded, plan=plan, kind=kind, target_kind=target, urls=urls,
-                        sim_env=_sim_env(args.sim_env, args.time_scale) if target == "sim" else {},
+                        sim_env=sim_env,
                         workers=args.workers, out=Path(args.out) if args.out else None,
                         progress=not args.no_progress and sys.stderr.isatty(),
                         check_live_flags=not args.skip_live_check)
@@ -158,6 +166,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"result: {run_dir / 'result.json'}")
     judge_and_report(result, run_dir)
+    if args.result_configmap:
+        from sglab.deploy.result_sink import write_result_configmap
+
+        text = (run_dir / "result.json").read_text(encoding="utf-8")
+        try:
+            namespace = write_result_configmap(text, args.result_configmap)
+        except Exception as exc:  # API unreachable or forbidden: the Job fails with one clear line
+            print(f"error: cannot store the result in ConfigMap {args.result_configmap}: {type(exc).__name__}: "
+                  f"{exc}", file=sys.stderr)
+            return 2
+        print(f"result stored in ConfigMap {namespace}/{args.result_configmap}")
     if not result.complete:
         print(f"run incomplete ({result.incomplete_reason}); what was measured is kept in {run_dir}",
               file=sys.stderr)

@@ -4,10 +4,8 @@ the in-cluster benchmark results into results/."""
 from __future__ import annotations
 
 import argparse
-import importlib
 from pathlib import Path
 
-from sglab.cli import UsageError
 from sglab.config.loader import ConfigError
 from sglab.results.schema import RunResult
 from sglab.results.store import list_runs, load_result, results_root
@@ -67,13 +65,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _pull(args: argparse.Namespace, base: Path | None) -> int:
-    try:
-        module = importlib.import_module("sglab.deploy.pull")
-    except ModuleNotFoundError as exc:
-        if exc.name != "sglab.deploy.pull":
-            raise
-        raise UsageError("`sglab results pull` needs sglab.deploy.pull, which this checkout does not have") from None
-    pulled = module.pull_results(args.stack, namespace=args.namespace, context=args.context,
+    from sglab.deploy.pull import pull_results
+
+    pulled = pull_results(args.stack, namespace=args.namespace, context=args.context,
                                  kubeconfig=args.kubeconfig, base=base)
     for path in pulled:
         print(f"pulled: {path}")
