@@ -181,8 +181,9 @@ def _blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: Promot
         out.append(Check(name="confounds", ok=False,
                          detail=f"the candidate differs from the baseline beyond speculation ({keys}), so the "
                                 "gain cannot be credited to speculation",
-                         fix="give both arms these settings (move them out of candidate.confounds), or size "
-                             f"them with `sglab bench --stack {stack} --attribute`"))
+                         fix="give both arms these settings (move them out of candidate.confounds)"
+                             + ("" if result.kind == "attribute" else
+                                f", or size them with `sglab bench --stack {stack} --attribute`")))
     mismatches = list(result.live_mismatches) + [m for a in result.arms for m in a.live_mismatches]
     if mismatches:
         out.append(Check(name="live-flags", ok=False,
