@@ -38,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--round-requests", type=int, help="requests per arm per round (instead of --round-s)")
     p.add_argument("--warmup-requests", type=int, help="discarded warm-up requests per arm and level")
     p.add_argument("--max-new-tokens", type=int, help="tokens per request (ignore_eos)")
+    p.add_argument("--request-timeout-s", type=float, help="per-request timeout (default: the stack's)")
     p.add_argument("--sim-env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra SGLAB_SIM_* knob for the simulators (recorded in the result)")
     p.add_argument("--time-scale", type=float,
@@ -102,7 +103,8 @@ def build_request(args: argparse.Namespace):
     if args.workers < 0:
         raise UsageError("--workers must be >= 0")
     overrides = {"concurrency": _levels(args.concurrency), "rounds": args.rounds, "seed": args.seed,
-                 "warmup_requests": args.warmup_requests, "max_new_tokens": args.max_new_tokens}
+                 "warmup_requests": args.warmup_requests, "max_new_tokens": args.max_new_tokens,
+                 "request_timeout_s": args.request_timeout_s}
     if args.round_s is not None and args.round_requests is not None:
         raise UsageError("give --round-s or --round-requests, not both")
     if args.round_s is not None:

@@ -135,14 +135,17 @@ def test_ttft_and_itl_match_a_fixed_sim_profile(out):
 def test_broken_streams_and_errors_become_failures_with_reasons(out):
     proc = bench(["--stack", STACK, "--concurrency", "2", "--rounds", "2", "--round-requests", "8",
                   "--warmup-requests", "0", "--max-new-tokens", "16", "--time-scale", "5",
-                  "--sim-env", "SGLAB_SIM_DISCONNECT_RATE=0.3", "--sim-env", "SGLAB_SIM_ERROR_RATE=0.2"], out)
+                  "--sim-env", "SGLAB_SIM_DISCONNECT_RATE=0.3", "--sim-env", "SGLAB_SIM_ERROR_RATE=0.2",
+                  "--sim-env", "SGLAB_SIM_STALL_RATE=0.2", "--sim-env", "SGLAB_SIM_STALL_S=3",
+                  "--request-timeout-s", "1"], out)
     (run_dir,) = run_dirs(out, STACK)
     result = load(run_dir)
     samples = [s for lv in result["levels"] for s in lv["requests"]]
     errors = [s["error"] for s in samples if s["error"]]
     assert errors, "fault injection should have produced failures"
     assert any(e.startswith("HTTP 5") for e in errors), errors
-    broken = [e for e in errors if not e.startswith("HTTP")]
+    assert any(e.startswith("timeout:") for e in errors), errors  # stalled streams hit the 1 s timeout
+    broken = [e for e in errors if not e.startswith(("HTTP", "timeout:"))]
     assert broken and all(("broken stream" in e) or ("before [DONE]" in e) or ("wrong token count" in e)
                           for e in broken), broken
     ok = [s for s in samples if not s["error"]]
