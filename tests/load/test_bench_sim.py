@@ -224,3 +224,34 @@ def test_distributed_workers_run_the_same_schedule(out):
         assert all(s["output_tokens"] == 12 and s["error"] is None for s in level["requests"])
         assert len(level["requests"]) == 2 * 5 * 2 + 2
     assert "baseline /generate" in (run_dir / "locust_stats.csv").read_text()
+
+
+def test_aa_runs_two_identical_baseline_servers(out):
+    bench(["--stack", STACK, "--aa", "--concurrency", "1", "--rounds", "2", "--round-requests", "2",
+           "--warmup-requests", "0", "--max-new-tokens", "8", "--time-scale", "5"], out)
+    (run_dir,) = run_dirs(out, STACK)
+    result = load_result(run_dir)
+    assert result.kind == "aa" and [a.name for a in result.arms] == ["baseline", "candidate"]
+    assert result.config_hash["baseline"] == result.config_hash["candidate"]
+    assert result.target.urls["baseline"] != result.target.urls["candidate"]  # two servers, not one
+    candidate = result.arm("candidate")
+    assert candidate.role == "candidate" and candidate.speculative is False and not result.confounds
+    assert result.levels[0].arms["candidate"].accept_length is None
+    assert result.verdict["outcome"] != "promote"
+
+
+@pytest.mark.slow
+def test_attribute_interleaves_four_arms_in_the_same_rounds(out):
+    bench(["--stack", "article-replay", "--attribute", "--concurrency", "1", "--rounds", "2", "--round-requests", "2",
+           "--warmup-requests", "0", "--max-new-tokens", "8", "--time-scale", "5"], out)
+    (run_dir,) = run_dirs(out, "article-replay")
+    result = load_result(run_dir)
+    names = ["baseline", "baseline+confounds", "candidate-confounds", "candidate"]
+    assert result.kind == "attribute" and [a.name for a in result.arms] == names
+    assert len(set(result.config_hash.values())) == 4
+    level = result.levels[0]
+    for round_index in (0, 1):
+        segments = [r for r in level.rounds if r.round_index == round_index]
+        assert sorted(r.arm for r in segments) == sorted(names) and sorted(r.position for r in segments) == [0, 1, 2, 3]
+    assert level.arms["candidate"].accept_length is not None
+    assert level.arms["baseline+confounds"].accept_length is None
