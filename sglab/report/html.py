@@ -111,6 +111,7 @@ def _run_details(result: RunResult) -> str:
 
 def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> str:
     color = OUTCOME_COLORS.get(verdict.outcome, "#555")
+    sentence = verdict.sentence.removeprefix(f"{verdict.outcome}: ")
     economics = "".join(
         f"<li>concurrency {lv.concurrency}: baseline step {_num(lv.economics.baseline_step_ms)} ms/token; verify "
         f"cycle {_num(lv.economics.verify_cycle_ms)} ms = {_num(lv.economics.candidate_itl_ms)} ms × accept "
@@ -125,7 +126,7 @@ def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> 
 <h1>{_e(result.stack)}: {_e(verdict.candidate_arm)} vs {_e(verdict.baseline_arm)}</h1>
 <div class="muted">run {_e(result.run_id)} · {_e(result.kind)} · {_e(result.started_at)}</div>
 <div class="verdict" style="border-color:{color}"><b style="color:{color}">{_e(verdict.outcome.upper())}</b> —
-{_e(verdict.sentence)}</div>
+{_e(sentence)}</div>
 <h2>Per concurrency level</h2>
 <p>Gate: {_e('decode tok/s' if verdict.metric == 'decode_tok_per_s' else 'output tok/s')} gain ≥
 {verdict.min_gain:+.1%} at concurrency {_e(verdict.gating_levels)}; {_e(verdict.method)}

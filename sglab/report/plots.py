@@ -165,7 +165,8 @@ def attribution_plot(verdict: Verdict, path: Path) -> Path | None:
         est = np.array([100 * c.estimate for c in comps])
         err = np.array([[100 * (c.estimate - c.low) if c.low is not None else 0 for c in comps],
                         [100 * (c.high - c.estimate) if c.high is not None else 0 for c in comps]])
-        ax.bar(xs + (i - 1.5) * width, est, width, yerr=err, capsize=3, color=colors[i], label=comps[0].label)
+        bars = ax.bar(xs + (i - 1.5) * width, est, width, yerr=err, capsize=3, color=colors[i], label=comps[0].label)
+        ax.bar_label(bars, labels=[f"{v:+.1f}" for v in est], fontsize=7, padding=2)
     ax.axhline(0, color="#999999", lw=1)
     ax.set_xticks(xs, [str(lv.concurrency) for lv in att.levels])
     ax.set_xlabel("concurrency")
