@@ -49,7 +49,9 @@ class ServerInfo:
     @property
     def nccl_env(self) -> dict[str, str] | None:
         """NCCL_* env as the server reports it (our simulator does; SGLang itself does not)."""
-        for holder in (self.raw, self.internal_state):
+        sim_block = self.raw.get("sglab_sim")
+        holders = (self.raw, self.internal_state, sim_block if isinstance(sim_block, dict) else {})
+        for holder in holders:
             for key in ("nccl_env", "env"):
                 value = holder.get(key)
                 if isinstance(value, dict):

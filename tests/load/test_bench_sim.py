@@ -210,6 +210,14 @@ def test_live_flag_mismatch_refuses_to_run(out):
                       "--concurrency", "1", "--rounds", "1", "--round-requests", "1"], out, check=False)
         assert proc.returncode == 2 and "speculative" in proc.stderr
 
+        # the right flags but not the declared NCCL env (the simulator reports the env it runs with)
+        no_nccl = {k: v for k, v in cand.env.items() if not k.startswith("NCCL_")}
+        with running_sim(list(cand.args), env=no_nccl) as bare_url:
+            proc = bench(["--stack", STACK, "--baseline-url", base_url,
+                          "--candidate-url", bare_url, "--concurrency", "1", "--rounds", "1",
+                          "--round-requests", "1"], out, check=False)
+        assert proc.returncode == 2 and "NCCL_PROTO" in proc.stderr and "'LL'" in proc.stderr
+
 
 @pytest.mark.slow
 def test_distributed_workers_run_the_same_schedule(out):

@@ -97,6 +97,9 @@ def test_live_flags_compare_every_declared_flag_and_nccl():
     found = live_mismatches(cand, ServerInfo("u", wrong))
     assert any("--speculative-num-steps" in m for m in found)
     assert any("NCCL_PROTO" in m for m in found)
+    nested = {k: v for k, v in info.items() if k != "nccl_env"}
+    nested["sglab_sim"] = {"nccl_env": {}}  # where our simulator reports it
+    assert any("NCCL_PROTO" in m for m in live_mismatches(cand, ServerInfo("u", nested)))
     base = baseline_arm(stack)
     found = live_mismatches(base, ServerInfo("u", info))
     assert any("speculative decoding" in m for m in found)
