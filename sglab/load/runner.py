@@ -204,11 +204,11 @@ class BenchRun:
                             request_quota=quota, open=True)
         label = "warm-up" if warmup else f"round {round_index + 1}/{plan.rounds}"
         progress.segment(f"{label} {arm}")
-        closed = False
+        closed_at = None
         while self.interrupted is None:
-            if duration is not None and not closed and time.time() - started >= duration:
+            if duration is not None and closed_at is None and time.time() - started >= duration:
                 self._close(phase)
-                closed = True
+                closed_at = time.time()
             if self._segment_done(phase):
                 break
             gevent.sleep(POLL_S)
@@ -228,7 +228,8 @@ class BenchRun:
         server_accept = read_accept_length(url) if flushed and self.speculative.get(arm) else None
         sample = round_sample(samples, level=level, round_index=round_index, position=position, arm=arm,
                               warmup=warmup, started_at_s=started - self.t0, duration_s=finished - started,
-                              server_accept_length=server_accept)
+                              server_accept_length=server_accept,
+                              window_s=(closed_at - started) if closed_at is not None else None)
         sample.complete = not partial
         return sample
 
@@ -309,7 +310,6 @@ class BenchRun:
         result.complete = self.interrupted is None
         result.incomplete_reason = self.interrupted
         self.save(result)
-        self.env_done = True
         return result
 
 

@@ -30,18 +30,41 @@ def _ok(samples: Sequence[RequestSample]) -> list[RequestSample]:
     return [s for s in samples if s.error is None]
 
 
+def tokens_before(sample: RequestSample, end_s: float) -> int:
+    """How many of a request's tokens had arrived by `end_s` (seconds since the run started)."""
+    if sample.ttft_ms is None:
+        return 0
+    at = sample.start_s + sample.ttft_ms / 1000
+    if at > end_s:
+        return 0
+    count = 1 + (sample.output_tokens - 1 - len(sample.itl_ms))  # extra tokens of the first chunk
+    for gap in sample.itl_ms:
+        at += gap / 1000
+        if at > end_s:
+            break
+        count += 1
+    return count
+
+
 def round_sample(samples: Sequence[RequestSample], *, level: int, round_index: int, position: int, arm: str,
                  warmup: bool, started_at_s: float, duration_s: float,
-                 server_accept_length: float | None) -> RoundSample:
+                 server_accept_length: float | None, window_s: float | None = None) -> RoundSample:
+    """One segment. With a time window (duration rounds), throughput counts only tokens inside it, so the
+    tail of requests still running after the gate closed (fewer streams, different per arm) does not count."""
     ok = _ok(samples)
     tokens = sum(s.output_tokens for s in ok)
+    window_tokens = None
+    throughput = tokens / duration_s if duration_s > 0 and ok else None
+    if window_s is not None and window_s > 0:
+        window_tokens = sum(tokens_before(s, started_at_s + window_s) for s in ok)
+        throughput = window_tokens / window_s if ok else None
     decode = percentiles(s.decode_tok_per_s for s in ok)
     itl = percentiles(g for s in ok for g in s.itl_ms)
     return RoundSample(
         level=level, round_index=round_index, position=position, arm=arm, warmup=warmup,
         started_at_s=round(started_at_s, 6), duration_s=round(duration_s, 6),
         requests=len(samples), errors=len(samples) - len(ok), output_tokens=tokens,
-        output_tok_per_s=tokens / duration_s if duration_s > 0 and ok else None,
+        output_tok_per_s=throughput, window_s=window_s, window_output_tokens=window_tokens,
         decode_tok_per_s_mean=decode.mean, decode_tok_per_s_p50=decode.p50,
         ttft_ms_p50=percentiles(s.ttft_ms for s in ok).p50,
         itl_ms_p50=itl.p50, itl_ms_p99=itl.p99,
@@ -57,6 +80,11 @@ def arm_level_summary(samples: Sequence[RequestSample], rounds: Sequence[RoundSa
     ok = _ok(measured)
     tokens = sum(s.output_tokens for s in ok)
     duration = sum(r.duration_s for r in measured_rounds)
+    windowed = measured_rounds and all(r.window_s for r in measured_rounds)
+    if windowed:
+        throughput = sum(r.window_output_tokens or 0 for r in measured_rounds) / sum(r.window_s for r in measured_rounds)
+    else:
+        throughput = tokens / duration if duration > 0 else None
     client = _mean(s.accept_length for s in ok)
     server = _mean(r.server_accept_length for r in measured_rounds)
     decode = percentiles(s.decode_tok_per_s for s in ok)
@@ -65,7 +93,7 @@ def arm_level_summary(samples: Sequence[RequestSample], rounds: Sequence[RoundSa
         errors=len(measured) - len(ok),
         output_tokens=tokens,
         duration_s=round(duration, 6),
-        output_tok_per_s=tokens / duration if duration > 0 and ok else None,
+        output_tok_per_s=throughput if ok else None,
         decode_tok_per_s=decode,
         ttft_ms=percentiles(s.ttft_ms for s in ok),
         itl_ms=percentiles(g for s in ok for g in s.itl_ms),

@@ -71,6 +71,10 @@ class RoundSample(Schema):
     client_accept_length: float | None = None
     server_accept_length: float | None = None
     complete: bool = Field(True, description="False for a segment cut short by an interrupt")
+    window_s: float | None = Field(None, description="duration rounds: the segment's time window (start -> gate "
+                                   "closed); output_tok_per_s counts the tokens that arrived inside it")
+    window_output_tokens: int | None = Field(None, description="tokens of successful requests that arrived "
+                                             "inside window_s")
 
 
 class RequestSample(Schema):

@@ -109,3 +109,19 @@ def test_server_accept_length_from_either_era():
     assert ServerInfo("u", {"internal_states": [{"avg_spec_accept_length": 2.5}]}).accept_length == 2.5
     assert ServerInfo("u", {"avg_spec_accept_length": 1.5}).accept_length == 1.5
     assert ServerInfo("u", {"internal_states": [{}]}).accept_length is None
+
+
+def test_duration_rounds_count_only_tokens_inside_the_window():
+    # starts at 1.0 s, first token at 1.05 s, then one token every 10 ms: 4 tokens by 1.08 s
+    s = RequestSample(arm="c", level=1, round_index=0, start_s=1.0, output_tokens=10, expected_output_tokens=10,
+                      ttft_ms=50.0, e2e_ms=140.0, itl_ms=[10.0] * 9, decode_tok_per_s=100.0)
+    from sglab.load.summary import tokens_before
+
+    assert tokens_before(s, 1.0) == 0 and tokens_before(s, 1.0801) == 4 and tokens_before(s, 9.0) == 10
+    late = s.model_copy(update={"start_s": 1.5})
+    r = round_sample([s, late], level=1, round_index=0, position=0, arm="c", warmup=False, started_at_s=1.0,
+                     duration_s=0.7, server_accept_length=None, window_s=0.58)
+    assert r.output_tokens == 20 and r.window_output_tokens == 10 + 4
+    assert r.output_tok_per_s == pytest.approx(14 / 0.58)
+    summary = arm_level_summary([s, late], [r])
+    assert summary.output_tok_per_s == pytest.approx(14 / 0.58) and summary.output_tokens == 20
