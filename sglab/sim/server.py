@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sglab.sim import generate_api, openai_api
+from sglab.sim import generate_api, openai_api, timing
 from sglab.sim.cli_args import SimConfig
 from sglab.sim.state import STATE_KEY, SimState
 
@@ -83,6 +83,7 @@ def sim_block(state: SimState) -> dict[str, Any]:
         "warmup_s": config.warmup_s,
         "nccl_env": config.nccl_env,
         "comm_factor": config.comm_factor,
+        "model_decode_tok_per_s_c1": timing.steady_decode_tok_per_s(config.profile, 1, spec, config.comm_factor),
         "speculative": None if spec is None else {
             "num_steps": spec.num_steps, "eagle_topk": spec.topk, "num_draft_tokens": spec.num_draft_tokens,
             "expected_accept_length": state.engine.acceptance.expected_accept_length(),

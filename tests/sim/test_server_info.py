@@ -38,6 +38,7 @@ def test_server_info_echoes_args_env_and_accept_length(eagle_url):
     sim = info["sglab_sim"]
     assert sim["nccl_env"] == TUNED_NCCL
     assert sim["time_scale"] == 50.0 and sim["profile"] == "default" and sim["seed"] == 0
+    assert sim["model_decode_tok_per_s_c1"] == pytest.approx(94.0, rel=0.005)
     assert httpx.get(eagle_url + "/server_info").json()["internal_states"][0]["avg_spec_accept_length"] == \
         state["avg_spec_accept_length"]
 
