@@ -86,3 +86,33 @@ def test_malformed_values_exit_2_with_a_clear_message(argv, message):
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_sglab_sim_console_path_serves(tmp_path):
+    """The container runs `sglab sim ...` (through the whole CLI), not `python -m sglab.sim`."""
+    import time
+
+    import httpx
+
+    from sglab.sim.testing import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "sglab.cli", "sim", *CHART_COMMON[:2], "--host", "127.0.0.1",
+                             "--port", str(port), "--sim-time-scale", "50"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        body = httpx.post(f"http://127.0.0.1:{port}/generate", json={"text": "x", "sampling_params": {
+            "max_new_tokens": 3, "ignore_eos": True}}).json()
+        assert body["meta_info"]["completion_tokens"] == 3
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0  # SIGTERM is a clean shutdown
