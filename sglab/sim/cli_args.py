@@ -106,7 +106,7 @@ SIM_KNOBS: tuple[SimKnob, ...] = (
     SimKnob("--sim-time-scale", "SGLAB_SIM_TIME_SCALE", float, 1.0, "divide every modelled duration by this"),
     SimKnob("--sim-warmup-s", "SGLAB_SIM_WARMUP_S", float, 0.0, "seconds of 503 from /health* after start"),
     SimKnob("--sim-spin-ms", "SGLAB_SIM_SPIN_MS", float, 1.0,
-            "busy-wait this close to each deadline (sleep alone is up to 1 ms late)"),
+            "busy-wait this close to each deadline (sleep alone is up to 1 ms late); at most 10%% of an iteration"),
     SimKnob("--sim-error-rate", "SGLAB_SIM_ERROR_RATE", float, 0.0, "fraction of requests answered with a 5xx"),
     SimKnob("--sim-error-status", "SGLAB_SIM_ERROR_STATUS", int, 500, "status code of injected errors"),
     SimKnob("--sim-disconnect-rate", "SGLAB_SIM_DISCONNECT_RATE", float, 0.0,

@@ -29,6 +29,7 @@ EOS_TOKEN_ID = 163586
 # (e.g. a suspended process) the schedule restarts from now instead and `lag_resyncs` counts it.
 MAX_CATCH_UP_S = 0.5
 STEP_TIMES_KEPT = 1000
+SPIN_FRACTION = 0.1
 
 
 @dataclass(frozen=True)
@@ -213,9 +214,13 @@ class Engine:
             return None
         return self.spec_tokens_sum / self.spec_verify_sum
 
-    async def _sleep_until(self, deadline: float) -> None:
+    async def _sleep_until(self, deadline: float, duration_s: float) -> None:
+        """Sleep, then busy-wait the last spin_ms (event-loop sleeps wake up to 1 ms late).
+
+        The spin is capped at SPIN_FRACTION of the iteration, so a large time scale does not turn the
+        simulator into a busy loop; there, late wake-ups are absorbed by the absolute schedule."""
         loop = asyncio.get_running_loop()
-        spin_s = self.config.spin_ms / 1000.0
+        spin_s = min(self.config.spin_ms / 1000.0, SPIN_FRACTION * duration_s)
         remaining = deadline - loop.time()
         if remaining > spin_s:
             await asyncio.sleep(remaining - spin_s)
@@ -254,16 +259,16 @@ class Engine:
                 admitted = self._admit(capacity)
                 prompt = sum(r.prompt_tokens for r in admitted)
                 draft_model = self.spec is not None and self.spec.draft_model
-                duration = timing.prefill_ms(self.profile, prompt, self.config.comm_factor, draft_model)
-                await self._sleep_until(self._next_deadline(duration / 1000.0 / scale))
+                duration_s = timing.prefill_ms(self.profile, prompt, self.config.comm_factor, draft_model) / 1e3 / scale
+                await self._sleep_until(self._next_deadline(duration_s), duration_s)
                 self._after_prefill(admitted)
             else:
                 batch = len(self.running)
-                duration = timing.iteration_ms(self.profile, batch, self.spec, self.config.comm_factor)
-                await self._sleep_until(self._next_deadline(duration / 1000.0 / scale))
+                duration_s = timing.iteration_ms(self.profile, batch, self.spec, self.config.comm_factor) / 1e3 / scale
+                await self._sleep_until(self._next_deadline(duration_s), duration_s)
                 if self.step_times is not None:
                     times = self.step_times.setdefault(str(batch), [])
-                    times.append(duration / 1000.0 / scale)
+                    times.append(duration_s)
                     del times[:-STEP_TIMES_KEPT]
                 self._after_decode()
             self.iterations += 1
