@@ -195,9 +195,14 @@ def _blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: Promot
                          fix=f"re-run `sglab bench --stack {stack}` to completion"))
     for c in policy.levels:
         lv = levels.get(c)
-        if lv is None or lv.outcome == "no-data":
-            out.append(Check(name=f"data@{c}", ok=False, detail=f"no paired rounds at gating concurrency {c}",
+        if lv is None:
+            out.append(Check(name=f"data@{c}", ok=False, detail=f"gating concurrency {c} was not measured",
                              fix=f"add {c} to load.concurrency and re-run"))
+            continue
+        if lv.outcome == "no-data":
+            out.append(Check(name=f"data@{c}", ok=False,
+                             detail=f"no round at gating concurrency {c} has successful requests from both arms",
+                             fix="see the run's errors for why an arm failed, fix it and re-run"))
             continue
         gain = lv.gain(policy.metric)
         if gain.rounds < policy.min_rounds:
@@ -266,7 +271,8 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
     guards = _guards(levels, policy)
     unmeasured = [g for g in guards if not g.ok and _unable_to_measure(g)]
     failed = [g for g in guards if not g.ok and not _unable_to_measure(g)]
-    blockers += [Check(name=g.name, ok=False, detail=g.detail, fix=g.fix) for g in unmeasured]
+    blockers += unmeasured
+    guards = [g for g in guards if g not in unmeasured]
 
     gating = [levels[c] for c in policy.levels if c in levels]
     if any(lv.outcome == "lose" for lv in gating):
@@ -326,6 +332,8 @@ def _sentence(v: Verdict, failed: list[Check]) -> str:
 
     def level_text(lv: LevelVerdict) -> str:
         g = lv.gain(v.metric)
+        if g.estimate is None:
+            return f"not measured ({words} at concurrency {lv.concurrency})"
         return f"{_pct(g.estimate)} {words} at concurrency {lv.concurrency} ({conf} {_pct(g.low)} to {_pct(g.high)})"
 
     gating = [lv for lv in v.levels if lv.gating]

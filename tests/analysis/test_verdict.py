@@ -163,3 +163,12 @@ def test_a_result_with_one_arm_is_a_clear_error() -> None:
     one = result.model_copy(update={"arms": result.arms[:1]})
     with pytest.raises(ConfigError, match="fewer than two arms"):
         judge(one)
+
+
+def test_a_candidate_that_always_fails_is_rejected() -> None:
+    v = judge(synthetic_result(error_rate={"candidate": 1.0}, levels=(1,), **QUIET))
+    assert v.outcome == "reject"
+    assert v.level(1).outcome == "no-data" and v.level(1).output.estimate is None
+    assert [g.name for g in v.guards if not g.ok] == ["errors@1"]
+    assert "data@1" in [b.name for b in v.blockers]
+    assert "n/a" not in v.sentence
