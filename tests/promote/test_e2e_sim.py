@@ -1,0 +1,47 @@
+"""End to end on the simulator: bench (quick) -> compare -> report -> promote --dry-run, through the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sglab.config import project_root
+
+pytestmark = pytest.mark.slow
+
+
+def sglab(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sglab.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=600, cwd=project_root())
+
+
+def test_bench_compare_report_promote_dry_run(tmp_path: Path) -> None:
+    env = {**os.environ, "SGLAB_RESULTS_DIR": str(tmp_path)}
+    production = project_root() / "stacks" / "Pulumi.production.yaml"
+    before = production.read_bytes()
+    bench = sglab("bench", "--stack", "eagle-nccl-ll", "--target", "sim", "--quick", "--no-progress", env=env)
+    assert bench.returncode == 0, bench.stderr[-2000:]
+    run_dirs = list((tmp_path / "eagle-nccl-ll").iterdir())
+    assert len(run_dirs) == 1
+    run_dir = run_dirs[0]
+
+    compare = sglab("compare", str(run_dir), env=env)
+    assert compare.returncode == 0, compare.stderr
+    outcome = compare.stdout.strip().splitlines()[-1]
+    assert outcome in ("verdict: promote", "verdict: reject", "verdict: inconclusive")
+    assert "break-even accept length" in compare.stdout
+
+    report = sglab("report", str(run_dir), env=env)
+    assert report.returncode == 0 and (run_dir / "report.html").exists()
+    assert (run_dir / "decode_tok_per_s.png").exists() and (run_dir / "accept_length.png").exists()
+
+    promote = sglab("promote", "--stack", "eagle-nccl-ll", "--dry-run", env=env)
+    if outcome == "verdict: promote":
+        assert promote.returncode == 0 and "pulumi up --stack production" in promote.stdout
+    else:
+        assert promote.returncode == 2 and "refused: " in promote.stderr and "fix: " in promote.stderr
+    assert production.read_bytes() == before
