@@ -322,6 +322,16 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
     return verdict
 
 
+def next_step(v: Verdict) -> str | None:
+    """The command a user most likely runs next, if any."""
+    if v.outcome == "promote" and v.kind in ("ab", "interactive"):
+        return f"sglab promote --stack {v.stack} --dry-run"
+    if v.outcome == "inconclusive" and v.more_rounds and not v.blockers:
+        done = max((lv.gain(v.metric).rounds for lv in v.levels if lv.gating), default=0)
+        return f"sglab bench --stack {v.stack} --rounds {done + v.more_rounds}"
+    return None
+
+
 def _metric_words(metric: str) -> str:
     return "decode tok/s" if metric == "decode_tok_per_s" else "output tok/s"
 
@@ -391,5 +401,8 @@ def format_table(v: Verdict) -> str:
         if not r.startswith("guard failed") and not any(r == b.detail for b in v.blockers):
             lines.append(f"note: {r}")
     lines.append(v.sentence)
+    step = next_step(v)
+    if step:
+        lines.append(f"next: {step}")
     lines.append(f"verdict: {v.outcome}")
     return "\n".join(lines)

@@ -6,7 +6,7 @@ import base64
 import html
 from pathlib import Path
 
-from sglab.analysis.verdict import LevelVerdict, Verdict
+from sglab.analysis.verdict import LevelVerdict, Verdict, next_step
 from sglab.report.plots import OUTCOME_COLORS
 from sglab.results.schema import RunResult
 
@@ -127,6 +127,7 @@ def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> 
 <div class="muted">run {_e(result.run_id)} · {_e(result.kind)} · {_e(result.started_at)}</div>
 <div class="verdict" style="border-color:{color}"><b style="color:{color}">{_e(verdict.outcome.upper())}</b> —
 {_e(sentence)}</div>
+{f"<p>Next: <code>{_e(next_step(verdict))}</code></p>" if next_step(verdict) else ""}
 <h2>Per concurrency level</h2>
 <p>Gate: {_e('decode tok/s' if verdict.metric == 'decode_tok_per_s' else 'output tok/s')} gain ≥
 {verdict.min_gain:+.1%} at concurrency {_e(verdict.gating_levels)}; {_e(verdict.method)}

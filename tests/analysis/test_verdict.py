@@ -22,6 +22,7 @@ def test_clear_gain_promotes() -> None:
     assert 0.04 < lv.decode.estimate < 0.08
     assert not v.blockers and all(g.ok for g in v.guards)
     assert v.sentence.startswith("promote:")
+    assert "next: sglab promote --stack synthetic --dry-run" in format_table(v)
 
 
 def test_loss_rejects() -> None:
@@ -42,6 +43,7 @@ def test_noisy_small_gain_is_inconclusive_and_says_how_many_rounds() -> None:
     assert v.outcome == "inconclusive"
     assert v.more_rounds is not None and v.more_rounds >= 1
     assert "more rounds" in v.sentence
+    assert f"next: sglab bench --stack synthetic --rounds {4 + v.more_rounds}" in format_table(v)
 
 
 def test_non_gating_levels_do_not_decide() -> None:
