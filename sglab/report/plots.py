@@ -46,8 +46,7 @@ def decode_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
     levels = sorted(result.levels, key=lambda lv: lv.concurrency)
     if not levels:
         return None
-    arms = [verdict.baseline_arm, verdict.candidate_arm]
-    arms += [a.name for a in result.arms if a.name not in arms]
+    arms = [a.name for a in result.arms]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     xs = np.arange(len(levels))
     width = 0.8 / len(arms)
@@ -72,8 +71,11 @@ def decode_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
     conc = [lv.concurrency for lv in levels]
     right.axhline(0, color="#999999", lw=1)
     right.axhline(100 * verdict.min_gain, color="#2E7D32", ls="--", lw=1, label=f"min gain {verdict.min_gain:+.1%}")
-    right.fill_between(conc, low, high, color=_color(verdict.candidate_arm), alpha=0.25, label=f"{verdict.confidence:.0%} CI")
-    right.plot(conc, est, "o-", color=_color(verdict.candidate_arm), label="gain")
+    color = _color(verdict.candidate_arm)
+    if len(conc) > 1:
+        right.fill_between(conc, low, high, color=color, alpha=0.25, label=f"{verdict.confidence:.0%} CI")
+    right.errorbar(conc, est, yerr=[est - low, high - est], fmt="o-", color=color, capsize=5,
+                   label="gain" if len(conc) > 1 else f"gain, {verdict.confidence:.0%} CI")
     for c, g in zip(conc, gains):
         if g is not None and g.gating:
             right.annotate("gate", (c, est[conc.index(c)]), textcoords="offset points", xytext=(6, 6), fontsize=8)
