@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     kind.add_argument("--attribute", action="store_true",
                       help="four arms: baseline, +confounds, candidate without them, candidate")
     p.add_argument("--quick", action="store_true",
-                   help="CI preset (under a minute): levels 1,4, 6 rounds of 1.5 s per arm; simulators at 10x speed")
+                   help="CI preset (under a minute): levels 1,4, 10 rounds of 0.9 s per arm; simulators at 10x speed")
     p.add_argument("--workers", type=int, default=0, help="Locust worker processes (distributed mode)")
     p.add_argument("--rounds", type=int, help="rounds per level (default: the stack's load.rounds)")
     p.add_argument("--concurrency", help="comma-separated levels, e.g. 1,4 (default: the stack's)")
