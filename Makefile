@@ -18,8 +18,13 @@ test: install
 	@bash tools/install-browser.sh || echo "warning: no Chromium; the browser test will be skipped (fails under CI)"
 	$(BIN)/python -m pytest -q -ra
 
+# The main job on the embedded simulator: same-run A/B, verdict, report, promotion dry run.
+STACK ?= eagle-nccl-ll
 demo: install
-	$(BIN)/sglab validate --stack eagle-nccl-ll
+	$(BIN)/sglab validate --stack $(STACK)
+	$(BIN)/sglab bench --stack $(STACK) --target sim
+	@# a refused promotion (reject/inconclusive) is an answer, not a failure of the demo
+	-$(BIN)/sglab promote --stack $(STACK) --dry-run
 
 clean-venv:
 	rm -rf $(VENV)

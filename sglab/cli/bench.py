@@ -31,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true",
                    help="CI preset (under a minute): levels 1,4, 10 rounds of 0.9 s per arm; simulators at 10x speed")
     p.add_argument("--workers", type=int, default=0, help="Locust worker processes (distributed mode)")
-    p.add_argument("--rounds", type=int, help="rounds per level (default: the stack's load.rounds)")
+    p.add_argument("--rounds", type=int, help="rounds at the levels the policy gates on (default: load.rounds)")
+    p.add_argument("--ungated-rounds", type=int,
+                   help="rounds at the other levels, which only show the crossover (default: load.ungated-rounds)")
     p.add_argument("--concurrency", help="comma-separated levels, e.g. 1,4 (default: the stack's)")
     p.add_argument("--seed", type=int, help="seed of the round order and prompt offsets")
     p.add_argument("--round-s", type=float, help="seconds per arm per round")
@@ -102,7 +104,8 @@ def build_request(args: argparse.Namespace):
         raise UsageError("--baseline-url/--candidate-url go with --target urls (or leave --target out)")
     if args.workers < 0:
         raise UsageError("--workers must be >= 0")
-    overrides = {"concurrency": _levels(args.concurrency), "rounds": args.rounds, "seed": args.seed,
+    overrides = {"concurrency": _levels(args.concurrency), "rounds": args.rounds,
+                 "ungated_rounds": args.ungated_rounds, "seed": args.seed,
                  "warmup_requests": args.warmup_requests, "max_new_tokens": args.max_new_tokens,
                  "request_timeout_s": args.request_timeout_s}
     if args.round_s is not None and args.round_requests is not None:
@@ -157,7 +160,9 @@ def run(args: argparse.Namespace) -> int:
 
     arms = ", ".join(a.name for a in request.arms)
     print(f"sglab bench {request.loaded.name}: {request.kind} run, arms {arms}, target {request.target_kind}, "
-          f"levels {request.plan.concurrency}, {request.plan.rounds} rounds", file=sys.stderr)
+          f"levels {request.plan.concurrency}, {request.plan.rounds} rounds at gated levels "
+          f"{request.loaded.config.policy.levels}, {request.plan.ungated_rounds or request.plan.rounds} elsewhere",
+          file=sys.stderr)
     try:
         result, run_dir = run_bench(request)
     except RefusedError as exc:

@@ -353,8 +353,11 @@ class LoadPlan(Model):
     """What the A/B benchmark sends: same prompts, same load, both arms, interleaved rounds."""
 
     concurrency: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 4, 16])
-    rounds: Annotated[int, Field(ge=1)] = 6
-    round_duration_s: Annotated[float, Field(gt=0)] | None = 10.0
+    rounds: Annotated[int, Field(ge=1)] = 16
+    # Levels the promotion policy does not gate on only show the crossover: fewer rounds there keeps
+    # the measuring time where the decision is (None = load.rounds everywhere).
+    ungated_rounds: Annotated[int, Field(ge=1)] | None = 4
+    round_duration_s: Annotated[float, Field(gt=0)] | None = 6.0
     round_requests: Annotated[int, Field(ge=1)] | None = None
     warmup_requests: Annotated[int, Field(ge=0)] = 2
     max_new_tokens: Annotated[int, Field(ge=2)] = 128
@@ -375,7 +378,7 @@ class LoadPlan(Model):
 class PromotionPolicy(Model):
     """When a candidate may be promoted. Defaults are deliberately conservative."""
 
-    min_gain: float = 0.01
+    min_gain: float = 0.005
     metric: Literal["decode_tok_per_s", "output_tok_per_s"] = "decode_tok_per_s"
     levels: list[int] = Field(default_factory=lambda: [1])
     ttft_p99_max_increase: float | None = 0.5

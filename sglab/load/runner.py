@@ -202,7 +202,7 @@ class BenchRun:
         started = time.time()
         phase = self._phase(level=level, round_index=round_index, warmup=warmup, arm=arm, prompt_offset=offset,
                             request_quota=quota, open=True)
-        label = "warm-up" if warmup else f"round {round_index + 1}/{plan.rounds}"
+        label = "warm-up" if warmup else f"round {round_index + 1}/{self.rounds_at(level)}"
         progress.segment(f"{label} {arm}")
         closed_at = None
         while self.interrupted is None:
@@ -238,9 +238,17 @@ class BenchRun:
         while not self.master.all_idle(phase.serial) and time.monotonic() < deadline:
             gevent.sleep(POLL_S)
 
+    def rounds_at(self, level: int) -> int:
+        """load.rounds where the policy gates; load.ungated-rounds where a level only shows the crossover."""
+        plan = self.plan
+        if plan.ungated_rounds is None or level in self.request.loaded.config.policy.levels:
+            return plan.rounds
+        return plan.ungated_rounds
+
     def run_level(self, level: int, progress: BenchProgress, result: RunResult) -> None:
         plan = self.plan
-        segments = len(self.arm_names) * (plan.rounds + (1 if plan.warmup_requests else 0))
+        total_rounds = self.rounds_at(level)
+        segments = len(self.arm_names) * (total_rounds + (1 if plan.warmup_requests else 0))
         progress.level(level, segments)
         self._set_users(level)
         rounds = []
@@ -250,13 +258,13 @@ class BenchRun:
                 progress.advance()
                 if self.interrupted:
                     break
-        orders = round_orders(self.arm_names, plan.seed, level, plan.rounds)
-        for round_index in range(plan.rounds):
+        orders = round_orders(self.arm_names, plan.seed, level, total_rounds)
+        for round_index in range(total_rounds):
             if self.interrupted:
                 break
             for position, arm in enumerate(orders[round_index]):
                 rounds.append(self.segment(level, round_index, position, arm, warmup=False, progress=progress))
-                progress.advance(f"round {round_index + 1}/{plan.rounds} done")
+                progress.advance(f"round {round_index + 1}/{total_rounds} done")
                 if self.interrupted:
                     break
         requests = self.collector.samples(level=level)
