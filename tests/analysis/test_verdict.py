@@ -33,7 +33,7 @@ def test_loss_rejects() -> None:
 
 
 def test_no_gain_rejects_when_precise() -> None:
-    v = judge(synthetic_result(gain=0.0, round_cv=0.002, shared_cv=0.0, request_cv=0.005))
+    v = judge(synthetic_result(gain=0.0, round_cv=0.0005, shared_cv=0.0, request_cv=0.001))
     assert v.outcome == "reject"
 
 

@@ -16,7 +16,7 @@ from sglab.results.store import load_result
 from .conftest import FIXED_ITL_MS, FIXED_PROFILE, FIXED_TTFT_MS, ROOT, bench, child_env, load, run_dirs
 
 STACK = "eagle-nccl-ll"
-SMALL = ["--concurrency", "1,2", "--rounds", "3", "--round-requests", "3", "--warmup-requests", "1",
+SMALL = ["--concurrency", "1,2", "--rounds", "3", "--ungated-rounds", "3", "--round-requests", "3", "--warmup-requests", "1",
          "--max-new-tokens", "16", "--time-scale", "5"]
 
 
@@ -221,7 +221,7 @@ def test_live_flag_mismatch_refuses_to_run(out):
 
 @pytest.mark.slow
 def test_distributed_workers_run_the_same_schedule(out):
-    bench(["--stack", STACK, "--workers", "2", "--concurrency", "1,3", "--rounds", "2", "--round-requests", "5",
+    bench(["--stack", STACK, "--workers", "2", "--concurrency", "1,3", "--rounds", "2", "--ungated-rounds", "2", "--round-requests", "5",
            "--warmup-requests", "1", "--max-new-tokens", "12", "--time-scale", "5"], out)
     (run_dir,) = run_dirs(out, STACK)
     result = load(run_dir)
