@@ -31,14 +31,17 @@ from sglab.results.store import load_result, results_root
 ASSUMED_ROUND_JITTER_CV = 0.01
 ASSUMED_SHARED_DRIFT_CV = 0.02
 BASELINE_REQUEST_CV = 0.005
-CASES = (  # (label, kind, true gain, counts as a false promotion when promoted)
-    ("A/A (identical arms)", "aa", 0.0, True),
-    ("A/B, true gain 0", "ab", 0.0, True),
-    ("A/B, true gain +0.5%", "ab", 0.005, True),
-    ("A/B, true gain = min-gain (+1%)", "ab", 0.01, None),
-    ("A/B, true gain +3%", "ab", 0.03, False),
-    ("A/B, true gain +5.9%", "ab", 0.059, False),
-)
+def cases(min_gain: float) -> tuple[tuple[str, str, float, bool | None], ...]:
+    """(label, kind, true gain, counts as a false promotion when promoted), relative to the policy's minimum."""
+    return (
+        ("A/A (identical arms)", "aa", 0.0, True),
+        ("A/B, true gain 0", "ab", 0.0, True),
+        (f"A/B, true gain {min_gain / 2:+.2%} (< min)", "ab", min_gain / 2, True),
+        (f"A/B, true gain = min-gain ({min_gain:+.1%})", "ab", min_gain, None),
+        ("A/B, true gain +3%", "ab", 0.03, False),
+        ("A/B, true gain +3.3% (eagle-nccl-ll)", "ab", 0.033, False),
+        ("A/B, true gain +5.9%", "ab", 0.059, False),
+    )
 
 
 def candidate_request_cv(max_new_tokens: int) -> tuple[float, float]:
@@ -90,8 +93,8 @@ def run_case(kind: str, gain: float, trials: int, policy: PromotionPolicy, plan:
 
 
 def table(title: str, policy: PromotionPolicy, plan: LoadPlan, noise: dict, trials: int) -> list[str]:
-    lines = [title, f"  {'case':<34} {'promote':>8} {'reject':>8} {'inconcl.':>8}   note"]
-    for i, (label, kind, gain, false_if_promoted) in enumerate(CASES):
+    lines = [title, f"  {'case':<38} {'promote':>8} {'reject':>8} {'inconcl.':>8}   note"]
+    for i, (label, kind, gain, false_if_promoted) in enumerate(cases(policy.min_gain)):
         rates = run_case(kind, gain, trials, policy, plan, noise, seed0=10_000 * (i + 1))
         promote = rates["would_promote"] if kind == "aa" else rates["promote"]
         if false_if_promoted is True:
@@ -102,13 +105,13 @@ def table(title: str, policy: PromotionPolicy, plan: LoadPlan, noise: dict, tria
             note = f"power {promote:.1%}" + (" (goal >= 90%)" if gain > 0.05 else "")
         else:
             note = "boundary: one-sided alpha by construction"
-        lines.append(f"  {label:<34} {promote:>8.1%} {rates['reject']:>8.1%} {rates['inconclusive']:>8.1%}   {note}")
+        lines.append(f"  {label:<38} {promote:>8.1%} {rates['reject']:>8.1%} {rates['inconclusive']:>8.1%}   {note}")
     return lines
 
 
 def budget_table(title: str, policy: PromotionPolicy, plan: LoadPlan, noise: dict, trials: int) -> list[str]:
     """Promotion rate by number of rounds: what the default budget buys, and what a bigger one would."""
-    gains = (0.005, 0.033, 0.059)
+    gains = (policy.min_gain / 2, 0.033, 0.059)
     lines = [title, f"  {'rounds':>6} " + " ".join(f"{'P(promote) @ ' + format(g, '+.1%'):>20}" for g in gains)]
     for rounds in (6, 8, 10, 12, 16):
         rates = [run_case("ab", g, trials, policy, plan.model_copy(update={"rounds": rounds}), noise,
