@@ -14,12 +14,12 @@ from sglab.config.models import LoadPlan
 # --quick: a CI-sized run (under a minute on 2 cores); every other setting comes from the stack.
 # max_new_tokens stays the stack's: shorter requests would change what is measured (the last verify
 # cycle of a request is cut at max_new_tokens, which costs a speculating arm more on short outputs).
-QUICK_PLAN = {"concurrency": [1, 4], "rounds": 10, "round_duration_s": 0.9, "round_requests": None,
-              "warmup_requests": 1}
+QUICK_PLAN = {"concurrency": [1, 4], "rounds": 20, "ungated_rounds": 4, "round_duration_s": 0.9,
+              "round_requests": None, "warmup_requests": 1}
 # ...and simulators run 10x faster (recorded as target.time_scale): in real time, 9 s per arm at
 # concurrency 1 holds too few verify cycles to tell a +3% gain from acceptance noise (95% CI about
-# +-9%); at 10x the same minute separates eagle-nccl-ll (+3.2% [+1.1%, +5.3%]) from eagle-default and
-# A/A. At 20x latency tails (TTFT p99) turn to jitter. Measurements in docs/load.md. Real servers are
+# +-9%); at 10x the same minute separates eagle-nccl-ll from eagle-default and A/A (20 rounds at the
+# gated level: 10 left eagle-nccl-ll's lower bound too close to the minimum to decide every time). At 20x latency tails (TTFT p99) turn to jitter. Measurements in docs/load.md. Real servers are
 # never scaled.
 QUICK_SIM_TIME_SCALE = 10.0
 

@@ -1,0 +1,48 @@
+"""The three outcomes the product promises, end to end on the simulator with the quick preset.
+
+eagle-nccl-ll (NCCL shared, 2-step EAGLE-3: about +3.3% at concurrency 1) must be promoted,
+eagle-default (5-step EAGLE-3: about -15%) rejected, and an A/A run never promoted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sglab.config import project_root
+
+pytestmark = pytest.mark.slow
+
+
+def bench(tmp_path: Path, *args: str) -> tuple[str, dict]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SGLAB_SIM_"))}
+    env["SGLAB_RESULTS_DIR"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "sglab.cli", "bench", "--target", "sim", "--quick", "--no-progress",
+                           *args], capture_output=True, text=True, env=env, timeout=600, cwd=project_root())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (result_file,) = tmp_path.glob("*/*/result.json")
+    outcome = next(line for line in proc.stdout.splitlines() if line.startswith("verdict: "))
+    return outcome, json.loads(result_file.read_text())
+
+
+def test_eagle_nccl_ll_is_promoted(tmp_path: Path) -> None:
+    outcome, result = bench(tmp_path, "--stack", "eagle-nccl-ll")
+    assert result["complete"] and result["verdict"]["outcome"] == "promote", outcome
+    assert outcome == "verdict: promote"
+
+
+def test_eagle_default_is_rejected(tmp_path: Path) -> None:
+    outcome, result = bench(tmp_path, "--stack", "eagle-default")
+    assert result["verdict"]["outcome"] == "reject", outcome
+    assert outcome == "verdict: reject"
+
+
+def test_aa_is_never_promoted(tmp_path: Path) -> None:
+    outcome, result = bench(tmp_path, "--stack", "eagle-nccl-ll", "--aa")
+    assert result["kind"] == "aa"
+    assert result["verdict"]["outcome"] != "promote", outcome
