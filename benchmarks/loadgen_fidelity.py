@@ -57,24 +57,12 @@ def mean_between(before, after, name) -> float | None:
 def model_rate(arm, level: int) -> float | None:
     """The simulator timing model's steady-state per-request decode tok/s for this arm at this batch."""
     from sglab.sim.cli_args import parse_or_exit
+    from sglab.sim.testing import strip_host_port
     from sglab.sim.timing import steady_decode_tok_per_s
 
-    config = parse_or_exit(["--host", "127.0.0.1", *_without_host_port(arm.args)], env=dict(arm.env))
+    config = parse_or_exit(["--host", "127.0.0.1", *strip_host_port(list(arm.args))], env=dict(arm.env))
     batch = min(level, int(parse_launch_args(arm.args).get("--max-running-requests", level)))
     return steady_decode_tok_per_s(config.profile, batch, config.spec, config.comm_factor)
-
-
-def _without_host_port(args):
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a in ("--host", "--port"):
-            skip = True
-            continue
-        out.append(a)
-    return out
 
 
 class ScrapingRun(BenchRun):

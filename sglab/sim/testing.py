@@ -26,7 +26,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _strip_port(args: list[str]) -> list[str]:
+def strip_host_port(args: list[str]) -> list[str]:
     out, skip = [], False
     for arg in args:
         if skip:
@@ -50,7 +50,7 @@ def running_sim(args: list[str], env: Mapping[str, str] | None = None, *, port: 
     process are not inherited, so the server sees exactly `env`.
     """
     port = port or free_port()
-    argv = [sys.executable, "-m", "sglab.sim", *_strip_port(list(args)),
+    argv = [sys.executable, "-m", "sglab.sim", *strip_host_port(list(args)),
             "--host", "127.0.0.1", "--port", str(port)]
     child_env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SGLAB_SIM_"))}
     child_env.update(env or {})
