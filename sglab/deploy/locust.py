@@ -21,7 +21,7 @@ from sglab.config.loader import ConfigError, stack_path
 from sglab.config.models import StackConfig
 from sglab.deploy.benchmark_job import STACKS_MOUNT, stack_file_text
 from sglab.deploy.naming import PART_OF, chart_dir, service_url
-from sglab.deploy.objects import common_labels
+from sglab.deploy.objects import common_labels, secret_manifest
 from sglab.deploy.values import to_yaml
 
 CHART = "locust"
@@ -88,13 +88,7 @@ def login_secret_manifest(stack: StackConfig, stack_name: str, password: Any) ->
     """The Secret holding the web UI password (`password` may be a Pulumi Output), or None without login."""
     if not stack.locust.web_login:
         return None
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "Opaque",
-        "metadata": {"name": LOGIN_SECRET, "namespace": stack.namespace, "labels": common_labels(stack_name)},
-        "stringData": {LOGIN_SECRET_KEY: password},
-    }
+    return secret_manifest(stack, stack_name, LOGIN_SECRET, LOGIN_SECRET_KEY, password)
 
 
 def stack_configmap_manifest(stack: StackConfig, stack_name: str) -> dict[str, Any]:

@@ -30,10 +30,15 @@ def hf_token_secret_manifest(stack: StackConfig, stack_name: str, token: Any) ->
     """The Secret holding HF_TOKEN, or None when the stack sets no hf-token. `token` may be a Pulumi Output."""
     if stack.hf_token is None:
         return None
+    return secret_manifest(stack, stack_name, HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, token)
+
+
+def secret_manifest(stack: StackConfig, stack_name: str, name: str, key: str, value: Any) -> dict[str, Any]:
+    """An Opaque Secret with one key in the stack's namespace; `value` may be a Pulumi Output."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": {"name": HF_TOKEN_SECRET, "namespace": stack.namespace, "labels": common_labels(stack_name)},
-        "stringData": {HF_TOKEN_SECRET_KEY: token},
+        "metadata": {"name": name, "namespace": stack.namespace, "labels": common_labels(stack_name)},
+        "stringData": {key: value},
     }
