@@ -16,6 +16,7 @@ from pydantic_core import PydanticUndefined
 from sglab.config.loader import project_root
 from sglab.config.models import StackConfig
 from sglab.config.nccl import NcclEnv
+from sglab.generated import write_or_check
 
 BEGIN = "<!-- BEGIN GENERATED KEY REFERENCE (python -m sglab.config.reference) -->"
 END = "<!-- END GENERATED KEY REFERENCE -->"
@@ -136,14 +137,7 @@ def main() -> int:
     head, _, rest = text.partition(BEGIN)
     _, _, tail = rest.partition(END)
     updated = head + generated_block() + tail
-    if "--check" in sys.argv[1:]:
-        if updated != text:
-            print(f"{doc} is stale; run: python -m sglab.config.reference", file=sys.stderr)
-            return 1
-        return 0
-    doc.write_text(updated)
-    print(f"wrote {doc}")
-    return 0
+    return write_or_check({doc: updated}, "python -m sglab.config.reference")
 
 
 if __name__ == "__main__":

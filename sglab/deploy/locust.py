@@ -23,6 +23,7 @@ from sglab.deploy.benchmark_job import STACKS_MOUNT, stack_file_text
 from sglab.deploy.naming import PART_OF, chart_dir, service_url
 from sglab.deploy.objects import common_labels, secret_manifest
 from sglab.deploy.values import to_yaml
+from sglab.generated import write_or_check
 
 CHART = "locust"
 RELEASE = "sglab-locust"
@@ -183,16 +184,7 @@ def values_yaml_text() -> str:
 
 def main() -> int:
     """Regenerate charts/locust/values.yaml (or check it with --check)."""
-    target = chart_dir(CHART) / "values.yaml"
-    text = values_yaml_text()
-    if "--check" in sys.argv[1:]:
-        if not target.exists() or target.read_text() != text:
-            print(f"{target} is out of date; run: python -m sglab.deploy.locust", file=sys.stderr)
-            return 1
-        return 0
-    target.write_text(text)
-    print(f"wrote {target}")
-    return 0
+    return write_or_check({chart_dir(CHART) / "values.yaml": values_yaml_text()}, "python -m sglab.deploy.locust")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ module (`python -m sglab.deploy.values`) and never consulted by sglab.
 
 from __future__ import annotations
 
-import os
 import sys
 from io import StringIO
 from typing import Any
@@ -17,6 +16,7 @@ from ruamel.yaml import YAML
 from sglab.config.arms import ArmSpec, baseline_arm
 from sglab.config.models import StackConfig, Toleration
 from sglab.deploy.naming import HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF, chart_dir
+from sglab.generated import write_or_check
 
 
 def _toleration(tol: Toleration) -> dict[str, Any]:
@@ -161,19 +161,7 @@ def generated_files() -> dict[str, str]:
 
 def main() -> int:
     """Regenerate the chart's values.yaml and example values (or check them with --check)."""
-    stale = []
-    for path, text in generated_files().items():
-        current = open(path).read() if os.path.exists(path) else None
-        if "--check" in sys.argv[1:]:
-            if current != text:
-                stale.append(path)
-        elif current != text:
-            with open(path, "w") as fh:
-                fh.write(text)
-            print(f"wrote {path}")
-    for path in stale:
-        print(f"{path} is out of date; run: python -m sglab.deploy.values", file=sys.stderr)
-    return 1 if stale else 0
+    return write_or_check(generated_files(), "python -m sglab.deploy.values")
 
 
 if __name__ == "__main__":
