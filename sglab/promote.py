@@ -262,8 +262,9 @@ def promote(stack: str, *, target: str = "production", root: Path | None = None,
             before = target_path.read_text(encoding="utf-8")
             after, diff = plan(before)
             record = entry(before, after)
-            if after != before:
-                _write_atomic(target_path, after)
+            if after == before:  # a no-op: the target already runs this; nothing to write or log
+                return Promotion(stack, target, target_path, run_dir, verdict, diff, False, log_path, record)
+            _write_atomic(target_path, after)
             with open(log_path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(record, sort_keys=True) + "\n")
                 fh.flush()

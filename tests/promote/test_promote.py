@@ -162,12 +162,17 @@ except PromotionRefused as exc:
 
 
 def test_concurrent_promotions_serialise(root: Path) -> None:
-    bench(root, "eagle-nccl-ll")
-    bench(root, "eagle-default")
+    # Four different candidates, so that no promotion is a no-op (which would log nothing) whatever the order.
+    for name in ("eagle-nccl-ll", "eagle-default"):
+        text = (root / "stacks" / f"Pulumi.{name}.yaml").read_text()
+        (root / "stacks" / f"Pulumi.{name}-mem85.yaml").write_text(
+            text.replace("mem-fraction-static: 0.88", "mem-fraction-static: 0.85"))
+    stacks = ["eagle-nccl-ll", "eagle-default", "eagle-nccl-ll-mem85", "eagle-default-mem85"]
+    for name in stacks:
+        bench(root, name)
     target = root / "stacks" / "Pulumi.production.yaml"
     original = target.read_text()
     barrier = root / "go"
-    stacks = ["eagle-nccl-ll", "eagle-default"] * 2
     ready = [root / f"ready-{i}" for i in range(len(stacks))]
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(root), s, str(barrier), str(r)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s, r in zip(stacks, ready)]
@@ -191,3 +196,19 @@ def test_concurrent_promotions_serialise(root: Path) -> None:
     assert not [p for p in (root / "stacks").iterdir() if p.name.startswith(".Pulumi.production.yaml.")
                 and not p.name.endswith(".lock")]  # no temp files left behind
     assert os.access(target, os.R_OK)
+
+
+def test_a_no_op_promotion_writes_and_logs_nothing(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Promoting what production already runs changes no file: no log line, no "wrote"."""
+    bench(root, "eagle-nccl-ll")
+    first = promote("eagle-nccl-ll", root=root)
+    assert first.written
+    target = root / "stacks" / "Pulumi.production.yaml"
+    before, log_before = target.read_bytes(), first.log_path.read_bytes()
+    again = promote("eagle-nccl-ll", root=root)
+    assert not again.written and again.diff == ""
+    assert target.read_bytes() == before and first.log_path.read_bytes() == log_before
+    assert main(["promote", "--stack", "eagle-nccl-ll", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "wrote" not in out and "already holds this config" in out
+    assert first.log_path.read_bytes() == log_before
