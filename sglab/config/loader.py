@@ -6,8 +6,6 @@ callers print it and exit 2. No traceback reaches a user for bad input.
 
 from __future__ import annotations
 
-import difflib
-import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,27 +17,12 @@ from ruamel.yaml.error import YAMLError
 
 from sglab.config.models import KeyedValueError, StackConfig
 from sglab.config.nccl import KNOWN_NCCL_KEYS, UnknownNcclKeyWarning
+from sglab.errors import ConfigError, guess
+from sglab.paths import list_stacks, project_root, stack_path, stacks_dir
 
 NAMESPACE = "sglab"
 # Other namespaces a stack file may hold (provider settings); everything else is a typo.
 FOREIGN_NAMESPACES = ("kubernetes", "pulumi")
-
-
-class ConfigError(Exception):
-    """Bad stack input. `str()` is the whole user-facing message."""
-
-    def __init__(self, file: Path | str, key: str | None, problem: str, fix: str | None = None, line: int | None = None):
-        self.file = str(file)
-        self.key = key
-        self.problem = problem
-        self.fix = fix
-        self.line = line
-        super().__init__(self.render())
-
-    def render(self) -> str:
-        where = self.file + (f":{self.line}" if self.line else "")
-        head = f"{where}: {self.key}: {self.problem}" if self.key else f"{where}: {self.problem}"
-        return head + (f"\n  fix: {self.fix}" if self.fix else "")
 
 
 @dataclass(frozen=True)
@@ -49,27 +32,6 @@ class LoadedStack:
     config: StackConfig
     warnings: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
-
-
-def project_root() -> Path:
-    """The directory holding Pulumi.yaml (the checkout), found from this file."""
-    return Path(__file__).resolve().parents[2]
-
-
-def stacks_dir(root: Path | None = None) -> Path:
-    """stacks/ of the checkout; SGLAB_STACKS_DIR overrides it (the in-cluster Job mounts its stack file there)."""
-    env = os.environ.get("SGLAB_STACKS_DIR")
-    if env and root is None:
-        return Path(env)
-    return (root or project_root()) / "stacks"
-
-
-def stack_path(name: str, root: Path | None = None) -> Path:
-    return stacks_dir(root) / f"Pulumi.{name}.yaml"
-
-
-def list_stacks(root: Path | None = None) -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir(root).glob("Pulumi.*.yaml"))
 
 
 def load_stack(name: str, root: Path | None = None, *, path: Path | None = None) -> LoadedStack:
@@ -183,9 +145,7 @@ def _line_at(namespaced: dict[str, Any], loc: tuple[Any, ...]) -> int | None:
     return line
 
 
-def _guess(word: str, options: list[str]) -> str | None:
-    match = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
-    return match[0] if match else None
+_guess = guess  # the old private name
 
 
 def _field_names(model: type[BaseModel]) -> list[str]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from sglab.config.loader import ConfigError, project_root
+from sglab.errors import ConfigError
+from sglab.paths import project_root
 from sglab.results.schema import SCHEMA_VERSION, RunResult
 
 RESULT_FILE = "result.json"
