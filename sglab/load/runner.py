@@ -1,6 +1,7 @@
 """The same-run A/B benchmark: every arm, the same prompts and load, interleaved rounds.
 
-For each concurrency level: keep N Locust users running, give each arm a discarded warm-up, then
+For each level of the plan's load profile (sglab/load/profiles/; default: closed-loop concurrency,
+level N = N users): keep the profile's Locust users running, give each arm a discarded warm-up, then
 R rounds; inside a round every arm gets one segment (a fixed duration or request count), in an order
 shuffled per round from the seed. Between segments the gate closes and in-flight requests finish,
 so arms never overlap and a round's wall time is exactly its requests' span. Before measuring it
@@ -26,13 +27,14 @@ from sglab.config.loader import LoadedStack
 from sglab.config.models import LoadPlan
 from sglab.load import reports
 from sglab.load.collector import Phase, SampleCollector, get_collector
+from sglab.load.profiles import LoadProfile, profile_for
 from sglab.load.progress import BenchProgress
 from sglab.load.schedule import prompt_offset, round_orders
 from sglab.load.server_info import ServerInfoError, flush_cache, get_server_info, live_mismatches, read_accept_length
 from sglab.load.settings import LoadSettings
 from sglab.load.summary import arm_level_summary, round_sample
 from sglab.load.targets import Targets, free_port
-from sglab.load.users import ArmUser, set_settings
+from sglab.load.users import ArmUser, SegmentPacing, set_pacing, set_settings
 from sglab.results.schema import ArmInfo, LevelResult, RunResult, Target
 from sglab.results.store import create_run_dir, git_commit, new_run_id, utc_now_iso, write_result
 
@@ -97,6 +99,7 @@ class BenchRun:
     def __init__(self, request: BenchRequest, targets: Targets, *, run_id: str | None = None) -> None:
         self.request = request
         self.plan = request.plan
+        self.profile: LoadProfile = profile_for(request.plan)
         self.targets = targets
         self.arm_names = [a.name for a in request.arms]
         self.speculative = {a.name: a.speculative for a in request.arms}
@@ -170,6 +173,9 @@ class BenchRun:
             raise RuntimeError(f"Locust did not reach {count} users (has {runner.user_count})")
 
     def _phase(self, **changes) -> Phase:
+        if changes.get("open"):
+            pacing = self.profile.pacing(changes["level"], changes["round_index"])
+            set_pacing(self.env, SegmentPacing(self.collector.phase.serial + 1, time.time(), pacing))
         phase = self.collector.set_phase(**changes)
         if self.master is not None:
             quota = phase.request_quota
@@ -250,7 +256,7 @@ class BenchRun:
         total_rounds = self.rounds_at(level)
         segments = len(self.arm_names) * (total_rounds + (1 if plan.warmup_requests else 0))
         progress.level(level, segments)
-        self._set_users(level)
+        self._set_users(self.profile.users_for(level))
         rounds = []
         if plan.warmup_requests and self.interrupted is None:
             for position, arm in enumerate(self.arm_names):
@@ -289,7 +295,7 @@ class BenchRun:
         try:
             self.env = self._environment(settings)
             with BenchProgress(self.request.progress) as progress:
-                for level in self.plan.concurrency:
+                for level in self.profile.levels():
                     if self.interrupted:
                         break
                     self.run_level(level, progress, result)

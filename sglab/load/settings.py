@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglab.config.models import LoadPlan
+from sglab.load.profiles import LoadProfile, profile_for
 from sglab.load.prompts import Prompt, build_prompts
 from sglab.load.stream_parser import Endpoint
 
@@ -27,6 +28,7 @@ class LoadSettings:
     model: str = "default"
     stack: str | None = None
     plan: dict = field(default_factory=dict)
+    profile: LoadProfile | None = None
 
     @classmethod
     def from_plan(cls, plan: LoadPlan, *, urls: dict[str, str] | None = None, model: str = "default",
@@ -40,6 +42,7 @@ class LoadSettings:
             model=model,
             stack=stack,
             plan=plan.model_dump(mode="json", by_alias=False),
+            profile=profile_for(plan),
         )
 
     @property

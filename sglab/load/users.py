@@ -8,11 +8,16 @@ names, so one pool of users serves A/B, A/A and the four attribution arms, inter
 Locust's `response_time` of each request is the full stream time; TTFT, ITL and decode tok/s go in
 as extra Locust request rows (request_type "TOKENS") so they show in Locust's stats, CSV and HTML,
 and every request also becomes a raw `RequestSample` in the collector.
+
+How many users run and when each sends is the run's load profile (sglab/load/profiles/): the runner
+sets the users per level, and `SegmentPacing` tells a user when the n-th request of a segment may start
+(closed loop: at once).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import gevent
 from locust import constant, task
@@ -20,6 +25,7 @@ from locust.contrib.fasthttp import FastHttpUser
 from locust.exception import StopUser
 
 from sglab.load.collector import SampleCollector, Ticket, get_collector
+from sglab.load.profiles import CLOSED_LOOP, Pacing
 from sglab.load.settings import LoadSettings
 from sglab.load.stream_parser import StreamMetrics, StreamParser
 from sglab.results.schema import RequestSample
@@ -44,6 +50,23 @@ def get_settings(environment) -> LoadSettings:
 
 def set_settings(environment, settings: LoadSettings) -> None:
     environment.sglab_settings = settings
+
+
+@dataclass(frozen=True)
+class SegmentPacing:
+    """The profile's schedule for the segment with phase `serial`, opened at `opened_epoch`."""
+
+    serial: int
+    opened_epoch: float
+    pacing: Pacing = CLOSED_LOOP
+
+
+def set_pacing(environment, pacing: SegmentPacing) -> None:
+    environment.sglab_pacing = pacing
+
+
+def get_pacing(environment) -> SegmentPacing | None:
+    return getattr(environment, "sglab_pacing", None)
 
 
 def arm_url(environment, arm: str) -> str | None:
@@ -87,19 +110,38 @@ class StreamingUser(FastHttpUser):
         runner = self.environment.runner
         if runner is None:
             return 0
-        return runner.user_classes_count.get(type(self).__name__, 0)
+        users = runner.user_classes_count.get(type(self).__name__, 0)
+        profile = self.settings.profile
+        return profile.level_for_users(users) if profile is not None else users
 
     @task
     def stream_one(self) -> None:
         arm = self.current_arm()
+        index = self.collector.issued(arm) if arm else 0  # nothing yields between this and next_ticket
         ticket = self.collector.next_ticket(arm, len(self.settings.prompts), self.current_level()) if arm else None
         if ticket is None:
             gevent.sleep(IDLE_SLEEP_S)
             return
         try:
+            ticket = self.wait_for_start(ticket, index)
             self.run_request(ticket)
         finally:
             self.collector.release(ticket)
+
+    def wait_for_start(self, ticket: Ticket, index: int) -> Ticket:
+        """Hold the request until the profile's start time for it (closed loop: no wait)."""
+        pacing = get_pacing(self.environment)
+        if pacing is None or pacing.serial != ticket.serial:
+            return ticket
+        offset = pacing.pacing.start_offset_s(index)
+        if offset is None:
+            return ticket
+        delay = pacing.opened_epoch + offset - time.time()
+        if delay > 0:
+            gevent.sleep(delay)
+        from dataclasses import replace
+
+        return replace(ticket, started_epoch=time.time())
 
     def base_url(self, arm: str) -> str:
         return self.host
