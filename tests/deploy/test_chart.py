@@ -19,7 +19,7 @@ from sglab.deploy.naming import chart_dir
 from sglab.deploy.render import render_chart
 from sglab.deploy.values import chart_values, default_values
 
-from .harness import run_program, shipped_stacks
+from pulumi_harness import pulumi_config, run_program, shipped_stacks
 
 K8S_VERSIONS = ("1.31", kubernetes_validate.latest_version())
 CHART = "kubernetes:helm.sh/v4:Chart"
@@ -409,16 +409,14 @@ def test_single_node_server_has_no_rank_wiring():
 def test_render_matches_the_program_with_locust_enabled(tmp_path, monkeypatch, capsys):
     from sglab.config.loader import project_root, stack_path
 
-    from .harness import pulumi_config_from_file
-
     text = stack_path("eagle-nccl-ll", project_root()).read_text() + (
         "  sglab:locust:\n    enabled: true\n    workers: 2\n"
         "  sglab:locust-password:\n    secure: v1:bG9jdXN0LXBhc3N3b3Jk\n")
     path = tmp_path / "Pulumi.with-locust.yaml"
     path.write_text(text)
     monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
-    config, secret_keys = pulumi_config_from_file(path)
-    run = run_program("with-locust", config, secret_keys)
+    config, secret_keys = pulumi_config(path)
+    run = run_program("with-locust", config=config, secret_keys=secret_keys)
     assert run.error is None, run.error
     assert main(["render", "--stack", "with-locust"]) == 0
     out = capsys.readouterr().out

@@ -14,7 +14,8 @@ from sglab.config import baseline_arm, candidate_arm, confounds, load_stack
 from sglab.config.arms import parse_launch_args
 from sglab.deploy.naming import HF_TOKEN_SECRET, chart_dir
 from sglab.deploy.values import chart_values
-from .harness import TEST_SECRET_PREFIX, pulumi_config_from_file, run_program, shipped_stacks
+from pulumi_harness import SECRET_PREFIX as TEST_SECRET_PREFIX
+from pulumi_harness import pulumi_config, run_program, shipped_stacks
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 SERVER = "sglab:index:SGLangServer"
@@ -137,13 +138,20 @@ def test_article_replay_reports_its_nccl_confound():
 def _config(stack: str = "eagle-nccl-ll"):
     from sglab.config.loader import project_root, stack_path
 
-    return pulumi_config_from_file(stack_path(stack, project_root()))
+    return pulumi_config(stack_path(stack, project_root()))
+
+
+@pytest.fixture()
+def config_only(monkeypatch, tmp_path):
+    """The Pulumi config of eagle-nccl-ll with no stack file to read: only Pulumi config is checked."""
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
+    return _config()
 
 
 def test_hf_token_secret_becomes_a_kubernetes_secret_and_secret_key_ref():
     config, secret_keys = _config()
     config["sglab:hf-token"] = "hf_real_looking_token"
-    run = run_program("eagle-nccl-ll", config, secret_keys + ["sglab:hf-token"])
+    run = run_program("eagle-nccl-ll", config=config, secret_keys=secret_keys + ["sglab:hf-token"])
     assert run.error is None, run.error
     (secret,) = run.of_type(SECRET)
     assert secret.inputs["metadata"] == {"name": HF_TOKEN_SECRET, "namespace": "sglab-eagle-nccl-ll",
@@ -169,7 +177,7 @@ def test_secret_listed_only_in_the_language_host_env_is_a_secret(monkeypatch):
     config, _ = _config()
     config["sglab:hf-token"] = "hf_from_cli"
     monkeypatch.setenv("PULUMI_CONFIG_SECRET_KEYS", json.dumps(["sglab:hf-token"]))
-    run = run_program("eagle-nccl-ll", config, [])
+    run = run_program("eagle-nccl-ll", config=config, secret_keys=[])
     assert run.error is None, run.error
     (secret,) = run.of_type(SECRET)
     assert secret.inputs["stringData"][rpc._special_sig_key] == rpc._special_secret_sig
@@ -178,7 +186,7 @@ def test_secret_listed_only_in_the_language_host_env_is_a_secret(monkeypatch):
 def test_secret_field_without_secret_key_information_is_still_kept_secret():
     config, _ = _config()
     config["sglab:hf-token"] = "hf_unknown"
-    run = run_program("eagle-nccl-ll", config, [])
+    run = run_program("eagle-nccl-ll", config=config, secret_keys=[])
     assert run.error is None, run.error
     (secret,) = run.of_type(SECRET)
     assert secret.inputs["stringData"][rpc._special_sig_key] == rpc._special_secret_sig
@@ -188,38 +196,35 @@ def test_plain_text_hf_token_in_pulumi_config_stops_the_program(monkeypatch):
     config, secret_keys = _config()
     config["sglab:hf-token"] = "hf_plain"
     monkeypatch.setenv("PULUMI_CONFIG_SECRET_KEYS", json.dumps(secret_keys))  # as the CLI passes it
-    run = run_program("eagle-nccl-ll", config, secret_keys)
+    run = run_program("eagle-nccl-ll", config=config, secret_keys=secret_keys)
     assert isinstance(run.error, pulumi.RunError)
     assert "sglab:hf-token" in str(run.error) and "--secret" in str(run.error)
     assert "hf_plain" not in str(run.error)
     assert run.of_type(CHART) == []
 
 
-def test_unknown_pulumi_config_key_stops_the_program(monkeypatch, tmp_path):
-    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))  # no stack file: only Pulumi config is checked
-    config, secret_keys = _config()
+def test_unknown_pulumi_config_key_stops_the_program(config_only):
+    config, secret_keys = config_only
     config["sglab:namspace"] = "x"
-    run = run_program("scratch", config, secret_keys)
+    run = run_program("scratch", config=config, secret_keys=secret_keys)
     assert isinstance(run.error, pulumi.RunError)
     assert "sglab:namspace" in str(run.error) and "did you mean 'namespace'" in str(run.error)
 
 
-def test_nested_typo_in_pulumi_config_names_the_key_path(monkeypatch, tmp_path):
-    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
-    config, secret_keys = _config()
+def test_nested_typo_in_pulumi_config_names_the_key_path(config_only):
+    config, secret_keys = config_only
     server = json.loads(config["sglab:server"])
     server["tp-sise"] = server.pop("tp-size")
     config["sglab:server"] = json.dumps(server)
-    run = run_program("scratch", config, secret_keys)
+    run = run_program("scratch", config=config, secret_keys=secret_keys)
     assert isinstance(run.error, pulumi.RunError)
     assert "sglab:server.tp-sise" in str(run.error) and "tp-size" in str(run.error)
 
 
-def test_pulumi_config_alone_deploys_when_no_stack_file(monkeypatch, tmp_path):
-    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
-    config, secret_keys = _config()
+def test_pulumi_config_alone_deploys_when_no_stack_file(config_only):
+    config, secret_keys = config_only
     config["sglab:namespace"] = "from-pulumi-config"
-    run = run_program("scratch", config, secret_keys)
+    run = run_program("scratch", config=config, secret_keys=secret_keys)
     assert run.error is None, run.error
     assert run.outputs["namespace"] == "from-pulumi-config"
     assert run.outputs["baseline_service"] == "sglang-baseline.from-pulumi-config.svc.cluster.local"
@@ -233,34 +238,32 @@ def test_typo_in_stack_file_fails_pulumi_up_with_the_file_line(monkeypatch, tmp_
     (tmp_path / "Pulumi.eagle-nccl-ll.yaml").write_text(text)
     monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
     config, secret_keys = _config()  # Pulumi config itself is fine: only the file has the typo
-    run = run_program("eagle-nccl-ll", config, secret_keys)
+    run = run_program("eagle-nccl-ll", config=config, secret_keys=secret_keys)
     assert isinstance(run.error, pulumi.RunError)
     message = str(run.error)
     assert f"{tmp_path / 'Pulumi.eagle-nccl-ll.yaml'}:" in message
     assert "sglab:server.num-continuous-decode-step" in message and "num-continuous-decode-steps" in message
 
 
-def test_string_fields_are_not_json_coerced(monkeypatch, tmp_path):
+def test_string_fields_are_not_json_coerced(config_only):
     """A numeric-looking image tag from Pulumi config stays a string."""
-    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
-    config, secret_keys = _config()
+    config, secret_keys = config_only
     config["sglab:image"] = "12345"
-    run = run_program("scratch", config, secret_keys)
+    run = run_program("scratch", config=config, secret_keys=secret_keys)
     assert run.error is None, run.error
     assert run.named(CHART, "baseline").inputs["values"]["image"]["name"] == "12345"
     assert TEST_SECRET_PREFIX not in json.dumps(run.outputs)
 
 
-def test_multi_node_stack_deploys_through_the_same_component(monkeypatch, tmp_path):
-    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
-    config, secret_keys = _config()
+def test_multi_node_stack_deploys_through_the_same_component(config_only):
+    config, secret_keys = config_only
     placement = json.loads(config["sglab:placement"])
     placement["nodes"] = 2
     config["sglab:placement"] = json.dumps(placement)
     server = json.loads(config["sglab:server"])
     server["tp-size"] = 16
     config["sglab:server"] = json.dumps(server)
-    run = run_program("two-node", config, secret_keys)
+    run = run_program("two-node", config=config, secret_keys=secret_keys)
     assert run.error is None, run.error
     values = run.named(CHART, "candidate").inputs["values"]
     assert values["nodes"] == 2

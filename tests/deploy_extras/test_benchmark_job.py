@@ -17,7 +17,7 @@ from sglab.deploy.benchmark_job import (SERVICE_ACCOUNT, STACKS_MOUNT, benchmark
                                         stack_file_text)
 from sglab.deploy.result_sink import RESULT_PARTS
 
-from .harness import run_program
+from pulumi_harness import run_program
 
 STACK = "eagle-nccl-ll"
 K8S_VERSIONS = ("1.31.0", "1.37.0")
@@ -26,6 +26,7 @@ ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
 BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 SA = "kubernetes:core/v1:ServiceAccount"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+CHART = "kubernetes:helm.sh/v4:Chart"
 
 
 def raw_stack(stack: str = STACK) -> dict:
@@ -184,12 +185,12 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
     assert sorted(c.inputs["metadata"]["name"] for c in precreated) == sorted(role.inputs["rules"][0]["resourceNames"])
     assert all("data" not in c.inputs and "binaryData" not in c.inputs for c in precreated)
     for c in precreated:
-        options = program.options[c.name]
+        options = program.options_of(CONFIGMAP, c.name)
         assert options["retain_on_delete"] is True and set(options["ignore_changes"]) >= {"binaryData", "data"}
 
 
 def test_job_waits_for_both_arms_and_takes_its_timeouts_from_config(program):
-    options = program.options["benchmark-job"]
+    options = program.options_of(JOB, "benchmark-job")
     deps = options["dependencies"]
     assert any(d.endswith("helm.sh/v4:Chart::baseline") for d in deps)
     assert any(d.endswith("helm.sh/v4:Chart::candidate") for d in deps)
@@ -197,7 +198,7 @@ def test_job_waits_for_both_arms_and_takes_its_timeouts_from_config(program):
     job = program.of_type(JOB)[0].inputs
     assert job["spec"]["activeDeadlineSeconds"] == 45 * 60 and job["spec"]["backoffLimit"] == 0
     for arm in ("baseline", "candidate"):  # the arms' Deployments: rollout.pulumi-timeout-min
-        assert program.options[arm]["custom_timeouts"]["create"] == "120m"
+        assert program.options_of(CHART, arm)["custom_timeouts"]["create"] == "120m"
 
 
 def test_job_targets_the_arms_services_and_is_a_load_generator(program):

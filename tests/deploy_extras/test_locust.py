@@ -17,7 +17,7 @@ from sglab.deploy.naming import chart_dir
 from sglab.load.options import URL_ENV
 from sglab.ui.auth import PASSWORD_ENV, USERNAME_ENV
 
-from .harness import run_program
+from pulumi_harness import run_program
 
 STACK = "eagle-nccl-ll"
 K8S_VERSIONS = ("1.31.0", "1.37.0")

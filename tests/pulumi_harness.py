@@ -1,7 +1,10 @@
-"""Run the real Pulumi program (sglab.deploy.program.run) under Pulumi's official mocks.
+"""Run the real Pulumi program (sglab.deploy.program.run) under Pulumi's official mocks: the one harness of
+tests/deploy and tests/deploy_extras.
 
-`reads` supplies the live state a `Resource.get` returns (e.g. the result ConfigMap the Job filled),
-keyed by the provider id `<namespace>/<name>`; everything registered is recorded with its options.
+Config is set the way `pulumi up` sets it (strings, JSON for objects, secrets decrypted). `reads` supplies the
+live state a `Resource.get` returns (e.g. the result ConfigMap the Job filled), keyed by the provider id
+`<namespace>/<name>`; `outputs` adds what a provider computes, by resource type. Everything registered is
+recorded with its resource options.
 """
 
 from __future__ import annotations
@@ -13,17 +16,23 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import settings
 from ruamel.yaml import YAML
 
-from sglab.config.loader import stack_path
+from sglab.config.loader import stack_path, stacks_dir
 
 PROJECT = "sglab"
-SECRET_PREFIX = "test-secret-"
+SECRET_PREFIX = "test-secret-value-"
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # Pulumi's wire value of an unknown output
+
+
+def shipped_stacks() -> list[str]:
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir().glob("Pulumi.*.yaml"))
 
 
 def pulumi_config(path: Path, overrides: dict[str, Any] | None = None,
                   secrets: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
-    """What the Pulumi CLI hands the program for a stack file (objects as JSON, secrets decrypted)."""
+    """What the Pulumi CLI hands the program for a stack file, with `sglab:` overrides and extra secrets."""
     document = YAML(typ="safe").load(path.read_text())
     raw: dict[str, Any] = dict(document.get("config") or {})
     raw.update({f"sglab:{k}": v for k, v in (overrides or {}).items()})
@@ -50,10 +59,8 @@ class Registered:
     typ: str
     name: str
     inputs: dict[str, Any]
-    read_id: str | None = None
-
-
-UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # Pulumi's wire value of an unknown output
+    custom: bool
+    read_id: str | None = None  # set for a `Resource.get` of an existing object
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -64,7 +71,8 @@ class Mocks(pulumi.runtime.Mocks):
         self.resources: list[Registered] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.resources.append(Registered(args.typ, args.name, dict(args.inputs), args.resource_id or None))
+        self.resources.append(Registered(args.typ, args.name, dict(args.inputs), bool(args.custom),
+                                         args.resource_id or None))
         if args.resource_id:
             return args.resource_id, dict(self.reads.get(args.resource_id, {}))
         # outputs the provider computes, by type (UNKNOWN: what a preview of a new resource cannot know)
@@ -75,7 +83,7 @@ class Mocks(pulumi.runtime.Mocks):
 
 
 class Monitor(pulumi_mocks.MockMonitor):
-    """The official mock monitor, also keeping the options Mocks.new_resource does not see."""
+    """The official mock monitor, also keeping the resource options Mocks.new_resource does not see."""
 
     def __init__(self, mocks: Mocks) -> None:
         super().__init__(mocks)
@@ -83,51 +91,66 @@ class Monitor(pulumi_mocks.MockMonitor):
 
     def RegisterResource(self, request):
         timeouts = request.customTimeouts
-        self.options[request.name] = {
+        self.options[f"{request.type}::{request.name}"] = {
+            "parent": request.parent,
             "custom_timeouts": {k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)},
             "dependencies": list(request.dependencies),
+            "remote": request.remote,
             "retain_on_delete": request.retainOnDelete,
             "ignore_changes": list(request.ignoreChanges),
-            "parent": request.parent,
         }
         return super().RegisterResource(request)
 
 
 @dataclass
-class Run:
+class ProgramRun:
+    stack: str
     resources: list[Registered]
-    options: dict[str, dict[str, Any]]
+    options: dict[str, dict[str, Any]]  # by "<type>::<name>"
     outputs: dict[str, Any] = field(default_factory=dict)
     error: Exception | None = None
 
     def of_type(self, typ: str) -> list[Registered]:
+        """What the program declares of `typ` (not reads of existing objects)."""
         return [r for r in self.resources if r.typ == typ and r.read_id is None]
 
-    def named(self, name: str) -> Registered:
-        (found,) = [r for r in self.resources if r.name == name and r.read_id is None]
+    def named(self, typ: str, name: str) -> Registered:
+        (found,) = [r for r in self.of_type(typ) if r.name == name]
         return found
 
     def reads(self) -> list[Registered]:
         return [r for r in self.resources if r.read_id is not None]
 
+    def applied(self) -> list[Registered]:
+        """Kubernetes objects the program creates directly (not components, charts or reads of existing ones)."""
+        return [r for r in self.resources
+                if r.custom and not r.read_id and r.typ.startswith("kubernetes:") and "helm.sh" not in r.typ]
 
-def run_program(stack: str, overrides: dict[str, Any] | None = None, *, secrets: dict[str, str] | None = None,
+    def options_of(self, typ: str, name: str) -> dict[str, Any]:
+        return self.options[f"{typ}::{name}"]
+
+
+def run_program(stack: str, overrides: dict[str, Any] | None = None, *, config: dict[str, str] | None = None,
+                secret_keys: list[str] | None = None, secrets: dict[str, str] | None = None,
                 reads: dict[str, dict[str, Any]] | None = None, preview: bool = False,
-                outputs: dict[str, dict[str, Any]] | None = None) -> Run:
+                outputs: dict[str, dict[str, Any]] | None = None) -> ProgramRun:
+    """Run the program for `stack`: config is the stack file's with `overrides`/`secrets`, or `config` verbatim."""
     from sglab.deploy.program import run
 
-    config, secret_keys = pulumi_config(stack_path(stack), overrides, secrets)
+    if config is None:
+        config, secret_keys = pulumi_config(stack_path(stack), overrides, secrets)
     mocks = Mocks(reads, outputs)
     monitor = Monitor(mocks)
+    settings.ROOT.set(None)  # a fresh root Stack per run, named after this stack
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
-    pulumi.runtime.set_all_config(config, secret_keys)
-    result = Run(mocks.resources, monitor.options)
+    pulumi.runtime.set_all_config(config, secret_keys or [])
+    result = ProgramRun(stack, mocks.resources, monitor.options)
 
     @pulumi.runtime.test
     def program():
         try:
             dep = run()
-        except Exception as exc:  # the program's refusal is what some tests assert on
+        except Exception as exc:  # the program's own refusal is what some tests assert on
             result.error = exc
             return None
         return pulumi.Output.all(**{k: pulumi.Output.from_input(v) for k, v in dep.outputs.items()}).apply(
