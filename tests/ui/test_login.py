@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import httpx
 import pytest
 
 from sglab.ui.auth import LoginConfigError, credentials_from_env
 
-from .harness import LOCUSTFILE, ROOT, STACK, _child_env, free_port, plain_locust
+from .harness import child_env, free_port, locust_command, plain_locust, run_to_exit, sglab_ui_command
 
 PASSWORD = "s3cret-for-tests"
 PROTECTED = ("/", "/stats/requests", "/sglab/result.json", "/stats/report")
@@ -28,9 +25,7 @@ def test_credentials_need_a_password():
 
 def test_sglab_ui_refuses_login_without_password(tmp_path):
     """Checked before anything starts: one clear message, exit 2, no traceback, no simulator left behind."""
-    out = subprocess.run([sys.executable, "-m", "sglab.cli", "ui", "--stack", STACK, "--web-login",
-                          "--web-port", str(free_port())],
-                         env=_child_env(tmp_path, None), capture_output=True, text=True, timeout=60, cwd=ROOT)
+    out = run_to_exit(sglab_ui_command(free_port(), "--web-login"), child_env(tmp_path))
     assert out.returncode == 2, out
     assert "SGLAB_UI_PASSWORD" in out.stderr and "Traceback" not in out.stderr + out.stdout
     assert "starting simulators" not in out.stdout
@@ -38,9 +33,8 @@ def test_sglab_ui_refuses_login_without_password(tmp_path):
 
 def test_plain_locust_refuses_login_without_password(tmp_path):
     """The cluster master runs plain locust --web-login: without the password it must not serve."""
-    out = subprocess.run([sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--web-login", "--web-host",
-                          "127.0.0.1", "--web-port", str(free_port())],
-                         env=_child_env(tmp_path, None), capture_output=True, text=True, timeout=60, cwd=ROOT)
+    out = run_to_exit(locust_command("--web-login", "--web-host", "127.0.0.1", "--web-port", str(free_port())),
+                      child_env(tmp_path))
     assert out.returncode == 2, out.stdout + out.stderr
     assert "SGLAB_UI_PASSWORD" in out.stderr
 

@@ -125,14 +125,11 @@ def test_existing_urls_mode_uses_given_servers(tmp_path):
 
 def test_master_tab_collects_worker_samples(tmp_path):
     """Distributed mode (the cluster chart): users run on a worker, the master's A/B tab sees their samples."""
-    import subprocess
-    import sys
-
     from sglab.config import load_stack
     from sglab.config.arms import baseline_arm, candidate_arm
     from sglab.load.targets import start_sims
 
-    from .harness import LOCUSTFILE, ROOT, _child_env, _stop, free_port, plain_locust
+    from .harness import free_port, locust_worker, plain_locust
 
     config = load_stack(STACK).config
     master_port = free_port()
@@ -141,12 +138,7 @@ def test_master_tab_collects_worker_samples(tmp_path):
         with plain_locust(tmp_path, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
                           str(master_port), "--baseline-url", urls["baseline"], "--candidate-url", urls["candidate"],
                           "--stack", STACK) as master:
-            with open(tmp_path / "worker.log", "wb") as log:
-                worker = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
-                                           "--master-host", "127.0.0.1", "--master-port", str(master_port)],
-                                          env=_child_env(tmp_path, None), stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, cwd=ROOT)
-            try:
+            with locust_worker(tmp_path, master_port):
                 wait_until(lambda: _stats(master.url).get("worker_count") == 1, 60, "the worker to connect")
                 assert httpx.post(master.url + "/swarm", data={"user_count": 2, "spawn_rate": 2},
                                   timeout=10).json()["success"]
@@ -155,5 +147,3 @@ def test_master_tab_collects_worker_samples(tmp_path):
                 assert rows["baseline"]["decode_tok_s"] > 0 and rows["candidate"]["decode_tok_s"] > 0
                 assert rows["baseline"]["users"] == 1 and rows["candidate"]["users"] == 1
                 assert rows["candidate"]["accept_client"] > 1.0 and rows["baseline"]["accept_client"] is None
-            finally:
-                _stop(worker)
