@@ -9,42 +9,18 @@ parts add up exactly to the total g_C. Each gets a paired interval over rounds.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel
 
 from sglab.analysis.stats import CiMethod, mean_ci
 from sglab.analysis.samples import paired
 from sglab.results.schema import RunResult
+from sglab.results.verdict import Attribution, Component, LevelAttribution
 
 ATTRIBUTION_ARMS = ("baseline", "baseline+confounds", "candidate-confounds", "candidate")
 
 
-class Component(BaseModel):
-    key: str  # total | confounds | speculation | interaction
-    label: str
-    estimate: float
-    low: float | None = None
-    high: float | None = None
-
-
-class LevelAttribution(BaseModel):
-    concurrency: int
-    rounds: int
-    components: list[Component]
-
-    def component(self, key: str) -> Component:
-        return next(c for c in self.components if c.key == key)
-
-
-class Attribution(BaseModel):
-    metric: str
-    confidence: float
-    confounds_label: str
-    levels: list[LevelAttribution]
-
-
 def confounds_label(result: RunResult) -> str:
     """'NCCL alone' when every declared difference is an NCCL_* variable, else a generic label."""
-    keys = [str(c.get("key", "")) for c in result.confounds]
+    keys = [c.key for c in result.confounds]
     if keys and all(k.startswith("env NCCL_") or k.startswith("nccl") for k in keys):
         return "NCCL alone"
     return "declared differences alone"

@@ -9,28 +9,10 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel
-
 from sglab.analysis.samples import ArmLevelStats
+from sglab.results.verdict import Crossover, Economics
 
-
-class Economics(BaseModel):
-    concurrency: int
-    baseline_step_ms: float | None = None
-    candidate_itl_ms: float | None = None
-    accept_length: float | None = None
-    accept_length_source: str | None = None
-    verify_cycle_ms: float | None = None
-    break_even_accept_length: float | None = None
-    accept_margin: float | None = None  # accept_length / break-even - 1: > 0 means speculation pays
-
-
-class Crossover(BaseModel):
-    """Where the candidate stops winning (gain reaches 0), interpolated in log2(concurrency)."""
-
-    concurrency: float | None = None
-    status: str = "unknown"  # "between" | "beyond" | "below" | "unknown"
-    note: str = ""
+__all__ = ["Crossover", "Economics", "crossover", "level_economics"]
 
 
 def level_economics(concurrency: int, baseline: ArmLevelStats, candidate: ArmLevelStats) -> Economics:

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sglab import metrics
 from sglab.results.schema import ArmLevelSummary, LevelResult, RequestSample, RunResult
 
-RoundMetric = str  # "decode_tok_per_s" | "output_tok_per_s"
+RoundMetric = str  # a registered metric name (sglab.metrics)
 
 
 def comparison_arms(result: RunResult) -> tuple[str, str]:
@@ -34,14 +35,20 @@ def _measured_requests(level: LevelResult, arm: str) -> list[RequestSample]:
 
 
 def per_round(level: LevelResult, metric: RoundMetric) -> dict[int, dict[str, float]]:
-    """round_index -> arm -> value of `metric` in that round (measured rounds only)."""
+    """round_index -> arm -> value of `metric` (a registered metric, sglab/metrics) in that round, measured
+    rounds only. A metric averaged over requests is recomputed from the request samples when they are kept;
+    otherwise (or without samples) the recorded round values are used."""
+    declared = metrics.get(metric)
     out: dict[int, dict[str, float]] = {}
-    if metric == "decode_tok_per_s" and level.requests:
+    if declared.from_requests and level.requests:
         grouped: dict[tuple[int, str], list[float]] = {}
         for req in level.requests:
-            if req.warmup or req.round_index < 0 or req.error is not None or req.decode_tok_per_s is None:
+            if req.warmup or req.round_index < 0 or req.error is not None:
                 continue
-            grouped.setdefault((req.round_index, req.arm), []).append(req.decode_tok_per_s)
+            value = declared.request_value(req)
+            if value is None:
+                continue
+            grouped.setdefault((req.round_index, req.arm), []).append(value)
         for (round_index, arm), values in grouped.items():
             out.setdefault(round_index, {})[arm] = float(np.mean(values))
         if out:
@@ -49,12 +56,7 @@ def per_round(level: LevelResult, metric: RoundMetric) -> dict[int, dict[str, fl
     for sample in level.rounds:
         if sample.warmup or sample.round_index < 0:
             continue
-        if metric == "decode_tok_per_s":
-            value = sample.decode_tok_per_s_mean
-        else:
-            value = sample.output_tok_per_s
-            if value is None and sample.duration_s > 0:
-                value = sample.output_tokens / sample.duration_s
+        value = declared.round_value(sample)
         if value is not None and value > 0:
             out.setdefault(sample.round_index, {})[sample.arm] = float(value)
     return out

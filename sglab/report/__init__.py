@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sglab.analysis.verdict import Verdict, judge
+from sglab.analysis.verdict import judge
 from sglab.results.schema import RunResult
+from sglab.results.verdict import Verdict
 
 REPORT_FILE = "report.html"
 

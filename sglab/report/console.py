@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sglab.analysis.verdict import Verdict, format_table
+from sglab.report.table import format_table
+from sglab.results.verdict import Verdict
 
 
 def render_console(verdict: Verdict, report: Path | None = None) -> str:

@@ -6,9 +6,11 @@ import base64
 import html
 from pathlib import Path
 
-from sglab.analysis.verdict import LevelVerdict, Verdict, next_step
+from sglab import metrics
+from sglab.analysis.verdict import next_step
 from sglab.report.plots import OUTCOME_COLORS
 from sglab.results.schema import RunResult
+from sglab.results.verdict import LevelVerdict, Verdict
 
 CAPTIONS = {
     "decode": "Decode tok/s per concurrency for both arms, and the candidate's gain with its confidence interval.",
@@ -103,8 +105,7 @@ def _run_details(result: RunResult) -> str:
             ("target", result.target.kind), ("git commit", result.git_commit or "–")]
     rows += [(f"arm {a.name} ({a.role})", f"{a.config_hash[:12]} · {a.launch_command}") for a in result.arms]
     if result.confounds:
-        rows.append(("confounds", "; ".join(f"{c.get('key')}: baseline={c.get('baseline')} "
-                                            f"candidate={c.get('candidate')}" for c in result.confounds)))
+        rows.append(("confounds", "; ".join(c.describe() for c in result.confounds)))
     body = "".join(f"<tr><th class='l'>{_e(k)}</th><td class='l'><code>{_e(v)}</code></td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
 
@@ -129,7 +130,7 @@ def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> 
 {_e(sentence)}</div>
 {f"<p>Next: <code>{_e(next_step(verdict))}</code></p>" if next_step(verdict) else ""}
 <h2>Per concurrency level</h2>
-<p>Gate: {_e('decode tok/s' if verdict.metric == 'decode_tok_per_s' else 'output tok/s')} gain ≥
+<p>Gate: {_e(metrics.label(verdict.metric))} gain ≥
 {verdict.min_gain:+.1%} at concurrency {_e(verdict.gating_levels)}; {_e(verdict.method)}
 {verdict.confidence:.0%} interval over paired rounds. Crossover: {_e(verdict.crossover.note)}.</p>
 {_levels_table(verdict)}

@@ -13,8 +13,9 @@ import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from sglab.analysis.samples import per_round  # noqa: E402
-from sglab.analysis.verdict import Verdict  # noqa: E402
+from sglab import metrics  # noqa: E402
 from sglab.results.schema import LevelResult, RunResult  # noqa: E402
+from sglab.results.verdict import Verdict  # noqa: E402
 
 COLORS = {"baseline": "#4C72B0", "candidate": "#DD8452", "baseline+confounds": "#55A868",
           "candidate-confounds": "#C44E52", "baseline-b": "#8172B3"}
@@ -41,8 +42,9 @@ def _save(fig: plt.Figure, path: Path) -> Path:
     return path
 
 
-def decode_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
-    """Left: decode tok/s per arm per level with CIs over rounds. Right: the gain with its CI vs min-gain."""
+def metric_plot(result: RunResult, verdict: Verdict, path: Path, metric: str = "decode_tok_per_s") -> Path | None:
+    """Left: a registered metric per arm per level with CIs over rounds. Right: the gain with its CI vs min-gain."""
+    declared = metrics.get(metric)
     levels = sorted(result.levels, key=lambda lv: lv.concurrency)
     if not levels:
         return None
@@ -53,7 +55,7 @@ def decode_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
     for i, arm in enumerate(arms):
         means, halves = [], []
         for lv in levels:
-            values = [r[arm] for r in per_round(lv, "decode_tok_per_s").values() if arm in r]
+            values = [r[arm] for r in per_round(lv, metric).values() if arm in r]
             m, h = _mean_ci(values, verdict.confidence)
             means.append(m)
             halves.append(h)
@@ -61,13 +63,17 @@ def decode_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
                  color=_color(arm))
     left.set_xticks(xs, [str(lv.concurrency) for lv in levels])
     left.set_xlabel("concurrency")
-    left.set_ylabel("decode tok/s per request (mean over rounds)")
-    left.set_title(f"decode speed, {verdict.confidence:.0%} CI over rounds")
+    per = " per request" if declared.from_requests else ""
+    left.set_ylabel(f"{declared.label}{per} (mean over rounds)")
+    left.set_title(f"{declared.label}, {verdict.confidence:.0%} CI over rounds")
     left.legend(fontsize=8)
     gains = [verdict.level(lv.concurrency) for lv in levels]
-    est = np.array([100 * (g.decode.estimate if g and g.decode.estimate is not None else np.nan) for g in gains])
-    low = np.array([100 * (g.decode.low if g and g.decode.low is not None else np.nan) for g in gains])
-    high = np.array([100 * (g.decode.high if g and g.decode.high is not None else np.nan) for g in gains])
+    level_gains = [g.gain(metric) if g else None for g in gains]
+
+    def series(key: str) -> np.ndarray:
+        return np.array([100 * getattr(g, key) if g and getattr(g, key) is not None else np.nan for g in level_gains])
+
+    est, low, high = series("estimate"), series("low"), series("high")
     conc = [lv.concurrency for lv in levels]
     right.axhline(0, color="#999999", lw=1)
     right.axhline(100 * verdict.min_gain, color="#2E7D32", ls="--", lw=1, label=f"min gain {verdict.min_gain:+.1%}")
@@ -85,7 +91,7 @@ def decode_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
     right.set_xscale("log", base=2)
     right.set_xticks(conc, [str(c) for c in conc])
     right.set_xlabel("concurrency")
-    right.set_ylabel(f"{verdict.candidate_arm} vs {verdict.baseline_arm}, decode tok/s gain (%)")
+    right.set_ylabel(f"{verdict.candidate_arm} vs {verdict.baseline_arm}, {declared.label} gain (%)")
     right.set_title("gain per level")
     right.legend(fontsize=8)
     return _save(fig, path)
@@ -181,9 +187,15 @@ def attribution_plot(verdict: Verdict, path: Path) -> Path | None:
 def write_plots(result: RunResult, verdict: Verdict, out_dir: Path) -> dict[str, Path]:
     """Every plot that has data, by name -> file."""
     made = {
-        "decode": decode_plot(result, verdict, out_dir / "decode_tok_per_s.png"),
+        "decode": metric_plot(result, verdict, out_dir / "decode_tok_per_s.png"),
         "latency": latency_plot(result, verdict, out_dir / "latency_cdf.png"),
         "accept": accept_plot(result, verdict, out_dir / "accept_length.png"),
         "attribution": attribution_plot(verdict, out_dir / "attribution.png"),
     }
+    for m in metrics.all_metrics():  # the built-in output metric has no plot of its own (as before)
+        if m.name not in ("decode_tok_per_s", "output_tok_per_s"):
+            made[m.name] = metric_plot(result, verdict, out_dir / f"{m.name}.png", m.name)
     return {name: p for name, p in made.items() if p is not None}
+
+
+decode_plot = metric_plot  # the name before the metric registry

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from sglab.results.records import Confound, RecordedLoadPlan, RecordedPolicy
 
 SCHEMA_VERSION = 1
 
@@ -47,6 +49,8 @@ class ArmLevelSummary(Schema):
     itl_ms: Percentiles = Field(default_factory=Percentiles)
     e2e_ms: Percentiles = Field(default_factory=Percentiles)
     accept_length: AcceptLength | None = None
+    metrics: dict[str, float] = Field(default_factory=dict, description="mean over measured rounds of each "
+                                      "registry metric stored in RoundSample.metrics (sglab/metrics)")
 
 
 class RoundSample(Schema):
@@ -75,6 +79,8 @@ class RoundSample(Schema):
                                    "closed); output_tok_per_s counts the tokens that arrived inside it")
     window_output_tokens: int | None = Field(None, description="tokens of successful requests that arrived "
                                              "inside window_s")
+    metrics: dict[str, float] = Field(default_factory=dict, description="per-round values of registry metrics "
+                                      "without a field of their own (sglab/metrics)")
 
 
 class RequestSample(Schema):
@@ -96,6 +102,8 @@ class RequestSample(Schema):
     spec_verify_ct: int | None = None
     accept_length: float | None = None
     error: str | None = None
+    metrics: dict[str, float] = Field(default_factory=dict, description="per-request values of registry metrics "
+                                      "without a field of their own (sglab/metrics)")
 
 
 class LevelResult(Schema):
@@ -137,13 +145,20 @@ class RunResult(Schema):
     target: Target
     arms: list[ArmInfo]
     config_hash: dict[str, str] = Field(description="arm name -> sha256 of its effective launch args + env")
-    confounds: list[dict[str, str | None]] = Field(default_factory=list, description="declared differences")
+    confounds: list[Confound] = Field(default_factory=list, description="declared differences")
     live_mismatches: list[str] = Field(default_factory=list, description="live server flags != stack")
-    load_plan: dict = Field(default_factory=dict)
-    policy: dict = Field(default_factory=dict)
+    load_plan: RecordedLoadPlan | None = Field(None, description="the load plan the run sent")
+    policy: RecordedPolicy | None = Field(None, description="the promotion policy at bench time")
     levels: list[LevelResult] = Field(default_factory=list)
     loadgen: dict = Field(default_factory=dict, description="load generator: tool, version, user class, workers")
-    verdict: dict | None = Field(None, description="filled by sglab.analysis when the run ends")
+    verdict: dict | None = Field(None, description="snapshot of sglab.results.verdict.Verdict when the run ended; "
+                                 "never trusted (compare and promote recompute it)")
+
+    @field_validator("load_plan", "policy", mode="before")
+    @classmethod
+    def _empty_is_unrecorded(cls, value):
+        """Files before typed records wrote {} for 'not recorded'."""
+        return None if value == {} else value
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)

@@ -1,0 +1,83 @@
+"""The console verdict table: levels x gains, CIs, latency deltas, errors, economics, outcome.
+
+One gain column pair per registered metric (sglab/metrics); the last line is grep-able
+(`verdict: promote|reject|inconclusive`).
+"""
+
+from __future__ import annotations
+
+from sglab import metrics
+from sglab.analysis.verdict import next_step
+from sglab.results.verdict import Gain, Verdict, pct
+
+# Column titles of the built-in metrics, as the table has always written them.
+_TITLES = {"decode_tok_per_s": "decode gain", "output_tok_per_s": "output gain"}
+
+
+def _title(name: str) -> str:
+    if name in _TITLES:
+        return _TITLES[name]
+    try:
+        return f"{metrics.label(name)} gain"
+    except KeyError:
+        return f"{name} gain"
+
+
+def _ci(g: Gain) -> str:
+    return f"[{pct(g.low)}, {pct(g.high)}]"
+
+
+def format_table(v: Verdict) -> str:
+    conf = f"{v.confidence:.0%} CI"
+    names = list(v.levels[0].gains()) if v.levels else list(_TITLES)
+    gain_head = " | ".join(f"{_title(n):>11} {conf:>17}" for n in names)
+    head = (f"{'conc':>5} {'gate':>4} | {gain_head} | "
+            f"{'TTFT p99':>8} {'ITL p99':>8} | {'err b/c':>11} | {'accept':>6} {'b-even':>6} | outcome")
+    lines = [f"{v.stack} run {v.run_id} ({v.kind}): {v.candidate_arm} vs {v.baseline_arm}, "
+             f"gate {_words(v.metric)} ≥ {v.min_gain:+.1%} at concurrency {v.gating_levels}, "
+             f"{v.method} interval", head, "-" * len(head)]
+    for lv in v.levels:
+        e = lv.economics
+        gains = lv.gains()
+        cells = " | ".join(f"{pct(gains[n].estimate) if n in gains else 'n/a':>11} "
+                           f"{_ci(gains[n]) if n in gains else '':>17}" for n in names)
+        acc = f"{e.accept_length:.2f}" if e.accept_length is not None else "-"
+        brk = f"{e.break_even_accept_length:.2f}" if e.break_even_accept_length is not None else "-"
+        errs = f"{lv.baseline_error_rate:.1%}/{lv.candidate_error_rate:.1%}"
+        lines.append(f"{lv.concurrency:>5} {'yes' if lv.gating else 'no':>4} | {cells} | "
+                     f"{pct(lv.ttft_p99.increase):>8} "
+                     f"{pct(lv.itl_p99.increase):>8} | {errs:>11} | {acc:>6} {brk:>6} | {lv.outcome}")
+    lines.append("")
+    for lv in v.levels:
+        e = lv.economics
+        if e.verify_cycle_ms is None or e.baseline_step_ms is None:
+            continue
+        lines.append(f"economics @{lv.concurrency}: baseline step {e.baseline_step_ms:.2f} ms/token, verify cycle "
+                     f"{e.verify_cycle_ms:.2f} ms ({e.candidate_itl_ms:.2f} ms x accept {e.accept_length:.2f}), "
+                     f"break-even accept length {e.break_even_accept_length:.2f} vs measured {e.accept_length:.2f}")
+    lines.append(f"crossover: {v.crossover.note}")
+    if v.attribution is not None:
+        for la in v.attribution.levels:
+            parts = ", ".join(f"{c.label} {pct(c.estimate)} [{pct(c.low)}, {pct(c.high)}]" for c in la.components)
+            lines.append(f"attribution @{la.concurrency}: {parts}")
+    for g in v.guards:
+        if not g.ok:
+            lines.append(f"guard FAILED: {g.detail}" + (f" (fix: {g.fix})" if g.fix else ""))
+    for b in v.blockers:
+        lines.append(f"blocker: {b.detail}" + (f" (fix: {b.fix})" if b.fix else ""))
+    for r in v.reasons:
+        if not r.startswith("guard failed") and not any(r == b.detail for b in v.blockers):
+            lines.append(f"note: {r}")
+    lines.append(v.sentence)
+    step = next_step(v)
+    if step:
+        lines.append(f"next: {step}")
+    lines.append(f"verdict: {v.outcome}")
+    return "\n".join(lines)
+
+
+def _words(metric: str) -> str:
+    try:
+        return metrics.label(metric)
+    except KeyError:
+        return metric

@@ -1,0 +1,148 @@
+"""The verdict document: what sglab.analysis computes from a RunResult (promote, reject or inconclusive)
+with every number it rests on. `sglab compare --output json` prints it; `RunResult.verdict` keeps a
+snapshot of it, which is never trusted (compare and promote recompute it from the samples).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Outcome = Literal["promote", "reject", "inconclusive"]
+LevelOutcome = Literal["win", "lose", "undecided", "no-data"]
+
+
+def pct(x: float | None) -> str:
+    """A relative change as every verdict text writes it (+4.2%; n/a when unknown)."""
+    return "n/a" if x is None else f"{x:+.1%}"
+
+
+class Gain(BaseModel):
+    """Candidate over baseline for one metric at one level (geometric mean of per-round ratios);
+    positive = better, whatever the metric's direction."""
+
+    metric: str
+    rounds: int
+    baseline_mean: float | None = None
+    candidate_mean: float | None = None
+    estimate: float | None = None
+    low: float | None = None
+    high: float | None = None
+    mean_log: float | None = None
+    sd_log: float | None = None
+
+
+class LatencyDelta(BaseModel):
+    baseline_p99_ms: float | None = None
+    candidate_p99_ms: float | None = None
+    increase: float | None = None  # candidate / baseline - 1
+
+
+class Economics(BaseModel):
+    concurrency: int
+    baseline_step_ms: float | None = None
+    candidate_itl_ms: float | None = None
+    accept_length: float | None = None
+    accept_length_source: str | None = None
+    verify_cycle_ms: float | None = None
+    break_even_accept_length: float | None = None
+    accept_margin: float | None = None  # accept_length / break-even - 1: > 0 means speculation pays
+
+
+class Crossover(BaseModel):
+    """Where the candidate stops winning (gain reaches 0), interpolated in log2(concurrency)."""
+
+    concurrency: float | None = None
+    status: str = "unknown"  # "between" | "beyond" | "below" | "unknown"
+    note: str = ""
+
+
+class Component(BaseModel):
+    key: str  # total | confounds | speculation | interaction
+    label: str
+    estimate: float
+    low: float | None = None
+    high: float | None = None
+
+
+class LevelAttribution(BaseModel):
+    concurrency: int
+    rounds: int
+    components: list[Component]
+
+    def component(self, key: str) -> Component:
+        return next(c for c in self.components if c.key == key)
+
+
+class Attribution(BaseModel):
+    metric: str
+    confidence: float
+    confounds_label: str
+    levels: list[LevelAttribution]
+
+
+class Check(BaseModel):
+    """A guard (fails -> reject) or a blocker (present -> never promote)."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+
+class LevelVerdict(BaseModel):
+    concurrency: int
+    gating: bool
+    outcome: LevelOutcome
+    decode: Gain
+    output: Gain
+    ttft_p99: LatencyDelta
+    itl_p99: LatencyDelta
+    baseline_requests: int
+    candidate_requests: int
+    baseline_error_rate: float
+    candidate_error_rate: float
+    economics: Economics
+    more_rounds: int | None = None
+    extra_gains: dict[str, Gain] = Field(default_factory=dict,
+                                         description="gains of the registry's other metrics (sglab.metrics)")
+
+    def gain(self, metric: str) -> Gain:
+        if metric == "decode_tok_per_s":
+            return self.decode
+        if metric == "output_tok_per_s":
+            return self.output
+        return self.extra_gains[metric]
+
+    def gains(self) -> dict[str, Gain]:
+        """Every metric's gain by name, built-in metrics first."""
+        return {"decode_tok_per_s": self.decode, "output_tok_per_s": self.output, **self.extra_gains}
+
+
+class Verdict(BaseModel):
+    run_id: str
+    stack: str
+    kind: str
+    outcome: Outcome
+    statistical_outcome: Outcome  # what the numbers alone say, before blockers
+    sentence: str
+    baseline_arm: str
+    candidate_arm: str
+    metric: str
+    min_gain: float
+    confidence: float
+    method: str
+    gating_levels: list[int]
+    levels: list[LevelVerdict]
+    guards: list[Check]
+    blockers: list[Check]
+    reasons: list[str]
+    crossover: Crossover
+    more_rounds: int | None = None
+    attribution: Attribution | None = None
+    policy: dict[str, Any]  # the policy applied, as the stack spells it (kebab-case keys)
+    computed_at: str
+
+    def level(self, concurrency: int) -> LevelVerdict | None:
+        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
