@@ -11,9 +11,11 @@ bound, valid however the arms' rounds are correlated through the shared baseline
   best (`not-best`),
 
 so the true best arm is eliminated with probability <= alpha, whatever the stopping. Survivors get the
-next rounds. The sweep ends when one arm is left (`selected`), none is left (`no-winner`), or at
-max-rounds (`leader`: the survivors' best point estimate, picked without confidence). The pick is
-never its own evidence: it goes to a confirmation A/B on fresh rounds (winner's curse).
+next rounds. A lone survivor keeps running until its lower bound clears the minimum (`selected`) or
+its upper bound misses it (then none is left: `no-winner`); at max-rounds the pick is the lone
+survivor (`selected`, `winner_cleared_min` false) or the survivors' best point estimate (`leader`,
+picked without confidence). The pick is never its own evidence: it goes to a confirmation A/B on
+fresh rounds (winner's curse).
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ class EliminationRecord(BaseModel):
     min_rounds: int
     max_rounds: int | None
     outcome: SweepOutcome
-    winner: str | None
+    winner: str | None  # selected or leader; a candidate for the confirmation A/B, not a promotion
     winner_cleared_min: bool  # the winner's lower bound is above log(1 + min-gain) (still needs confirmation)
     rounds: int  # looks taken
     arm_rounds: int  # rounds measured over all arms, baseline included (the cost in arm-rounds)
@@ -119,7 +121,9 @@ def eliminate(lower: np.ndarray, upper: np.ndarray, *, threshold_log: float, min
             out_reason[below] = BELOW_MIN
             out_reason[not_best] = NOT_BEST
             alive &= ~gone
-        running &= alive.sum(axis=1) > 1
+        left = alive.sum(axis=1)
+        lone_cleared = (np.where(alive, lower[:, :, i], -np.inf).max(axis=1) > threshold_log) & (left == 1)
+        running &= (left > 1) | ((left == 1) & ~lone_cleared)
     return out_round, out_reason, looks, starved
 
 
@@ -157,11 +161,13 @@ def successive_elimination(log_ratios: Mapping[str, Sequence[float] | np.ndarray
     rounds = int(looks_taken[0])
     gone = {names[j]: (int(out_round[0, j]), _REASONS[int(out_reason[0, j])]) for j in range(k) if out_round[0, j]}
     alive = [a for a in names if a not in gone]
+    at_max = max_rounds is not None and rounds >= max_rounds and not starved[0]
+    lone_lower = float(lower[0, names.index(alive[0]), rounds - 1]) if len(alive) == 1 and rounds else -math.inf
     if not alive:
         outcome: SweepOutcome = "no-winner"
-    elif len(alive) == 1:
+    elif len(alive) == 1 and (lone_lower > threshold or at_max):
         outcome = "selected"
-    elif max_rounds is not None and rounds >= max_rounds and not starved[0]:
+    elif len(alive) > 1 and at_max:
         outcome = "leader"
     else:
         outcome = "continue"

@@ -1,0 +1,145 @@
+"""The confidence sequence stays valid under continuous monitoring; a fixed-n t interval does not."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from sglab.analysis.sequential import (SequentialRecord, cs_bounds, first_decision, radius_factor,
+                                       sequential_test)
+
+ALPHA = 0.05
+TOLERANCE = 0.01  # Monte Carlo slack: sd of a 5% rate over 4000 sequences is 0.34%
+
+
+def _ever_excludes(lower: np.ndarray, upper: np.ndarray, truth: float, first_look: int = 1) -> float:
+    """Fraction of sequences whose interval misses the truth at some look (looks from `first_look` on)."""
+    miss = (lower > truth) | (upper < truth)
+    return float(miss[:, first_look - 1:].any(axis=1).mean())
+
+
+def _t_bounds(x: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed-n paired-t interval recomputed after every round (what peeking at stats.mean_ci does)."""
+    n = np.arange(1, x.shape[1] + 1)
+    mean = np.cumsum(x, axis=1) / n
+    sd = np.sqrt(np.maximum((np.cumsum(x * x, axis=1) - n * mean * mean) / np.maximum(n - 1, 1), 0.0))
+    q = sps.t.ppf((1 + confidence) / 2, np.maximum(n - 1, 1))
+    half = np.where(n >= 2, q * sd / np.sqrt(n), np.inf)
+    return mean - half, mean + half
+
+
+def _bayes_factor(x: np.ndarray, mu0: float, g: float) -> float:
+    """Lai's t-mixture martingale M_n(mu0), written from its definition (not from radius_factor)."""
+    n = x.size
+    t2 = n * (x.mean() - mu0) ** 2 / x.var(ddof=1)
+    a = 1 + n * g
+    return a ** -0.5 * ((1 + t2 / (n - 1)) / (1 + t2 / ((n - 1) * a))) ** (n / 2)
+
+
+@pytest.mark.parametrize("n", [5, 8, 16, 40])
+def test_bounds_are_where_the_mixture_martingale_reaches_one_over_alpha(n: int) -> None:
+    x = np.random.default_rng(n).normal(0.02, 0.03, n)
+    _, lower, upper = cs_bounds(x, confidence=1 - ALPHA)
+    for edge in (lower[-1], upper[-1]):
+        assert _bayes_factor(x, edge, 1.0) == pytest.approx(1 / ALPHA, rel=1e-9)
+    assert _bayes_factor(x, x.mean(), 1.0) < 1 / ALPHA
+    assert _bayes_factor(x, upper[-1] + 1e-3, 1.0) > 1 / ALPHA
+
+
+def test_unbounded_until_enough_rounds_then_shrinking() -> None:
+    f = radius_factor(np.arange(1, 61), confidence=0.95, mixture_g=1.0)
+    assert np.isinf(f[:4]).all() and np.isfinite(f[4:]).all()  # g = 1, alpha = 0.05: bounded from 5 rounds
+    assert (np.diff(f[4:]) < 0).all()
+    # wider than the fixed-n t interval (the price of validity at every look), narrower than 2x at 16 rounds
+    t16 = sps.t.ppf(0.975, 15) / 4
+    assert t16 < f[15] < 2 * t16
+
+
+@pytest.mark.parametrize("sigma", [0.003, 0.03, 3.0])
+def test_coverage_under_continuous_monitoring_and_t_interval_fails_it(sigma: float) -> None:
+    rng = np.random.default_rng(int(sigma * 1000))
+    truth = 0.01
+    x = rng.normal(truth, sigma, size=(4000, 60))
+    _, lower, upper = cs_bounds(x, confidence=1 - ALPHA)
+    cs_error = _ever_excludes(lower, upper, truth)
+    t_low, t_high = _t_bounds(x, 1 - ALPHA)
+    t_error = _ever_excludes(t_low, t_high, truth, first_look=3)
+    assert cs_error <= ALPHA + TOLERANCE
+    # the same check applied to the fixed-n t interval fails: peeking at it inflates the error
+    assert t_error > 3 * ALPHA
+    # but at one fixed look the t interval is right (so the failure above is the peeking, not a bug)
+    assert abs(float(((t_low[:, 15] > truth) | (t_high[:, 15] < truth)).mean()) - ALPHA) < TOLERANCE
+
+
+def test_stopping_at_first_promote_keeps_false_promotions_below_alpha() -> None:
+    rng = np.random.default_rng(7)
+    threshold = math.log1p(0.005)
+    x = rng.normal(threshold, 0.0276, size=(4000, 60))  # true gain exactly at the minimum: promoting is wrong
+    _, decision = first_decision(x, threshold_log=threshold, confidence=1 - ALPHA, min_rounds=3)
+    assert float((decision == 1).mean()) <= ALPHA / 2 + TOLERANCE
+    t_low, _ = _t_bounds(x, 1 - ALPHA)
+    assert float((t_low[:, 2:] > threshold).any(axis=1).mean()) > 2 * ALPHA
+
+
+def test_a_clear_gain_promotes_early_and_every_look_is_recorded() -> None:
+    x = np.random.default_rng(1).normal(math.log1p(0.059), 0.0276, 60)
+    rec = sequential_test(x, min_gain=0.005, confidence=0.95, min_rounds=3, max_rounds=60)
+    assert rec.decision == "promote" and rec.rounds < 16
+    assert [lk.rounds for lk in rec.looks] == list(range(1, rec.rounds + 1))
+    assert [lk.round_index for lk in rec.looks] == list(range(rec.rounds))
+    assert all(lk.decision == "continue" for lk in rec.looks[:-1]) and rec.looks[-1].decision == "promote"
+    assert rec.looks[0].low is None and rec.looks[0].high is None  # unbounded at one round
+    last = rec.looks[-1]
+    assert last.low is not None and last.low > 0.005 and last.low < last.estimate < last.high
+    assert last.estimate == pytest.approx(math.expm1(x[:rec.rounds].mean()))
+    assert SequentialRecord.model_validate_json(rec.model_dump_json()) == rec
+
+
+def test_a_clear_loss_rejects_and_a_gain_at_the_minimum_ends_inconclusive() -> None:
+    rng = np.random.default_rng(2)
+    lose = sequential_test(rng.normal(math.log1p(-0.05), 0.0276, 60), min_gain=0.005, max_rounds=60)
+    assert lose.decision == "reject" and lose.looks[-1].high < 0.005
+    edge = sequential_test(np.full(20, math.log1p(0.005)) + rng.normal(0, 0.0276, 20), min_gain=0.005,
+                           max_rounds=20)
+    assert edge.decision == "inconclusive" and edge.rounds == 20
+    short = sequential_test(rng.normal(0.0, 0.0276, 4), min_gain=0.005, max_rounds=20)
+    assert short.decision == "continue" and short.rounds == 4
+
+
+def test_min_rounds_and_max_rounds_are_honoured() -> None:
+    x = np.array([0.05, 0.051, 0.049, 0.05, 0.0505, 0.0502, 0.0499, 0.05])
+    early = sequential_test(x, min_gain=0.005)
+    assert early.decision == "promote"
+    late = sequential_test(x, min_gain=0.005, min_rounds=7)
+    assert late.decision == "promote" and late.rounds == 7
+    capped = sequential_test(np.random.default_rng(3).normal(0, 0.03, 30), min_gain=0.005, max_rounds=6)
+    assert capped.rounds <= 6 and capped.decision in ("inconclusive", "reject", "promote")
+
+
+def test_identical_arms_give_a_point_interval_and_reject() -> None:
+    rec = sequential_test(np.zeros(8), min_gain=0.005)
+    assert rec.decision == "reject" and rec.looks[-1].low == 0.0 == rec.looks[-1].high
+
+
+def test_vectorised_first_decision_matches_the_record() -> None:
+    rng = np.random.default_rng(4)
+    x = rng.normal(0.02, 0.03, size=(50, 30))
+    rounds, sign = first_decision(x, threshold_log=math.log1p(0.005), min_rounds=3)
+    for row, r, s in zip(x, rounds, sign):
+        rec = sequential_test(row, min_gain=0.005, min_rounds=3)
+        if r == 0:
+            assert rec.decision == "continue" and rec.rounds == 30
+        else:
+            assert rec.rounds == r and rec.decision == ("promote" if s == 1 else "reject")
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        sequential_test([0.01, float("nan"), 0.02], min_gain=0.005)
+    with pytest.raises(ValueError, match="confidence"):
+        radius_factor(5, confidence=1.5)
+    with pytest.raises(ValueError, match="max_rounds"):
+        sequential_test([0.01], min_gain=0.005, max_rounds=0)
