@@ -1,0 +1,155 @@
+"""The probe's result document (schema-versioned) and how it is built from the ranks' raw timings.
+
+Per variant and size: the per-sample time (the slowest rank's, since an all-reduce is done when its last
+rank is), its median with an order-statistic interval, and whether the sum came out right. Written as
+results/<stack>/probe-<id>/probe.json next to the benchmark runs; `kind` tells readers it is no RunResult.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import secrets
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sglab.probe.spec import ProbeRunSpec, Variant
+from sglab.probe.stats import median_ci
+
+PROBE_SCHEMA_VERSION = 1
+PROBE_KIND = "nccl-probe"
+PROBE_FILE = "probe.json"
+RUN_PREFIX = "probe-"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SizeResult(_Model):
+    bytes: int
+    decode: bool
+    sources: list[str] = Field(default_factory=list)
+    median_us: float
+    ci_low_us: float
+    ci_high_us: float
+    ci_coverage: float
+    min_us: float
+    samples: int
+    correct: bool
+    algbw_gb_s: float
+    times_us: list[float] = Field(default_factory=list)
+
+
+class VariantResult(_Model):
+    name: str
+    env: dict[str, str]
+    source: str = ""
+    status: Literal["ok", "failed"]
+    error: str | None = None
+    sizes: list[SizeResult] = Field(default_factory=list)
+
+    def size(self, size_bytes: int) -> SizeResult | None:
+        return next((s for s in self.sizes if s.bytes == size_bytes), None)
+
+
+class ProbeResult(_Model):
+    schema_version: Literal[1] = PROBE_SCHEMA_VERSION
+    kind: Literal["nccl-probe"] = PROBE_KIND
+    run_id: str
+    stack: str | None = None
+    created_at: str
+    complete: bool
+    backend: Literal["nccl", "gloo"]
+    mode: Literal["cuda-graph", "eager"]
+    world_size: int
+    hidden_size: int
+    hidden_size_source: str
+    dtype: str
+    ops_per_graph: int
+    samples: int
+    warmup_replays: int
+    confidence: float
+    ci_method: str = "order-statistic interval of the median (binomial, distribution-free)"
+    sample_definition: str = ("one replay of ops_per_graph back-to-back all-reduces divided by ops_per_graph; "
+                              "the slowest rank's time per sample")
+    environment: dict[str, Any] = Field(default_factory=dict)
+    variants: list[VariantResult]
+
+    def variant(self, name: str) -> VariantResult | None:
+        return next((v for v in self.variants if v.name == name), None)
+
+    @property
+    def decode_sizes(self) -> list[int]:
+        first = next((v for v in self.variants if v.status == "ok"), None)
+        return [s.bytes for s in first.sizes if s.decode] if first else []
+
+
+def new_probe_id(now: dt.datetime | None = None) -> str:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return RUN_PREFIX + now.strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def size_results(spec: ProbeRunSpec, ranks: list[dict[str, Any]]) -> list[SizeResult]:
+    """Combine the ranks' raw timings: per sample the slowest rank, then median and interval."""
+    out = []
+    for index, size in enumerate(spec.sizes):
+        per_rank = [r["sizes"][index] for r in ranks]
+        if any(p["bytes"] != size.bytes for p in per_rank):
+            raise ValueError(f"ranks disagree on the size at position {index}")
+        samples = [max(values) for values in zip(*(p["times_us"] for p in per_rank))]
+        ci = median_ci(samples, spec.confidence)
+        out.append(SizeResult(
+            bytes=size.bytes, decode=size.decode, sources=list(size.sources), median_us=ci.median,
+            ci_low_us=ci.low, ci_high_us=ci.high, ci_coverage=round(ci.coverage, 6), min_us=min(samples),
+            samples=len(samples), correct=all(p["correct"] for p in per_rank),
+            algbw_gb_s=size.bytes / (ci.median * 1e-6) / 1e9 if ci.median > 0 else 0.0,
+            times_us=[round(t, 4) for t in samples]))
+    return out
+
+
+def variant_result(spec: ProbeRunSpec, variant: Variant, ranks: list[dict[str, Any]] | None,
+                   error: str | None) -> VariantResult:
+    if error is not None or not ranks:
+        return VariantResult(name=variant.name, env=dict(variant.env), source=variant.source, status="failed",
+                             error=error or "no rank reported")
+    return VariantResult(name=variant.name, env=dict(variant.env), source=variant.source, status="ok",
+                         sizes=size_results(spec, ranks))
+
+
+def build_result(spec: ProbeRunSpec, variants: list[VariantResult], *, run_id: str,
+                 environment: dict[str, Any]) -> ProbeResult:
+    return ProbeResult(
+        run_id=run_id, stack=spec.stack, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        complete=all(v.status == "ok" for v in variants), backend=spec.backend,
+        mode="cuda-graph" if spec.backend == "nccl" else "eager", world_size=spec.world_size,
+        hidden_size=spec.hidden_size, hidden_size_source=spec.hidden_size_source, dtype=spec.dtype,
+        ops_per_graph=spec.ops_per_graph, samples=spec.samples, warmup_replays=spec.warmup_replays,
+        confidence=spec.confidence, environment=environment, variants=variants)
+
+
+def to_json(result: ProbeResult) -> str:
+    return json.dumps(result.model_dump(mode="json"), indent=1) + "\n"
+
+
+def load_probe(path: Path | str) -> ProbeResult:
+    """A probe.json (or a probe-<id> directory holding one); ValueError says why it is not one."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / PROBE_FILE
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable JSON file: {exc}") from None
+    return parse_probe(document, str(path))
+
+
+def parse_probe(document: Any, where: str = "document") -> ProbeResult:
+    if not isinstance(document, dict) or document.get("kind") != PROBE_KIND:
+        raise ValueError(f"{where}: not an NCCL probe result (kind {PROBE_KIND!r})")
+    if document.get("schema_version") != PROBE_SCHEMA_VERSION:
+        raise ValueError(f"{where}: probe schema_version {document.get('schema_version')!r}, "
+                         f"this sglab reads {PROBE_SCHEMA_VERSION}")
+    return ProbeResult.model_validate(document)
