@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sglab.config.models import ServerFlags, StackConfig
+from sglab.config.sim import sim_env
+from sglab.sglang.flags import decode, encode, flag_text
 
 ArmRole = Literal["baseline", "candidate"]
 
@@ -81,24 +83,21 @@ def _shell(value: str) -> str:
 
 
 def _server_args(stack: StackConfig, server: ServerFlags) -> list[str]:
-    args = ["--model-path", stack.model.path]
-    if stack.model.served_model_name:
-        args += ["--served-model-name", stack.model.served_model_name]
-    args += ["--host", "0.0.0.0", "--port", str(server.port), "--tp-size", str(server.tp_size)]
-    if server.mem_fraction_static is not None:
-        args += ["--mem-fraction-static", f"{server.mem_fraction_static:g}"]
-    if server.num_continuous_decode_steps != 1:
-        args += ["--num-continuous-decode-steps", str(server.num_continuous_decode_steps)]
-    if server.disable_custom_all_reduce:
-        args.append("--disable-custom-all-reduce")
-    if server.trust_remote_code:
-        args.append("--trust-remote-code")
-    if server.context_length is not None:
-        args += ["--context-length", str(server.context_length)]
-    if server.max_running_requests is not None:
-        args += ["--max-running-requests", str(server.max_running_requests)]
-    if server.enable_metrics:
-        args.append("--enable-metrics")
+    args = encode([
+        ("--model-path", stack.model.path),
+        ("--served-model-name", stack.model.served_model_name),
+        ("--host", "0.0.0.0"),
+        ("--port", server.port),
+        ("--tp-size", server.tp_size),
+        ("--mem-fraction-static", server.mem_fraction_static),
+        ("--num-continuous-decode-steps", None if server.num_continuous_decode_steps == 1
+         else server.num_continuous_decode_steps),
+        ("--disable-custom-all-reduce", server.disable_custom_all_reduce),
+        ("--trust-remote-code", server.trust_remote_code),
+        ("--context-length", server.context_length),
+        ("--max-running-requests", server.max_running_requests),
+        ("--enable-metrics", server.enable_metrics),
+    ])
     args += _multi_node_args(stack)
     args += list(server.extra_args)
     return args
@@ -123,38 +122,17 @@ def _multi_node_args(stack: StackConfig) -> list[str]:
 
 def _speculative_args(stack: StackConfig) -> list[str]:
     spec = stack.candidate.speculative
-    args = ["--speculative-algorithm", spec.algorithm]
-    if spec.draft_model_path:
-        args += ["--speculative-draft-model-path", spec.draft_model_path]
-    args += [
-        "--speculative-num-steps", str(spec.num_steps),
-        "--speculative-eagle-topk", str(spec.eagle_topk),
-        "--speculative-num-draft-tokens", str(spec.num_draft_tokens),
-    ]
-    return args
+    return encode([
+        ("--speculative-algorithm", spec.algorithm),
+        ("--speculative-draft-model-path", spec.draft_model_path),
+        ("--speculative-num-steps", spec.num_steps),
+        ("--speculative-eagle-topk", spec.eagle_topk),
+        ("--speculative-num-draft-tokens", spec.num_draft_tokens),
+    ])
 
 
 def _sim_env(stack: StackConfig) -> dict[str, str]:
-    if stack.backend != "sim":
-        return {}
-    sim = stack.sim
-    env = {
-        "SGLAB_SIM_PROFILE": sim.profile,
-        "SGLAB_SIM_SEED": str(sim.seed),
-        "SGLAB_SIM_TIME_SCALE": f"{sim.time_scale:g}",
-        "SGLAB_SIM_WARMUP_S": f"{sim.warmup_s:g}",
-    }
-    if sim.faults is not None:  # names read by sglab/sim/cli_args.py SIM_KNOBS
-        faults = sim.faults
-        env.update({
-            "SGLAB_SIM_ERROR_RATE": f"{faults.error_rate:g}",
-            "SGLAB_SIM_ERROR_STATUS": str(faults.error_status),
-            "SGLAB_SIM_DISCONNECT_RATE": f"{faults.disconnect_rate:g}",
-            "SGLAB_SIM_STALL_RATE": f"{faults.stall_rate:g}",
-            "SGLAB_SIM_STALL_S": f"{faults.stall_s:g}",
-            "SGLAB_SIM_SLOW_START_S": f"{faults.slow_start_s:g}",
-        })
-    return env
+    return sim_env(stack.sim) if stack.backend == "sim" else {}
 
 
 def build_arm(stack: StackConfig, *, speculative: bool, with_confounds: bool, name: str | None = None) -> ArmSpec:
@@ -209,19 +187,9 @@ def attribution_arms(stack: StackConfig) -> list[ArmSpec]:
     ]
 
 
-def _flag_map(args: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg.startswith("--"):
-            if i + 1 < len(args) and not args[i + 1].startswith("--"):
-                out[arg] = args[i + 1]
-                i += 2
-                continue
-            out[arg] = "true"
-        i += 1
-    return out
+def _server_flags(args: tuple[str, ...]) -> dict[str, str]:
+    """Launch args as SGLang reads them (aliases, abbreviations, whole lists), without --speculative-*."""
+    return {k: flag_text(v) for k, v in decode(args).items() if not k.startswith("--speculative-")}
 
 
 def confounds(stack: StackConfig) -> list[Confound]:
@@ -230,8 +198,7 @@ def confounds(stack: StackConfig) -> list[Confound]:
     found: list[Confound] = []
     if base.image != cand.image:
         found.append(Confound("image", base.image, cand.image))
-    bflags = {k: v for k, v in _flag_map(base.args).items()}
-    cflags = {k: v for k, v in _flag_map(cand.args).items() if not k.startswith("--speculative-")}
+    bflags, cflags = _server_flags(base.args), _server_flags(cand.args)
     for key in sorted(set(bflags) | set(cflags)):
         if bflags.get(key) != cflags.get(key):
             found.append(Confound(f"server {key}", bflags.get(key), cflags.get(key)))
@@ -242,5 +209,5 @@ def confounds(stack: StackConfig) -> list[Confound]:
 
 
 def parse_launch_args(args: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """Flag -> value (or 'true' for switches), for comparing against a live server's reported args."""
-    return _flag_map(tuple(args))
+    """Canonical flag -> value ('true' for switches, lists joined by spaces), as SGLang's parser reads args."""
+    return {k: flag_text(v) for k, v in decode(tuple(args)).items()}

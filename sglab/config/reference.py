@@ -13,10 +13,11 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from sglab.config.loader import project_root
 from sglab.config.models import StackConfig
 from sglab.config.nccl import NcclEnv
 from sglab.generated import write_or_check
+from sglab.paths import project_root
+from sglab.sglang import nccl as nccl_contract
 
 BEGIN = "<!-- BEGIN GENERATED KEY REFERENCE (python -m sglab.config.reference) -->"
 END = "<!-- END GENERATED KEY REFERENCE -->"
@@ -109,16 +110,8 @@ def rows(model: type[BaseModel] = StackConfig, prefix: str = "sglab:") -> list[t
     return out
 
 
-_NCCL_LISTS = {
-    "NCCL_PROTO": "comma list of `LL`, `LL128`, `Simple`; a leading `^` excludes them",
-    "NCCL_ALGO": "comma list of `Ring`, `Tree`, `CollnetDirect`, `CollnetChain`, `NVLS`, `NVLSTree`, `PAT`; "
-                 "a leading `^` excludes them",
-}
-
-
 def nccl_rows() -> list[tuple[str, str]]:
-    return [(name, _NCCL_LISTS.get(name) or _type_name(field.annotation).replace(" or null", ""))
-            for name, field in NcclEnv.model_fields.items()]
+    return [(var.name, nccl_contract.describe(var)) for var in nccl_contract.NCCL_VARS]
 
 
 def generated_block() -> str:

@@ -1,0 +1,64 @@
+"""The pods sglab runs itself in the cluster: the benchmark Job and Locust."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator
+
+from sglab.config.base import _CPU, _QUANTITY, Model, number_as_quantity
+
+
+class _PodRequests(Model):
+    """cpu/memory requests of an sglab-run pod, checked as Kubernetes quantities before anything is applied."""
+
+    @field_validator("cpu", "memory", mode="before", check_fields=False)
+    @classmethod
+    def _number_as_quantity(cls, value: Any) -> Any:
+        return number_as_quantity(value)
+
+    @field_validator("cpu", check_fields=False)
+    @classmethod
+    def _cpu(cls, value: str) -> str:
+        if not _CPU.match(value):
+            raise ValueError(f"{value!r} is not a CPU quantity (e.g. 2, 1.5 or 500m)")
+        return value
+
+    @field_validator("memory", check_fields=False)
+    @classmethod
+    def _memory(cls, value: str) -> str:
+        if not _QUANTITY.match(value):
+            raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 2Gi)")
+        return value
+
+
+class BenchmarkJob(_PodRequests):
+    """The in-cluster benchmark Job declared after the arms (runs again when the comparison changes)."""
+
+    enabled: bool = True
+    rerun: str = ""
+    image: str | None = None
+    timeout_min: Annotated[int, Field(ge=1)] = 60
+    quick: bool = False
+    cpu: str = "2"
+    memory: str = "2Gi"
+
+    @field_validator("rerun", mode="before")
+    @classmethod
+    def _token_as_string(cls, value: Any) -> Any:
+        """`pulumi config set --path ...rerun 2` stores a number; any token will do."""
+        return number_as_quantity(value)
+
+
+class LocustSpec(_PodRequests):
+    """Locust master + workers in the cluster, driving both arms (Locust's web UI)."""
+
+    enabled: bool = False
+    workers: Annotated[int, Field(ge=1)] = 2
+    image: str | None = None
+    web_login: bool = True
+    username: str = "sglab"
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    locustfile: str = Field("loadtests/locustfile.py", description="path inside the project image")
+    cpu: str = Field("1", description="CPU request of the master and of each worker")
+    memory: str = "1Gi"

@@ -1,0 +1,43 @@
+"""The stack's `sim:` section: the simulator knobs declared in sglab/sglang/sim_knobs.py, as models.
+
+The fields, defaults and bounds come from that table, so a knob added there is a stack key here,
+an SGLAB_SIM_* variable in the rendered arms and a `sglab sim` flag, with no second declaration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, create_model, model_validator
+
+from sglab.config.base import Model
+from sglab.sglang import sim_knobs
+
+
+def _fields(group: sim_knobs.Group) -> dict[str, Any]:
+    return {k.name: (k.type, Field(k.default, ge=k.ge, gt=k.gt, le=k.le, description=k.help))
+            for k in sim_knobs.knobs(group)}
+
+
+class _FaultsBase(Model):
+    @model_validator(mode="after")
+    def _total(self) -> "_FaultsBase":
+        sim_knobs.check_fault_rates(self.model_dump())
+        return self
+
+
+SimFaults = create_model("SimFaults", __base__=_FaultsBase, __module__=__name__,
+                         __doc__="Seeded fault injection in the simulator (SGLAB_SIM_* env), for testing the harness.",
+                         **_fields("faults"))
+
+SimSpec = create_model("SimSpec", __base__=Model, __module__=__name__,
+                       __doc__="Simulator-only knobs, passed as SGLAB_SIM_* env (ignored by a real SGLang server).",
+                       **_fields("sim"), faults=(SimFaults | None, None))
+
+
+def sim_env(sim: Any) -> dict[str, str]:
+    """The SGLAB_SIM_* env of a `sim:` section (faults only when the section sets them)."""
+    env = sim_knobs.knob_env(sim.model_dump(), "sim")
+    if sim.faults is not None:
+        env.update(sim_knobs.knob_env(sim.faults.model_dump(), "faults"))
+    return env

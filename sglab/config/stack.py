@@ -1,0 +1,162 @@
+"""StackConfig: everything under `sglab:` in a stack file, with the checks that span sections."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from sglab.config.base import _DNS_LABEL, _ENV_NAME, KeyedValueError, Model, SecretValue, _kebab
+from sglab.config.jobs import BenchmarkJob, LocustSpec
+from sglab.config.loadplan import LoadPlan
+from sglab.config.nccl import NcclEnv
+from sglab.config.placement import DisruptionBudget, NetworkPolicySpec, Placement, Resources, Rollout
+from sglab.config.policy import PromotionPolicy
+from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
+from sglab.config.sim import SimSpec
+from sglab.sglang import rules
+
+# StackConfig fields that must be Pulumi secrets (`{secure: ...}` in the stack file, `--secret` in Pulumi).
+SECRET_FIELDS = ("hf_token", "locust_password")
+
+
+class StackConfig(Model):
+    """Everything under `sglab:` in a stack file."""
+
+    namespace: str = "sglab"
+    image: str = "lmsysorg/sglang:v0.5.3-cu129"
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    backend: Literal["sglang", "sim"] = "sglang"
+    model: ModelSpec
+    server: ServerFlags = Field(default_factory=ServerFlags)
+    env: dict[str, str] = Field(default_factory=dict)
+    hf_token: Any = None
+    nccl: NcclEnv = Field(default_factory=NcclEnv)
+    candidate: CandidateSpec
+    placement: Placement = Field(default_factory=Placement)
+    resources: Resources = Field(default_factory=Resources)
+    rollout: Rollout = Field(default_factory=Rollout)
+    network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
+    disruption_budget: DisruptionBudget = Field(default_factory=DisruptionBudget)
+    load: LoadPlan = Field(default_factory=LoadPlan)
+    policy: PromotionPolicy = Field(default_factory=PromotionPolicy)
+    benchmark_job: BenchmarkJob = Field(default_factory=BenchmarkJob)
+    locust: LocustSpec = Field(default_factory=LocustSpec)
+    locust_password: Any = None
+    project_image: str = Field("sglab:0.1.0", description="sglab + Locust + loadtests/: runs the benchmark "
+                               "Job and in-cluster Locust unless benchmark-job.image / locust.image say otherwise")
+    sim: SimSpec = Field(default_factory=SimSpec)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        if not _DNS_LABEL.match(value):
+            raise ValueError(f"{value!r} is not a valid namespace (lowercase letters, digits and '-', max 63)")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        for key in env:
+            if not _ENV_NAME.match(key):
+                raise KeyedValueError((key,), f"{key!r} is not a valid environment variable name")
+            if key.startswith("NCCL_"):
+                raise KeyedValueError(key, f"{key} belongs under nccl, where it is type-checked; move it there")
+            if key == "HF_TOKEN":
+                raise KeyedValueError(
+                    key,
+                    "HF_TOKEN must not be plain text; set it as a secret: pulumi config set --secret sglab:hf-token"
+                )
+            if key.startswith("SGLAB_SIM_"):
+                raise KeyedValueError(key, f"{key} is a simulator knob; set it under sim instead")
+        return {k: str(v) for k, v in env.items()}
+
+    @field_validator(*SECRET_FIELDS)
+    @classmethod
+    def _secret(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            return value
+        if isinstance(value, SecretValue):
+            return value
+        key = _kebab(info.field_name or "")
+        raise ValueError(
+            "is plain text in the stack file, but a secret must be a Pulumi secret ({secure: ...}); "
+            f"delete this line, then run: pulumi config set --secret sglab:{key} <value>"
+        )
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "StackConfig":
+        if self.placement.nodes > 1 and self.backend != "sglang":
+            raise KeyedValueError(
+                "placement.nodes",
+                f"nodes is {self.placement.nodes}: multi-node serving is not supported with backend "
+                f"{self.backend} (the simulator is one process); use nodes: 1",
+            )
+        if self.placement.nodes > 1 and self.placement.gpus_per_node == 0:
+            raise KeyedValueError(
+                "placement.gpus-per-node",
+                "gpus-per-node is 0 but nodes > 1: multi-node serving splits the model over GPUs; "
+                "set gpus-per-node (e.g. 8)",
+            )
+        nodes = self.placement.nodes
+        gpus = self.placement.gpus_per_node * nodes
+        if self.backend == "sglang" and self.server.tp_size != gpus:
+            other = (f" or placement.gpus-per-node: {self.server.tp_size // nodes}"
+                     if self.server.tp_size % nodes == 0 else "")
+            raise KeyedValueError(
+                "server.tp-size",
+                f"tp-size is {self.server.tp_size} but each arm requests {gpus} GPUs "
+                f"(placement.gpus-per-node {self.placement.gpus_per_node} x nodes {nodes}) and "
+                f"SGLang runs one TP rank per GPU; set server.tp-size: {gpus}{other}",
+            )
+        spec = self.candidate.speculative
+        effective_max_running = self.server.max_running_requests
+        overrides = self.candidate.confounds.server if self.candidate.confounds else None
+        if overrides is not None and overrides.max_running_requests is not None:
+            effective_max_running = overrides.max_running_requests
+        if rules.forces_max_running(spec.algorithm) and effective_max_running is None:
+            raise KeyedValueError(
+                "server.max-running-requests",
+                f"server.max-running-requests is unset: SGLang would silently force it to "
+                f"{rules.FORCED_MAX_RUNNING_REQUESTS} on the {spec.algorithm} candidate while the baseline "
+                f"chooses its own, so the arms would differ; set server.max-running-requests "
+                f"(e.g. {rules.FORCED_MAX_RUNNING_REQUESTS})"
+            )
+        if self.model.volume is not None:
+            mount = self.model.volume.mount_path.rstrip("/") + "/"
+            paths = [("model.path", self.model.path)]
+            if spec.draft_model_path:
+                paths.append(("candidate.speculative.draft-model-path", spec.draft_model_path))
+            for key, path in paths:
+                if path.startswith("/") and not path.startswith(mount):
+                    raise KeyedValueError(
+                        key,
+                        f"{path!r} is outside the model volume mounted at {self.model.volume.mount_path}, so the "
+                        f"server could not read it; move it under {self.model.volume.mount_path} or change "
+                        "model.volume.mount-path"
+                    )
+        for level in self.policy.levels:
+            if level not in self.load.concurrency:
+                raise KeyedValueError(
+                    "policy.levels",
+                    f"policy.levels names concurrency {level}, which load.concurrency "
+                    f"{self.load.concurrency} never runs; add it there or remove it from policy.levels"
+                )
+        if self.locust.enabled and self.locust.web_login and self.locust_password is None:
+            raise KeyedValueError(
+                "locust.web-login",
+                "locust.enabled and locust.web-login are true but the sglab:locust-password secret is not set, "
+                "so nobody could log in to the Locust UI; pulumi config set --secret sglab:locust-password "
+                "<password> (or set locust.web-login: false and reach the UI only through kubectl port-forward)"
+            )
+        if self.locust.enabled and self.locust.service_type != "ClusterIP" and not self.locust.web_login:
+            raise KeyedValueError(
+                "locust.service-type",
+                f"locust.service-type {self.locust.service_type} exposes the Locust UI outside the cluster, and "
+                "locust.web-login is false, so anyone who reaches it could drive load at the servers; "
+                "set locust.web-login: true (with sglab:locust-password) or use service-type ClusterIP and "
+                "kubectl port-forward"
+            )
+        return self

@@ -1,0 +1,104 @@
+"""HTTP client for what a live SGLang server says about itself: /get_server_info, /flush_cache, /metrics.
+
+Works with SGLang 0.4.x (internal state merged at the top level of /get_server_info) and later
+(`internal_states`, one per DP rank; newest servers serve /server_info and keep /get_server_info as
+a deprecated alias). A PD-disaggregation router wraps the payload as {"prefill": [...], "decode": [...]}.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import httpx
+
+INFO_PATHS = ("/get_server_info", "/server_info")
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class ServerInfoError(Exception):
+    pass
+
+
+@dataclass
+class ServerInfo:
+    url: str
+    raw: dict = field(default_factory=dict)
+
+    @property
+    def args(self) -> dict:
+        return self.raw
+
+    @property
+    def internal_state(self) -> dict:
+        states = self.raw.get("internal_states")
+        if isinstance(states, list) and states and isinstance(states[0], dict):
+            return states[0]
+        return self.raw  # <= 0.4.5: merged at top level
+
+    @property
+    def accept_length(self) -> float | None:
+        """Server-cumulative average accept length (since boot or the last /flush_cache), if any."""
+        value = self.internal_state.get("avg_spec_accept_length", self.raw.get("avg_spec_accept_length"))
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    @property
+    def nccl_env(self) -> dict[str, str] | None:
+        """NCCL_* env as the server reports it (sglab's simulator does; SGLang itself does not)."""
+        sim_block = self.raw.get("sglab_sim")
+        holders = (self.raw, self.internal_state, sim_block if isinstance(sim_block, dict) else {})
+        for holder in holders:
+            for key in ("nccl_env", "env"):
+                value = holder.get(key)
+                if isinstance(value, dict):
+                    return {k: str(v) for k, v in value.items() if str(k).startswith("NCCL_")}
+        return None
+
+    @property
+    def version(self) -> str | None:
+        return self.raw.get("version")
+
+
+def get_server_info(url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> ServerInfo:
+    url = url.rstrip("/")
+    last_error = ""
+    for path in INFO_PATHS:
+        try:
+            resp = httpx.get(url + path, timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            raise ServerInfoError(f"{url}{path}: {type(exc).__name__}: {exc}") from None
+        if resp.status_code == 200:
+            try:
+                data = resp.json()
+            except ValueError:
+                raise ServerInfoError(f"{url}{path}: the answer is not JSON") from None
+            if isinstance(data, dict) and isinstance(data.get("decode"), list) and data["decode"]:
+                data = data["decode"][0]  # PD-disaggregation router
+            return ServerInfo(url, data if isinstance(data, dict) else {})
+        last_error = f"{url}{path}: HTTP {resp.status_code}"
+    raise ServerInfoError(last_error)
+
+
+def read_accept_length(url: str) -> float | None:
+    """The server's accept-length counter (None when the server does not speculate or is unreachable)."""
+    try:
+        return get_server_info(url).accept_length
+    except (ServerInfoError, ValueError):
+        return None
+
+
+def flush_cache(url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+    """POST /flush_cache: resets the radix cache and the accept-length counters; False if refused."""
+    try:
+        resp = httpx.post(url.rstrip("/") + "/flush_cache", timeout=timeout_s)
+    except httpx.HTTPError:
+        return False
+    return resp.status_code == 200
+
+
+def get_metrics(url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None:
+    """The Prometheus text of /metrics (None when the server runs without --enable-metrics or is down)."""
+    try:
+        resp = httpx.get(url.rstrip("/") + "/metrics", timeout=timeout_s)
+    except httpx.HTTPError:
+        return None
+    return resp.text if resp.status_code == 200 else None

@@ -1,0 +1,299 @@
+"""The launch_server flags sglab knows, and how SGLang's parser reads an argument list.
+
+`python -m sglang.launch_server` builds a plain `argparse.ArgumentParser()` (allow_abbrev on), so
+on a real server:
+- an alias is the same flag (`--tp` == `--tp-size`);
+- a unique prefix is the same flag (`--max-running-req 64` == `--max-running-requests 64`); a prefix
+  matching two flags is an error ("ambiguous option");
+- a list-valued flag takes every value up to the next `--flag` (`--cuda-graph-bs 1 2 4 8`);
+- a repeated flag keeps its last value.
+`decode` reads argv that way, so confounds, the managed-flag check and the live check compare what
+the server will really run. Flags not in the table are kept as written with all their values.
+Adding a flag is one `Flag(...)` line in FLAGS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sglab.sglang.rules import ALGORITHM_ALIASES, SPECULATIVE_ALGORITHMS
+
+
+class FlagError(ValueError):
+    """An argument list SGLang's parser would refuse."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One launch_server flag. type None = a switch (store_true); nargs "+" = list-valued."""
+
+    name: str
+    type: Any = str
+    default: Any = None
+    aliases: tuple[str, ...] = ()
+    nargs: str | None = None
+    choices: tuple[str, ...] | None = None
+    # The stack key sglab renders this flag from; such a flag must not come through extra-args.
+    managed_by: str | None = None
+    secret: bool = False
+
+    @property
+    def dest(self) -> str:
+        """The ServerArgs field (and /get_server_info key) of this flag."""
+        return self.name[2:].replace("-", "_")
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+    @property
+    def is_switch(self) -> bool:
+        return self.type is None
+
+    @property
+    def is_list(self) -> bool:
+        return self.nargs in ("+", "*")
+
+
+_SPEC = "candidate.speculative"
+
+FLAGS: tuple[Flag, ...] = (
+    Flag("--model-path", aliases=("--model",), managed_by="model.path"),
+    Flag("--tokenizer-path"),
+    Flag("--tokenizer-mode", default="auto"),
+    Flag("--load-format", default="auto"),
+    Flag("--trust-remote-code", None, False, managed_by="server.trust-remote-code"),
+    Flag("--dtype", default="auto"),
+    Flag("--kv-cache-dtype", default="auto"),
+    Flag("--quantization"),
+    Flag("--served-model-name", managed_by="model.served-model-name"),
+    Flag("--chat-template"),
+    Flag("--revision"),
+    Flag("--context-length", int, managed_by="server.context-length"),
+    Flag("--device", default="cuda"),
+    Flag("--host", default="127.0.0.1", managed_by="(sglab sets it per target)"),
+    Flag("--port", int, 30000, managed_by="server.port"),
+    Flag("--mem-fraction-static", float, managed_by="server.mem-fraction-static"),
+    Flag("--max-running-requests", int, managed_by="server.max-running-requests"),
+    Flag("--max-total-tokens", int),
+    Flag("--chunked-prefill-size", int),
+    Flag("--max-prefill-tokens", int, 16384),
+    Flag("--schedule-policy", default="fcfs"),
+    Flag("--schedule-conservativeness", float, 1.0),
+    Flag("--cuda-graph-max-bs", int),
+    Flag("--cuda-graph-bs", int, nargs="+"),
+    Flag("--disable-cuda-graph", None, False),
+    Flag("--disable-radix-cache", None, False),
+    Flag("--tp-size", int, 1, aliases=("--tp", "--tensor-parallel-size"), managed_by="server.tp-size"),
+    Flag("--dp-size", int, 1, aliases=("--data-parallel-size",)),
+    Flag("--pp-size", int, 1, aliases=("--pipeline-parallel-size",)),
+    Flag("--ep-size", int, 1, aliases=("--expert-parallel-size",)),
+    Flag("--stream-interval", int, 1),
+    Flag("--stream-output", None, False),
+    Flag("--random-seed", int),
+    Flag("--log-level", default="info"),
+    Flag("--api-key", secret=True),
+    Flag("--admin-api-key", secret=True),
+    Flag("--enable-metrics", None, False, managed_by="server.enable-metrics"),
+    Flag("--decode-log-interval", int, 40),
+    Flag("--enable-cache-report", None, False),
+    Flag("--num-continuous-decode-steps", int, 1, managed_by="server.num-continuous-decode-steps"),
+    Flag("--disable-custom-all-reduce", None, False, managed_by="server.disable-custom-all-reduce"),
+    Flag("--disable-overlap-schedule", None, False),
+    Flag("--skip-server-warmup", None, False),
+    Flag("--attention-backend"),
+    Flag("--page-size", int, 1),
+    Flag("--nnodes", int, 1, managed_by="placement.nodes"),
+    Flag("--node-rank", int, 0, managed_by="placement.nodes"),
+    Flag("--dist-init-addr", aliases=("--nccl-init-addr",), managed_by="placement.dist-init-port"),
+    Flag("--watchdog-timeout", float, 300.0),
+    Flag("--enable-dp-attention", None, False),
+    Flag("--speculative-algorithm", choices=SPECULATIVE_ALGORITHMS, managed_by=f"{_SPEC}.algorithm"),
+    Flag("--speculative-draft-model-path", aliases=("--speculative-draft-model",),
+         managed_by=f"{_SPEC}.draft-model-path"),
+    Flag("--speculative-num-steps", int, managed_by=f"{_SPEC}.num-steps"),
+    Flag("--speculative-eagle-topk", int, managed_by=f"{_SPEC}.eagle-topk"),
+    Flag("--speculative-num-draft-tokens", int, managed_by=f"{_SPEC}.num-draft-tokens"),
+    Flag("--speculative-accept-threshold-single", float, 1.0, managed_by=_SPEC),
+    Flag("--speculative-accept-threshold-acc", float, 1.0, managed_by=_SPEC),
+    Flag("--speculative-token-map", managed_by=_SPEC),
+    Flag("--speculative-attention-mode", default="prefill", managed_by=_SPEC),
+)
+
+FlagValue = bool | str | tuple[str, ...]
+
+
+def _options() -> dict[str, Flag]:
+    """Every option string (names and aliases) -> its flag, read from FLAGS at call time."""
+    return {option: flag for flag in FLAGS for option in flag.options}
+
+
+def flag(name: str) -> Flag:
+    """The table entry of a canonical flag name (KeyError if sglab does not know it)."""
+    return next(f for f in FLAGS if f.name == name)
+
+
+def resolve(option: str) -> Flag | None:
+    """The flag an option string means to SGLang's parser: exact name or alias, else a unique prefix."""
+    table = _options()
+    if option in table:
+        return table[option]
+    if not option.startswith("--") or len(option) <= 2:
+        return None
+    matches = {opt: f for opt, f in table.items() if opt.startswith(option)}
+    if len({f.name for f in matches.values()}) > 1:
+        raise FlagError(f"ambiguous option: {option} could match {', '.join(sorted(matches))}")
+    return next(iter(matches.values()), None)
+
+
+def _is_option(token: str) -> bool:
+    return token.startswith("--") and token != "--"
+
+
+POSITIONAL = "(positional)"  # lenient decode: values before the first --flag
+
+
+def _loose(values: list[str]) -> FlagValue:
+    return True if not values else values[0] if len(values) == 1 else tuple(values)
+
+
+def _shape(found: Flag | None, option: str, values: list[str], strict: bool) -> FlagValue:
+    if found is None or not strict:
+        if found is not None and found.is_list and values:
+            return tuple(values)
+        return _loose(values)
+    if found.is_switch:
+        if values:
+            raise FlagError(f"{option} is a switch and takes no value, got {' '.join(values)!r}")
+        return True
+    if not values:
+        raise FlagError(f"{option} expects {'at least one value' if found.is_list else 'a value'}")
+    if found.is_list:
+        return tuple(values)
+    if len(values) > 1:
+        raise FlagError(f"{option} takes one value, got {len(values)}: {' '.join(values)}")
+    if found.choices and values[0] not in found.choices:
+        raise FlagError(f"{option} {values[0]!r} is not one of {', '.join(found.choices)}")
+    return values[0]
+
+
+def decode(argv: Sequence[str], *, strict: bool = False) -> dict[str, FlagValue]:
+    """argv -> {canonical flag: value} as SGLang's parser reads it (True for a switch, a tuple for a list).
+
+    strict: also refuse what the parser would refuse (a stray value, a missing or extra value of a known
+    flag); lenient decoding keeps such values as written, so comparing two argument lists never fails.
+    An ambiguous abbreviation is an error either way: nobody can say which flag it means.
+    """
+    out: dict[str, FlagValue] = {}
+    i = 0
+    while i < len(argv) and not _is_option(argv[i]):
+        i += 1
+    if i:
+        if strict:
+            raise FlagError(f"unexpected argument {argv[0]!r}: every value must follow its --flag")
+        out[POSITIONAL] = _loose(list(argv[:i]))
+    while i < len(argv):
+        option, eq, inline = argv[i].partition("=")
+        found = resolve(option)
+        values = [inline] if eq else []
+        i += 1
+        if not eq:
+            while i < len(argv) and not _is_option(argv[i]):
+                values.append(argv[i])
+                i += 1
+        name = found.name if found is not None else option
+        out.pop(name, None)  # the last occurrence wins, at its own position
+        out[name] = _shape(found, option, values, strict)
+    return out
+
+
+def spelled_as(option: str) -> tuple[Flag, str] | None:
+    """(flag, how) when an option string reaches a known flag: how is 'name', 'alias' or 'abbreviation'."""
+    found = resolve(option)
+    if found is None:
+        return None
+    how = "name" if option == found.name else "alias" if option in found.aliases else "abbreviation"
+    return found, how
+
+
+def managed_conflict(argv: Sequence[str]) -> str | None:
+    """Why argv may not be passed through as extra-args (a managed flag by any spelling), or None.
+
+    The message is 'problem; fix' and names the stack key to use instead.
+    """
+    for token in argv:
+        if not _is_option(token):
+            continue
+        option = token.partition("=")[0]
+        found = spelled_as(option)
+        if found is None or found[0].managed_by is None:
+            continue
+        managed, how = found
+        where = (f"set {managed.managed_by} in the stack instead" if managed.managed_by.startswith(("server", "model",
+                 "placement", "candidate")) else "remove it; " + managed.managed_by.strip("()"))
+        if how == "name":
+            return f"{option} is managed by sglab; {where} (extra-args must not set it)"
+        return (f"{option} is an {how} of {managed.name} to SGLang's parser, and {managed.name} is managed by sglab; "
+                f"{where} (extra-args must not set it by any spelling)")
+    return None
+
+
+def encode_flag(name: str, value: Any) -> list[str]:
+    """One flag as argv: nothing for None/False, the bare name for True, else the name and its value(s)."""
+    if value is None or value is False:
+        return []
+    if value is True:
+        return [name]
+    if isinstance(value, (list, tuple)):
+        return [name, *(_text(v) for v in value)]
+    return [name, _text(value)]
+
+
+def encode(pairs: Iterable[tuple[str, Any]] | Mapping[str, Any]) -> list[str]:
+    """(flag, value) pairs -> argv, in the given order."""
+    items = pairs.items() if isinstance(pairs, Mapping) else pairs
+    return [token for name, value in items for token in encode_flag(name, value)]
+
+
+def _text(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def flag_text(value: FlagValue) -> str:
+    """A decoded value as one string: 'true' for a switch, a list joined by spaces."""
+    if value is True:
+        return "true"
+    if isinstance(value, tuple):
+        return " ".join(value)
+    return str(value)
+
+
+def flag_key(option: str) -> str:
+    """The /get_server_info key of an option string (its ServerArgs field)."""
+    try:
+        found = resolve(option)
+    except FlagError:
+        found = None
+    return found.dest if found is not None else option.lstrip("-").replace("-", "_")
+
+
+def norm_value(value: Any) -> str:
+    """A comparable form of a flag value, declared (argv text) or live (server JSON): 8 == '8' == 8.0."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return " ".join(norm_value(v) for v in value)
+    text = str(value).strip()
+    if text.lower() in ("true", "false", "none", "null"):
+        return {"null": "none"}.get(text.lower(), text.lower())
+    try:
+        number = float(text)
+    except ValueError:
+        return ALGORITHM_ALIASES.get(text, text)
+    if number != number or number in (float("inf"), float("-inf")):
+        return text
+    return repr(int(number)) if number == int(number) else repr(number)

@@ -1,0 +1,92 @@
+"""The simulator's own knobs: one declaration each, read as `--sim-<name>` flags or `SGLAB_SIM_<NAME>` env.
+
+A real SGLang server ignores SGLAB_SIM_*; `sglab sim` reads them (a flag beats the env, which beats
+the default). The stack's `sim:` section (group "sim") and `sim.faults:` (group "faults") are built
+from this table, the arms render it as env, and the simulator's parser reads it back.
+Adding a knob is one `SimKnob(...)` line in SIM_KNOBS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+SIM_ENV_PREFIX = "SGLAB_SIM_"
+Group = Literal["sim", "faults", "cli"]
+
+
+@dataclass(frozen=True)
+class SimKnob:
+    name: str  # snake_case: the stack key (kebab-case) and the SimConfig field
+    type: type
+    default: Any
+    help: str
+    group: Group = "sim"
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--sim-" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return SIM_ENV_PREFIX + self.name.upper()
+
+    def text(self, value: Any) -> str:
+        """The env string of a value (floats without trailing zeros)."""
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    def check(self, value: Any) -> None:
+        """ValueError when a value is outside the knob's bounds."""
+        if self.ge is not None and value < self.ge:
+            raise ValueError(f"{self.flag} / {self.env} must be >= {self.ge:g}, got {value}")
+        if self.gt is not None and value <= self.gt:
+            raise ValueError(f"{self.flag} / {self.env} must be > {self.gt:g}, got {value}")
+        if self.le is not None and value > self.le:
+            raise ValueError(f"{self.flag} / {self.env} must be <= {self.le:g}, got {value}")
+
+
+SIM_KNOBS: tuple[SimKnob, ...] = (
+    SimKnob("profile", str, "default", "timing profile: a built-in name or a YAML/JSON file"),
+    SimKnob("set", str, "", "profile overrides NAME=VALUE[,NAME=VALUE...]", group="cli"),
+    SimKnob("seed", int, 0, "seed of acceptance draws, EOS lengths and faults"),
+    SimKnob("time_scale", float, 1.0, "divide every modelled duration by this", gt=0),
+    SimKnob("warmup_s", float, 0.0, "seconds of 503 from /health* after start", ge=0),
+    SimKnob("spin_ms", float, 1.0, "busy-wait this close to each deadline (sleep alone is up to 1 ms late); "
+            "at most 10%% of an iteration", group="cli", ge=0),
+    SimKnob("error_rate", float, 0.0, "fraction of requests answered with a 5xx", "faults", ge=0, le=1),
+    SimKnob("error_status", int, 500, "status code of injected errors", "faults", ge=500, le=599),
+    SimKnob("disconnect_rate", float, 0.0, "fraction of streams cut mid-stream", "faults", ge=0, le=1),
+    SimKnob("stall_rate", float, 0.0, "fraction of streams that stall mid-stream", "faults", ge=0, le=1),
+    SimKnob("stall_s", float, 2.0, "length of an injected stall (seconds, not scaled)", "faults", ge=0),
+    SimKnob("slow_start_s", float, 0.0, "keep the port closed this long", "faults", ge=0),
+)
+
+# Fault draws share one uniform number per request, so their rates must add up to at most 1.
+FAULT_RATES = ("error_rate", "disconnect_rate", "stall_rate")
+
+
+def knobs(group: Group | None = None) -> tuple[SimKnob, ...]:
+    """The declared knobs (of one group), read from SIM_KNOBS at call time."""
+    return tuple(k for k in SIM_KNOBS if group is None or k.group == group)
+
+
+def knob(name: str) -> SimKnob:
+    return next(k for k in SIM_KNOBS if k.name == name)
+
+
+def check_fault_rates(values: Mapping[str, float]) -> None:
+    if sum(values.get(name, 0.0) for name in FAULT_RATES) > 1:
+        raise ValueError("error-rate + disconnect-rate + stall-rate must not exceed 1")
+
+
+def knob_env(values: Mapping[str, Any], group: Group) -> dict[str, str]:
+    """SGLAB_SIM_* env for every knob of a group, from snake_case values (defaults where absent)."""
+    return {k.env: k.text(values.get(k.name, k.default)) for k in knobs(group)}
+
+
+def is_sim_env(name: str) -> bool:
+    return name.startswith(SIM_ENV_PREFIX)
