@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, replace
 
 from locust.event import EventHook
 
+from sglab.metrics import fill_request_metrics
 from sglab.results.schema import RequestSample
 
 SAMPLE_EVENT = "sglab_request_sample"
@@ -108,7 +109,9 @@ class SampleCollector:
         return self._issued.get(arm, 0)
 
     def record(self, sample: RequestSample, *, forward: bool = False) -> None:
-        """Keep a sample and announce it; on a worker, also queue it for the master."""
+        """Keep a sample (with its registry metrics filled in) and announce it; on a worker, also queue it
+        for the master."""
+        fill_request_metrics(sample)
         self._samples.append(sample)
         if forward:
             self._outbox.append(sample.model_dump(mode="json"))

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sglab.metrics.builtin import decode_rate
+
 Endpoint = Literal["generate", "chat"]
 
 DONE = "[DONE]"
@@ -57,11 +59,8 @@ class StreamMetrics:
 
     @property
     def decode_tok_per_s(self) -> float | None:
-        """(output tokens - 1) / (e2e - TTFT): the decode rate after the first token."""
-        if self.ttft_s is None or self.e2e_s is None or self.output_tokens < 2:
-            return None
-        span = self.e2e_s - self.ttft_s
-        return (self.output_tokens - 1) / span if span > 0 else None
+        """The decode rate after the first token (the registry's decode_tok_per_s, sglab/metrics/builtin.py)."""
+        return decode_rate(self.output_tokens, self.ttft_s, self.e2e_s)
 
 
 class StreamParser:

@@ -1,7 +1,8 @@
 """Per-round and per-level, per-arm summaries of measured requests (warm-up excluded).
 
-Failed requests count as errors and are left out of the timing figures; the aggregate output tok/s
-is output tokens over the measured wall time of the arm's rounds.
+Failed requests count as errors and are left out of the timing figures. The compared metrics'
+round values come from the metric registry (sglab/metrics): decode tok/s is the mean over the
+round's requests, output tok/s the tokens inside the round's window over the window.
 """
 
 from __future__ import annotations
@@ -10,7 +11,11 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from sglab import metrics
+from sglab.metrics.builtin import OUTPUT_TOK_PER_S, tokens_before, window_tokens
 from sglab.results.schema import AcceptLength, ArmLevelSummary, Percentiles, RequestSample, RoundSample
+
+__all__ = ["arm_level_summary", "percentiles", "round_sample", "tokens_before"]
 
 
 def percentiles(values: Iterable[float | None]) -> Percentiles:
@@ -30,47 +35,35 @@ def _ok(samples: Sequence[RequestSample]) -> list[RequestSample]:
     return [s for s in samples if s.error is None]
 
 
-def tokens_before(sample: RequestSample, end_s: float) -> int:
-    """How many of a request's tokens had arrived by `end_s` (seconds since the run started)."""
-    if sample.ttft_ms is None:
-        return 0
-    at = sample.start_s + sample.ttft_ms / 1000
-    if at > end_s:
-        return 0
-    count = 1 + (sample.output_tokens - 1 - len(sample.itl_ms))  # extra tokens of the first chunk
-    for gap in sample.itl_ms:
-        at += gap / 1000
-        if at > end_s:
-            break
-        count += 1
-    return count
-
-
 def round_sample(samples: Sequence[RequestSample], *, level: int, round_index: int, position: int, arm: str,
                  warmup: bool, started_at_s: float, duration_s: float,
                  server_accept_length: float | None, window_s: float | None = None) -> RoundSample:
     """One segment. With a time window (duration rounds), throughput counts only tokens inside it, so the
     tail of requests still running after the gate closed (fewer streams, different per arm) does not count."""
     ok = _ok(samples)
-    tokens = sum(s.output_tokens for s in ok)
-    window_tokens = None
-    throughput = tokens / duration_s if duration_s > 0 and ok else None
-    if window_s is not None and window_s > 0:
-        window_tokens = sum(tokens_before(s, started_at_s + window_s) for s in ok)
-        throughput = window_tokens / window_s if ok else None
+    window = metrics.RoundWindow(requests=samples, started_at_s=started_at_s, duration_s=duration_s,
+                                 window_s=window_s)
     decode = percentiles(s.decode_tok_per_s for s in ok)
     itl = percentiles(g for s in ok for g in s.itl_ms)
     return RoundSample(
         level=level, round_index=round_index, position=position, arm=arm, warmup=warmup,
         started_at_s=round(started_at_s, 6), duration_s=round(duration_s, 6),
-        requests=len(samples), errors=len(samples) - len(ok), output_tokens=tokens,
-        output_tok_per_s=throughput, window_s=window_s, window_output_tokens=window_tokens,
+        requests=len(samples), errors=len(samples) - len(ok), output_tokens=sum(s.output_tokens for s in ok),
+        output_tok_per_s=OUTPUT_TOK_PER_S.compute_round(window), window_s=window_s,
+        window_output_tokens=window_tokens(window),
         decode_tok_per_s_mean=decode.mean, decode_tok_per_s_p50=decode.p50,
         ttft_ms_p50=percentiles(s.ttft_ms for s in ok).p50,
         itl_ms_p50=itl.p50, itl_ms_p99=itl.p99,
         client_accept_length=_mean(s.accept_length for s in ok),
         server_accept_length=server_accept_length,
+        metrics=metrics.round_metrics(window),
     )
+
+
+def _level_metrics(rounds: Sequence[RoundSample]) -> dict[str, float]:
+    """Mean over the rounds of each registry metric kept in RoundSample.metrics."""
+    names = {name for r in rounds for name in r.metrics}
+    return {name: float(np.mean([r.metrics[name] for r in rounds if name in r.metrics])) for name in sorted(names)}
 
 
 def arm_level_summary(samples: Sequence[RequestSample], rounds: Sequence[RoundSample]) -> ArmLevelSummary:
@@ -99,4 +92,5 @@ def arm_level_summary(samples: Sequence[RequestSample], rounds: Sequence[RoundSa
         itl_ms=percentiles(g for s in ok for g in s.itl_ms),
         e2e_ms=percentiles(s.e2e_ms for s in ok),
         accept_length=AcceptLength(client_mean=client, server_mean=server) if (client or server) else None,
+        metrics=_level_metrics(measured_rounds),
     )

@@ -16,18 +16,15 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 
 
 class Record(BaseModel):
+    """Only what the producer recorded is written back: a field it left out stays out (it is not null)."""
+
     model_config = ConfigDict(extra="allow")
 
-    # Fields left out of the JSON when unset (only some producers write them).
-    omit_when_unset: ClassVar[tuple[str, ...]] = ()
-
     @model_serializer(mode="wrap")
-    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _recorded_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        for key in self.omit_when_unset:
-            if data.get(key) is None:
-                data.pop(key, None)
-        return data
+        unset = set(type(self).model_fields) - self.model_fields_set
+        return {k: v for k, v in data.items() if k not in unset}
 
     def __getitem__(self, key: str) -> Any:
         data = self.model_dump()
@@ -72,7 +69,6 @@ class RecordedLoadPlan(Record):
 
     # Written only by interactive (web UI) runs.
     INTERACTIVE_FIELDS: ClassVar[tuple[str, ...]] = ("interactive", "pseudo_round_window_s")
-    omit_when_unset: ClassVar[tuple[str, ...]] = INTERACTIVE_FIELDS
 
     concurrency: list[int] | None = None
     rounds: int | None = None
