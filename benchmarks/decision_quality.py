@@ -10,6 +10,14 @@ Noise. "modelled": the candidate's per-request spread comes from the simulator's
 round drift shared by both arms (cancelled by pairing). "measured": when a complete simulator run
 exists under results/ (or --from-result PATH), the spread of its per-round log-ratios at concurrency 1
 replaces the model. Run: .venv/bin/python benchmarks/decision_quality.py [--trials N]
+
+Sequential decisions (--mode peeking|power|sweep|sequential, issue 11): the per-round log-ratio itself
+is simulated with the spread of a real run (Gaussian with its sd, and its own centred rounds resampled):
+(a) false promotions when a look is taken after every round and the run stops at the first `promote`,
+for the fixed-n paired t and for the confidence sequence (sglab/analysis/sequential.py); (b) power and
+mean rounds to a decision vs the fixed-n design; (c) a sweep: P(the true best is picked) and arm-rounds
+(GPU-minutes) of successive elimination (sglab/analysis/elimination.py) vs the exhaustive grid at fixed
+rounds. Needs a real run: --from-result results/<stack>/<run>/result.json (else the newest sim run).
 """
 
 from __future__ import annotations
@@ -18,12 +26,16 @@ import argparse
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 from sglab.analysis import judge
+from sglab.analysis.elimination import eliminate
 from sglab.analysis.samples import comparison_arms, paired
+from sglab.analysis.sequential import DEFAULT_MIXTURE_G, METHOD, cs_bounds, first_decision
 from sglab.analysis.synthetic import synthetic_result
 from sglab.config.models import LoadPlan, PromotionPolicy, StackConfig
 from sglab.results.store import load_result, results_root
@@ -61,6 +73,12 @@ def candidate_request_cv(max_new_tokens: int) -> tuple[float, float]:
 
 def measured_noise(path: Path | None) -> tuple[float, str] | None:
     """sd of per-round log(candidate/baseline) at concurrency 1 from a real simulator run."""
+    found = measured_log_ratios(path)
+    return None if found is None else (float(found[0].std(ddof=1)), found[1])
+
+
+def measured_log_ratios(path: Path | None) -> tuple[np.ndarray, str] | None:
+    """Per-round log(candidate/baseline) at concurrency 1 from a real simulator run (newest, or `path`)."""
     candidates: list[Path] = [path] if path else sorted(results_root().glob("*/*/result.json"), reverse=True)
     for file in candidates:
         try:
@@ -74,8 +92,7 @@ def measured_noise(path: Path | None) -> tuple[float, str] | None:
             continue
         rounds, data = paired(level, "decode_tok_per_s", list(comparison_arms(result)))
         if len(rounds) >= 3:
-            d = np.log(data[:, 1] / data[:, 0])
-            return float(d.std(ddof=1)), f"{file} ({len(rounds)} rounds)"
+            return np.log(data[:, 1] / data[:, 0]), f"{file} ({len(rounds)} rounds)"
     return None
 
 
@@ -120,12 +137,8 @@ def budget_table(title: str, policy: PromotionPolicy, plan: LoadPlan, noise: dic
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=1000, help="simulated runs per case (default 1000)")
-    parser.add_argument("--from-result", type=Path, default=None, help="estimate noise from this result.json")
-    args = parser.parse_args(argv)
-
+def fixed_mode(args: argparse.Namespace) -> list[str]:
+    """The fixed-n design through the real judge(): false promotions and power at the default budget."""
     plan = LoadPlan()
     policy = StackConfig.model_fields["policy"].default_factory()  # the stack default, not a copy of it
     cand_cv, accept = candidate_request_cv(plan.max_new_tokens)
@@ -138,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"modelled noise: candidate per-request CV {cand_cv:.2%} (sim acceptance, mean accept length {accept:.2f}), "
           f"baseline per-request CV {BASELINE_REQUEST_CV:.1%}, per-arm round jitter CV {ASSUMED_ROUND_JITTER_CV:.1%} "
           f"(assumed), shared round drift CV {ASSUMED_SHARED_DRIFT_CV:.1%} (assumed); trials per case {args.trials}")
-    started = time.perf_counter()
     out = table("modelled noise, default policy:", policy, plan, modelled, args.trials)
     doubled = dict(modelled, round_cv=2 * ASSUMED_ROUND_JITTER_CV, candidate_request_cv=2 * cand_cv)
     out += table("twice the modelled noise, default policy:", policy, plan, doubled, args.trials)
@@ -156,6 +168,210 @@ def main(argv: list[str] | None = None) -> int:
     budget_noise, budget_source = (measured, "measured") if found else (modelled, "modelled")
     out += budget_table(f"rounds needed ({budget_source} noise, default policy, {plan.round_duration_s:g} s rounds):",
                         policy, plan, budget_noise, max(200, args.trials // 2))
+    return out
+
+
+
+# --- sequential decisions (issue 11): the statistic itself, simulated with a real run's noise ---------
+
+SWEEP_ROUND_S = 6.0  # LoadPlan's default round length at the gated level
+SWEEP_GPUS_PER_ARM = 8  # one H200 node per arm
+GPU_MIN_PER_ARM_ROUND = SWEEP_ROUND_S / 60 * SWEEP_GPUS_PER_ARM
+
+
+@dataclass(frozen=True)
+class RoundNoise:
+    """Per-round log-ratio noise: Gaussian with a measured sd, or the measured run's own residuals resampled."""
+
+    label: str
+    sd: float
+    residuals: np.ndarray | None = None  # centred per-round log-ratios; None = Gaussian
+
+    def draw(self, rng: np.random.Generator, shape: tuple[int, ...], scale: float = 1.0) -> np.ndarray:
+        if self.residuals is None:
+            return rng.normal(0.0, self.sd * scale, shape)
+        return rng.choice(self.residuals, size=shape) * scale
+
+
+def t_lower_bounds(x: np.ndarray, confidence: float) -> np.ndarray:
+    """The fixed-n paired-t lower bound recomputed after every round (what peeking at the old verdict sees)."""
+    n = np.arange(1, x.shape[-1] + 1)
+    mean = np.cumsum(x, axis=-1) / n
+    y = x - x[..., :1]
+    my = np.cumsum(y, axis=-1) / n
+    var = np.maximum((np.cumsum(y * y, axis=-1) - n * my * my) / np.maximum(n - 1, 1), 0.0)
+    q = stats.t.ppf((1 + confidence) / 2, np.maximum(n - 1, 1))
+    return np.where(n >= 2, mean - q * np.sqrt(var / n), -np.inf)
+
+
+def peeking_table(noise: RoundNoise, policy: PromotionPolicy, trials: int, seed: int) -> list[str]:
+    """(a) Gains at or below the minimum, a look after every round, stop at the first `promote`."""
+    thr = math.log1p(policy.min_gain)
+    rng = np.random.default_rng(seed)
+    lines = [f"(a) false promotions under continuous peeking ({noise.label}; {trials} sequences per row; looks from "
+             f"round {policy.min_rounds} on):",
+             f"  {'true gain':<22} {'max rounds':>10} | {'fixed-n t, one look':>19} {'fixed-n t, peeking':>18} | "
+             f"{'CS, peeking':>11}   (goal <= 2%)"]
+    for label, gain in (("0 (A/A)", 0.0), (f"{policy.min_gain / 2:+.2%} (half the min)", policy.min_gain / 2),
+                        (f"{policy.min_gain:+.1%} (= min-gain)", policy.min_gain)):
+        for rounds in (16, 20, 60):
+            x = math.log1p(gain) + noise.draw(rng, (trials, rounds))
+            low = t_lower_bounds(x, policy.confidence)
+            once = float((low[:, -1] > thr).mean())
+            peek = float((low[:, policy.min_rounds - 1:] > thr).any(axis=1).mean())
+            _, sign = first_decision(x, threshold_log=thr, confidence=policy.confidence, min_rounds=policy.min_rounds)
+            cs = float((sign == 1).mean())
+            lines.append(f"  {label:<22} {rounds:>10} | {once:>19.2%} {peek:>18.2%} | {cs:>11.2%}")
+    return lines
+
+
+def power_table(noise: RoundNoise, policy: PromotionPolicy, fixed_rounds: int, trials: int, seed: int) -> list[str]:
+    """(b) Power and rounds to decision: sequential CS (stop at the first decision) vs the fixed-n design."""
+    thr = math.log1p(policy.min_gain)
+    rng = np.random.default_rng(seed)
+    horizon = 120
+    lines = [f"(b) power and rounds to decision ({noise.label}; {trials} sequences per row):",
+             f"  {'true gain':>9} {'design':<26} {'promote':>8} {'reject':>7} {'inconcl.':>8} {'mean rounds':>11} | "
+             f"{'fixed-n rounds, same power':>26} {'rounds saved':>12}"]
+    for gain in (policy.min_gain, 0.03, 0.033, 0.059):
+        x = math.log1p(gain) + noise.draw(rng, (trials, horizon))
+        fixed_power = (t_lower_bounds(x, policy.confidence) > thr).mean(axis=0)  # P(promote) with n fixed, per n
+        fixed_power[: policy.min_rounds - 1] = 0.0
+
+        def same_power(p: float) -> int | None:
+            hits = np.nonzero(fixed_power >= min(p, 0.999))[0]
+            return int(hits[0]) + 1 if hits.size else None
+
+        p_fixed = float(fixed_power[fixed_rounds - 1])
+        lines.append(f"  {gain:>+9.1%} {f'fixed-n t, {fixed_rounds} rounds':<26} {p_fixed:>8.1%} {'':>7} {'':>8} "
+                     f"{fixed_rounds:>11} |")
+        for max_rounds in (16, 20, 32, 48):
+            rounds, sign = first_decision(x[:, :max_rounds], threshold_log=thr, confidence=policy.confidence,
+                                          min_rounds=policy.min_rounds)
+            used = np.where(rounds == 0, max_rounds, rounds)
+            promote, reject = float((sign == 1).mean()), float((sign == -1).mean())
+            mean_rounds = float(used.mean())
+            n_same = same_power(promote) if gain > policy.min_gain else None
+            same = "-" if n_same is None else f"{n_same}"
+            saved = "-" if n_same is None else f"{1 - mean_rounds / n_same:+.0%}"
+            lines.append(f"  {gain:>+9.1%} {f'sequential CS, max {max_rounds}':<26} {promote:>8.1%} {reject:>7.1%} "
+                         f"{1 - promote - reject:>8.1%} {mean_rounds:>11.1f} | {same:>26} {saved:>12}")
+    return lines
+
+
+def simulator_grid() -> list[tuple[str, float]]:
+    """True gains at concurrency 1 from the simulator's own timing model: steps 1-5 (topk 1, draft tokens =
+    steps + 1) x NCCL default / LL / Ring / P2P SYS, against the non-speculative default-NCCL baseline."""
+    from sglab.sim.profile import PROFILES
+    from sglab.sim.timing import SpecSetup, comm_factor, steady_decode_tok_per_s
+
+    profile = PROFILES["default"]
+    variants = {"default": {}, "LL": {"NCCL_PROTO": "LL"}, "Ring": {"NCCL_ALGO": "Ring"},
+                "SYS": {"NCCL_P2P_LEVEL": "SYS"}}
+    base = steady_decode_tok_per_s(profile, 1, None, comm_factor(profile, {}, False))
+    grid = []
+    for name, env in variants.items():
+        comm = comm_factor(profile, env, False)
+        for steps in range(1, 6):
+            rate = steady_decode_tok_per_s(profile, 1, SpecSetup(steps, 1, steps + 1), comm)
+            grid.append((f"{name}/s{steps}", rate / base - 1))
+    return grid
+
+
+CLOSE_GRID = [("a", 0.059), ("b", 0.035), ("c", 0.02), ("d", 0.01), ("e", 0.0), ("f", -0.03), ("g", -0.08),
+              ("h", -0.15)]
+
+
+def sweep_table(noise: RoundNoise, policy: PromotionPolicy, grid: list[tuple[str, float]], title: str, trials: int,
+                seed: int) -> list[str]:
+    """(c) Successive elimination vs the exhaustive grid at fixed rounds: P(true best picked), arm-rounds."""
+    rng = np.random.default_rng(seed)
+    thr = math.log1p(policy.min_gain)
+    gains = np.array([g for _, g in grid])
+    k, best = len(grid), int(np.argmax(gains))
+    horizon = 48
+    # the baseline's noise is common to every arm of a round; each arm's own noise is the other half
+    x = (np.log1p(gains)[None, :, None] + noise.draw(rng, (trials, k, horizon), math.sqrt(0.5))
+         - noise.draw(rng, (trials, 1, horizon), math.sqrt(0.5)))
+    mean = np.cumsum(x, axis=2) / np.arange(1, horizon + 1)
+    exhaustive_correct = (mean.argmax(axis=1) == best).mean(axis=0)  # per fixed round count
+    gap = gains[best] - np.sort(gains)[-2]
+    lines = [f"(c) sweep, {title}: {k} arms, best {grid[best][0]} {gains[best]:+.1%} (runner-up {gap:.1%} behind); "
+             f"{noise.label}; {trials} sweeps per row; GPU-min = arm-rounds x {SWEEP_ROUND_S:g} s x "
+             f"{SWEEP_GPUS_PER_ARM} GPUs, baseline included",
+             f"  {'design':<34} {'P(best)':>7} {'best elim.':>10} {'regret':>7} {'arm-rounds':>10} {'GPU-min':>8} | "
+             f"{'exhaustive, same P(best)':>24} {'fewer':>6}"]
+    for rounds in (4, 8, 12, 16, 20, 32):
+        cost = (k + 1) * rounds
+        regret = float((gains[best] - gains[mean[:, :, rounds - 1].argmax(axis=1)]).mean())
+        lines.append(f"  {f'exhaustive grid, {rounds} rounds':<34} {exhaustive_correct[rounds - 1]:>7.1%} {'':>10} "
+                     f"{regret:>7.2%} {cost:>10} {cost * GPU_MIN_PER_ARM_ROUND:>8.0f} |")
+    arm_conf = 1 - (1 - policy.confidence) / k
+    _, lower, upper = cs_bounds(x, confidence=arm_conf)
+    for max_rounds in (16, 20, 32, 48):
+        out_round, _, looks, _ = eliminate(lower[:, :, :max_rounds], upper[:, :, :max_rounds], threshold_log=thr,
+                                           min_rounds=policy.min_rounds)
+        alive = out_round == 0
+        at_stop = np.take_along_axis(mean, (looks - 1)[:, None, None].repeat(k, axis=1), axis=2)[:, :, 0]
+        pick = np.where(alive, at_stop, -np.inf).argmax(axis=1)
+        picked = alive.any(axis=1)
+        correct = float((picked & (pick == best)).mean())
+        regret = float(np.where(picked, gains[best] - gains[pick], gains[best]).mean())
+        arm_rounds = float((np.where(alive, looks[:, None], out_round).sum(axis=1) + looks).mean())
+        hits = np.nonzero(exhaustive_correct >= correct)[0]
+        same = int(hits[0]) + 1 if hits.size else None
+        same_cost = None if same is None else (k + 1) * same
+        fewer = "-" if same_cost is None else f"{same_cost / arm_rounds:.1f}x"
+        same_text = f">{horizon} rounds" if same is None else f"{same} rounds = {same_cost}"
+        lines.append(f"  {f'elimination, max {max_rounds} rounds':<34} {correct:>7.1%} "
+                     f"{float((out_round[:, best] > 0).mean()):>10.2%} {regret:>7.2%} {arm_rounds:>10.1f} "
+                     f"{arm_rounds * GPU_MIN_PER_ARM_ROUND:>8.0f} | {same_text:>24} {fewer:>6}")
+    return lines
+
+
+def sequential_modes(args: argparse.Namespace, modes: tuple[str, ...]) -> list[str]:
+    policy = StackConfig.model_fields["policy"].default_factory()
+    plan = LoadPlan()
+    found = measured_log_ratios(args.from_result)
+    if found is None:
+        return ["sequential modes need a real run's noise: run `.venv/bin/sglab bench --stack eagle-nccl-ll --target "
+                "sim --quick`, then pass --from-result results/<stack>/<run>/result.json"]
+    d, source = found
+    sd = float(d.std(ddof=1))
+    noises = [RoundNoise(f"Gaussian, sd {sd:.2%}", sd),
+              RoundNoise(f"resampled residuals of the {d.size} measured rounds", sd, d - d.mean())]
+    out = [f"sequential decisions: {METHOD} (confidence {policy.confidence:.0%}, mixture g {DEFAULT_MIXTURE_G:g}), "
+           f"policy min-gain {policy.min_gain:+.1%}, min-rounds {policy.min_rounds}; noise from {source}: sd of the "
+           f"per-round log-ratio {sd:.2%}"]
+    for i, noise in enumerate(noises):
+        if "peeking" in modes:
+            out += peeking_table(noise, policy, args.seq_trials, seed=1000 + i)
+        if "power" in modes:
+            out += power_table(noise, policy, plan.rounds, args.seq_trials, seed=2000 + i)
+    if "sweep" in modes:
+        out += sweep_table(noises[0], policy, simulator_grid(), "the simulator's model grid", args.sweep_trials, 3000)
+        out += sweep_table(noises[0], policy, CLOSE_GRID, "a close grid", args.sweep_trials, 3001)
+        out += sweep_table(noises[1], policy, simulator_grid(), "the simulator's model grid", args.sweep_trials, 3002)
+    return out
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("fixed", "peeking", "power", "sweep", "sequential", "all"), default="fixed",
+                        help="fixed: the fixed-n design through judge() (default); peeking, power, sweep: the "
+                             "sequential decisions (sequential = all three; all = everything)")
+    parser.add_argument("--trials", type=int, default=1000, help="simulated runs per case, fixed mode (default 1000)")
+    parser.add_argument("--seq-trials", type=int, default=20000,
+                        help="simulated sequences per case, peeking/power modes (default 20000)")
+    parser.add_argument("--sweep-trials", type=int, default=2000, help="simulated sweeps per design (default 2000)")
+    parser.add_argument("--from-result", type=Path, default=None, help="estimate noise from this result.json")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    out: list[str] = []
+    if args.mode in ("fixed", "all"):
+        out += fixed_mode(args)
+    if args.mode != "fixed":
+        modes = ("peeking", "power", "sweep") if args.mode in ("sequential", "all") else (args.mode,)
+        out += sequential_modes(args, modes)
     print("\n".join(out))
     print(f"elapsed {time.perf_counter() - started:.0f} s")
     return 0

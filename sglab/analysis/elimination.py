@@ -194,7 +194,8 @@ def successive_elimination(log_ratios: Mapping[str, Sequence[float] | np.ndarray
     winner = ranked[0] if outcome in ("selected", "leader") else None
     arms: list[ArmState] = []
     for rank, a in enumerate(ranked, start=1):
-        status: Status = "eliminated" if a in gone else (outcome if a == winner else "survivor")  # type: ignore[assignment]
+        status: Status = "eliminated" if a in gone else ("survivor" if a != winner else
+                                                          "selected" if outcome == "selected" else "leader")
         arms.append(ArmState(rank=rank, status=status, eliminated_at=gone[a][0] if a in gone else None,
                              reason=gone[a][1] if a in gone else None, **states[a]))
     look_rows: list[EliminationLook] = []
