@@ -17,6 +17,7 @@ SCHEMA_VERSION = 1
 
 RunKind = Literal["ab", "aa", "attribute", "interactive"]
 TargetKind = Literal["sim", "urls", "in-cluster", "interactive"]
+UrlsSource = Literal["sglab", "locust", "form"]
 
 
 class Schema(BaseModel):
@@ -129,6 +130,10 @@ class Target(Schema):
     urls: dict[str, str] = Field(default_factory=dict)
     sim_env: dict[str, str] = Field(default_factory=dict, description="extra SGLAB_SIM_* knobs given to simulators")
     time_scale: float | None = Field(None, description="simulator time scale (tok/s are scaled when != 1)")
+    urls_source: UrlsSource | None = Field(
+        None, description="where the arm URLs came from: 'sglab' (started or given to sglab ui, fixed for the run), "
+                          "'locust' (plain Locust's command line or environment), 'form' (changed in the web-UI "
+                          "form); None in files written before it was recorded")
 
 
 class RunResult(Schema):
