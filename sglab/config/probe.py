@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
-from sglab.config.models import KeyedValueError, Model
+from sglab.config.base import KeyedValueError, Model
 from sglab.config.nccl import NcclEnv
 
 _VARIANT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")

@@ -11,7 +11,9 @@ from sglab.config.jobs import BenchmarkJob, LocustSpec
 from sglab.config.loadplan import LoadPlan
 from sglab.config.nccl import NcclEnv
 from sglab.config.placement import DisruptionBudget, NetworkPolicySpec, Placement, Resources, Rollout
+from sglab.config.lints import LintCode
 from sglab.config.policy import PromotionPolicy
+from sglab.config.probe import ProbeSpec
 from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
 from sglab.config.sim import SimSpec
 from sglab.sglang import rules
@@ -46,6 +48,9 @@ class StackConfig(Model):
     project_image: str = Field("sglab:0.1.0", description="sglab + Locust + loadtests/: runs the benchmark "
                                "Job and in-cluster Locust unless benchmark-job.image / locust.image say otherwise")
     sim: SimSpec = Field(default_factory=SimSpec)
+    probe: ProbeSpec = Field(default_factory=ProbeSpec)
+    # Lint codes (sglab/config/lints.py) this stack accepts; the ones that need it stop the stack until then.
+    accept_lints: list[LintCode] = Field(default_factory=list)
 
     @field_validator("namespace")
     @classmethod

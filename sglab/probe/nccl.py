@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, help="timed samples per size (overrides the spec)")
     p.add_argument("--allow-nvls", action="store_true",
                    help="let a variant set NCCL_NVLS_ENABLE=1 (never on a machine whose GPUs others share)")
+    p.add_argument("--exit-zero", action="store_true",
+                   help="exit 0 once the result is written, even if a variant failed (the result says which)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
 
@@ -45,7 +47,7 @@ def _spec(args: argparse.Namespace) -> ProbeRunSpec:
         from sglab.probe.plan import probe_spec
 
         stack = load_stack(args.stack).config
-        spec = probe_spec(stack, args.stack, world_size=args.world_size, backend=args.backend or "nccl",
+        spec = probe_spec(stack, args.stack, world_size=args.world_size, backend=args.backend,
                           allow_nvls=args.allow_nvls)
     updates = {}
     if args.backend:
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     write_result(result, out)
     sys.stdout.write(render_table(result))
     print(f"wrote {out}", file=sys.stderr)
-    return 0 if result.complete else 1
+    return 0 if result.complete or args.exit_zero else 1
 
 
 if __name__ == "__main__":

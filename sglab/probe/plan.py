@@ -17,6 +17,7 @@ from sglab.probe.spec import CUMEM_KEY, DEFAULT_VARIANT, NVLS_KEY, ProbeRunSpec,
 
 # Algorithms whose draft layer runs on the target's TP group with the target's hidden size.
 DRAFT_LAYER_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
+CPU_WORLD_SIZE = 2
 
 
 def sglang_forced_env(args: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -24,7 +25,7 @@ def sglang_forced_env(args: tuple[str, ...] | list[str]) -> dict[str, str]:
     flags = parse_launch_args(list(args))
     symm = "--enable-symm-mem" in flags
     nvls = "--enable-nccl-nvls" in flags or symm
-    return {NVLS_KEY: "1" if nvls else "0", CUMEM_KEY: "1" if symm else "0"}
+    return {CUMEM_KEY: "1" if symm else "0", NVLS_KEY: "1" if nvls else "0"}
 
 
 def _nccl_of(arm: ArmSpec) -> dict[str, str]:
@@ -36,8 +37,11 @@ def _nccl_of(arm: ArmSpec) -> dict[str, str]:
 def probe_variants(stack: StackConfig) -> list[Variant]:
     base, cand = baseline_arm(stack), candidate_arm(stack)
     forced = sglang_forced_env(base.args)
-    variants = [Variant(name=DEFAULT_VARIANT, env=forced, source="NCCL's own choice (what SGLang sets itself only)")]
     base_env, cand_env = _nccl_of(base), _nccl_of(cand)
+    same = [role for role, env in (("baseline", base_env), ("candidate", cand_env)) if env == forced]
+    variants = [Variant(name=DEFAULT_VARIANT, env=forced,
+                        source="NCCL's own choice (only what SGLang sets itself)"
+                        + (f"; what the {' and '.join(same)} arm{'s' if len(same) > 1 else ''} run{'' if len(same) > 1 else 's'}" if same else ""))]
     seen = {tuple(forced.items()): DEFAULT_VARIANT}
     if base_env == cand_env:
         candidates = [("arms", base_env, "both arms' NCCL env (sglab:nccl)")]
@@ -86,14 +90,18 @@ def needs_nvls(stack: StackConfig) -> bool:
     return any(v.env.get(NVLS_KEY) != "0" for v in probe_variants(stack))
 
 
-def probe_spec(stack: StackConfig, stack_name: str, *, world_size: int | None = None, backend: str = "nccl",
+def probe_spec(stack: StackConfig, stack_name: str, *, world_size: int | None = None, backend: str | None = None,
                allow_nvls: bool = False) -> ProbeRunSpec:
-    """The run spec for `stack` (world size: the stack's GPUs per node unless given)."""
+    """The run spec for `stack`: NCCL over the stack's GPUs per node; gloo over CPU_WORLD_SIZE processes for a
+    stack without GPUs (the simulator's), which exercises the probe and its Job but measures no NCCL."""
+    gpus = stack.placement.gpus_per_node
+    backend = backend or ("nccl" if gpus > 0 else "gloo")
+    world_size = world_size or (gpus if gpus > 0 else CPU_WORLD_SIZE)
     sizes, hidden, source = probe_sizes(stack)
     probe = stack.probe
     variants = probe_variants(stack)
     return ProbeRunSpec(
-        stack=stack_name, backend=backend, world_size=world_size or max(1, stack.placement.gpus_per_node),
+        stack=stack_name, backend=backend, world_size=world_size,
         hidden_size=hidden, hidden_size_source=source, sizes=sizes, variants=variants,
         warmup_replays=probe.warmup_replays, ops_per_graph=probe.ops_per_graph, samples=probe.samples,
         confidence=probe.confidence, variant_timeout_s=max(60.0, probe.timeout_min * 60 / (len(variants) + 1)),

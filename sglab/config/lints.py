@@ -1,0 +1,157 @@
+"""Lints over a stack's effective arms (env + launch args) that need no GPU: NCCL settings that cannot work.
+
+Facts checked in SGLang's source (python/sglang/srt/...):
+- distributed/device_communicators/custom_all_reduce.py: `CustomAllreduce._MAX_CAR_SIZE = 8192 * 1024`;
+  `should_custom_ar` takes any all-reduce with `inp_size < max_size` when the TP group is 2 GPUs or fully
+  NVLinked, for world sizes 2, 4, 6, 8 on one node. It is on unless `--disable-custom-all-reduce`.
+  Decode all-reduces (~14 KB to ~1 MB) therefore never reach NCCL while it is on.
+- entrypoints/engine.py `_set_envs_and_config`: in the v0.5 line the server sets
+  `NCCL_CUMEM_ENABLE = int(--enable-symm-mem)` and `NCCL_NVLS_ENABLE = int(--enable-nccl-nvls)` (the latter
+  unless --enable-symm-mem) unconditionally, overwriting the pod's values; newer releases keep a value
+  from the env unless --enable-nccl-nvls / --enable-symm-mem is given, which then wins.
+- NCCL_PROTO=LL128 forced where NCCL would not choose it has silent data-corruption reports
+  (NVIDIA/nccl #281, #1261, #831): it needs an explicit `sglab:accept-lints: [nccl-proto-ll128]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal, Protocol
+
+CUSTOM_ALL_REDUCE_MAX_BYTES = 8192 * 1024
+CUSTOM_ALL_REDUCE_WORLD_SIZES = (2, 4, 6, 8)
+DISABLE_CUSTOM_ALL_REDUCE = "--disable-custom-all-reduce"
+SGLANG_ENV_FLAGS = {"NCCL_NVLS_ENABLE": "--enable-nccl-nvls", "NCCL_CUMEM_ENABLE": "--enable-symm-mem"}
+# NCCL_* keys that do not steer a single-node all-reduce (logging, inter-node transports) or have their own lint.
+_NOT_ALL_REDUCE_TUNING = ("NCCL_DEBUG", "NCCL_IB_", "NCCL_SOCKET_", "NCCL_NET", *SGLANG_ENV_FLAGS)
+
+LintCode = Literal["custom-all-reduce-shadows-nccl", "sglang-overwrites-nccl-env", "nccl-proto-ll128"]
+Severity = Literal["error", "warning", "note"]
+# Lints that stop validate/render/pulumi up until the stack lists their code under sglab:accept-lints.
+NEEDS_OPT_IN: tuple[str, ...] = ("nccl-proto-ll128",)
+OPT_IN_KEY = "accept-lints"
+
+
+class ArmLike(Protocol):
+    name: str
+    env: dict[str, str]
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Lint:
+    code: str
+    severity: Severity
+    arms: tuple[str, ...]
+    key: str
+    message: str
+    fix: str
+
+    def describe(self) -> str:
+        return f"{self.severity} [{self.code}] ({', '.join(self.arms)}) {self.key}: {self.message}; fix: {self.fix}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "severity": self.severity, "arms": list(self.arms), "key": self.key,
+                "message": self.message, "fix": self.fix}
+
+
+@dataclass(frozen=True)
+class _Finding:
+    code: str
+    severity: Severity
+    env_key: str | None
+    message: str
+    fix: str
+
+
+def _tp_size(flags: dict[str, str]) -> int:
+    value = flags.get("--tp-size", "1")  # aliases (--tp) arrive canonical from parse_launch_args
+    return int(value) if value.isdigit() else 1
+
+
+def _custom_all_reduce(env: dict[str, str], flags: dict[str, str]) -> list[_Finding]:
+    tuned = sorted(k for k in env if k.startswith("NCCL_") and not k.startswith(_NOT_ALL_REDUCE_TUNING))
+    multi_node = flags.get("--nnodes", "1") not in ("1", "true")
+    if not tuned or DISABLE_CUSTOM_ALL_REDUCE in flags or multi_node:
+        return []
+    if _tp_size(flags) not in CUSTOM_ALL_REDUCE_WORLD_SIZES:
+        return []
+    settings = " ".join(f"{k}={env[k]}" for k in tuned)
+    return [_Finding(
+        "custom-all-reduce-shadows-nccl", "warning", None,
+        f"{settings} set while SGLang's custom all-reduce is on (no {DISABLE_CUSTOM_ALL_REDUCE}): on a "
+        f"fully NVLinked node it takes every all-reduce under {CUSTOM_ALL_REDUCE_MAX_BYTES // (1024 * 1024)} MiB, "
+        "which is all of the decode path (about 14 KB to 1 MB), so these NCCL values likely change nothing there "
+        "(only larger, prefill all-reduces reach NCCL)",
+        "set server.disable-custom-all-reduce: true (both arms) so NCCL carries the decode all-reduces, or drop "
+        "the NCCL settings")]
+
+
+def _sglang_owned(env: dict[str, str]) -> list[_Finding]:
+    out = []
+    for key, flag in SGLANG_ENV_FLAGS.items():
+        if key not in env:
+            continue
+        if env[key] == "1":
+            fix = f"remove {key} and add {flag} to server.extra-args"
+            if flag == "--enable-symm-mem":
+                fix += " (it also enables NCCL_NVLS_ENABLE)"
+        else:
+            fix = f"remove {key}: {env[key]} is what SGLang sets itself unless {flag} is given"
+        out.append(_Finding(
+            "sglang-overwrites-nccl-env", "warning", key,
+            f"{key}={env[key]} in the pod env: SGLang sets {key} itself from {flag} (v0.5.x overwrites the pod's "
+            f"value every time; newer releases whenever {flag} or --enable-symm-mem is given), so this value is "
+            "silently replaced or depends on the SGLang version", fix))
+    return out
+
+
+def _ll128(env: dict[str, str], accepted: frozenset[str]) -> list[_Finding]:
+    proto = env.get("NCCL_PROTO", "")
+    if proto.startswith("^") or "LL128" not in [p.strip() for p in proto.split(",")]:
+        return []
+    code = "nccl-proto-ll128"
+    severity: Severity = "note" if code in accepted else "error"
+    return [_Finding(
+        code, severity, "NCCL_PROTO",
+        f"NCCL_PROTO={proto} forces LL128, which NCCL enables only where it is known to be safe; forcing it "
+        "has reports of silent data corruption (NVIDIA/nccl #281, #1261, #831)"
+        + (f" (accepted by sglab:{OPT_IN_KEY})" if code in accepted else ""),
+        f"remove LL128 from NCCL_PROTO, or accept the risk explicitly: sglab:{OPT_IN_KEY}: [{code}]")]
+
+
+def arm_findings(arm: ArmLike, accepted: frozenset[str] = frozenset()) -> list[_Finding]:
+    from sglab.config.arms import parse_launch_args  # not at the top: StackConfig imports LintCode from here
+
+    env = dict(arm.env)
+    flags = parse_launch_args(list(arm.args))
+    return _custom_all_reduce(env, flags) + _sglang_owned(env) + _ll128(env, accepted)
+
+
+def _key_for(env_key: str | None, code: str, arms: tuple[str, ...]) -> str:
+    if env_key is None:
+        return "server.disable-custom-all-reduce" if code == "custom-all-reduce-shadows-nccl" else "nccl"
+    return f"nccl.{env_key}" if "baseline" in arms else f"candidate.confounds.nccl.{env_key}"
+
+
+def lint_arms(arms: Iterable[ArmLike], accepted: Iterable[str] = ()) -> list[Lint]:
+    """Every lint of every arm; a finding shared by several arms is reported once, naming them."""
+    accepted = frozenset(accepted)
+    merged: dict[_Finding, list[str]] = {}
+    for arm in arms:
+        for finding in arm_findings(arm, accepted):
+            merged.setdefault(finding, []).append(arm.name)
+    return [Lint(f.code, f.severity, tuple(names), _key_for(f.env_key, f.code, tuple(names)), f.message, f.fix)
+            for f, names in merged.items()]
+
+
+def stack_lints(stack: Any) -> list[Lint]:
+    """Lints of a StackConfig's baseline and candidate arms (what validate, render and results record)."""
+    from sglab.config.arms import baseline_arm, candidate_arm
+
+    return lint_arms([baseline_arm(stack), candidate_arm(stack)], stack.accept_lints)
+
+
+def blocking(lints: Iterable[Lint]) -> list[Lint]:
+    """The lints that stop the stack until accepted."""
+    return [lint for lint in lints if lint.severity == "error"]

@@ -1,0 +1,125 @@
+"""Where probe results live: the result ConfigMaps the probe Job fills, and results/<stack>/probe-<id>/.
+
+The Job's `store` step (`sglab probe store`) writes the result with the benchmark Job's sink; its index
+ConfigMap is labelled `sglab/result=nccl-probe`, so `sglab results pull`'s RunResult reader passes it by
+and `pull_probe_results` takes it. A result already on disk is never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sglab.deploy.result_sink import PAYLOAD_KEY, RESULT_LABEL, decode_parts, encode_result, parts_count
+from sglab.probe.result import PROBE_FILE, PROBE_KIND, RUN_PREFIX, ProbeResult, load_probe, parse_probe, to_json
+
+# Index + one part: a probe result is tens of KB gzipped; the Job's Role names exactly these ConfigMaps.
+PROBE_RESULT_PARTS = 2
+
+
+def fitting_json(result: ProbeResult) -> str:
+    """The result as JSON that fits the pre-created ConfigMaps: raw samples dropped only if it must."""
+    text = to_json(result)
+    try:
+        encode_result(text, max_parts=PROBE_RESULT_PARTS)
+        return text
+    except ValueError:
+        trimmed = result.model_copy(deep=True)
+        for variant in trimmed.variants:
+            for size in variant.sizes:
+                size.times_us = []
+        return to_json(trimmed)
+
+
+def store_to_configmap(path: Path | str, name: str, namespace: str | None = None, *, core_api: Any = None) -> str:
+    """Write probe.json at `path` into ConfigMap `name` (the Job's store step); returns the namespace."""
+    from sglab.deploy.result_sink import write_result_configmap
+
+    result = load_probe(path)
+    return write_result_configmap(fitting_json(result), name, namespace, core_api=core_api)
+
+
+@dataclass
+class ProbePullReport:
+    written: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
+    conflicts: list[Path] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+
+
+def _read(index: Any, by_name: dict[str, Any], stack: str) -> ProbeResult | str | None:
+    """The probe result of one index ConfigMap, a reason it is not one, or None while it is not written yet."""
+    count = parts_count(index.metadata.annotations)
+    if count == 0:
+        return None
+    parts = [index] + [by_name.get(f"{index.metadata.name}-{i}") for i in range(1, count)]
+    payloads = [(cm.binary_data or {}).get(PAYLOAD_KEY) if cm is not None else None for cm in parts]
+    if any(not p for p in payloads):
+        return f"part(s) missing of {count}"
+    try:
+        document = json.loads(decode_parts(payloads) or "")
+        result = parse_probe(document, index.metadata.name)
+    except (OSError, EOFError, ValueError) as exc:
+        return str(exc).splitlines()[0]
+    if result.stack != stack:
+        return f"holds a probe of stack {result.stack!r}, not {stack!r}"
+    if not result.run_id.startswith(RUN_PREFIX) or "/" in result.run_id or ".." in result.run_id:
+        return f"run_id {result.run_id!r} is not a probe directory name"
+    return result
+
+
+def store_pulled(configmaps: list[Any], stack: str, base: Path) -> ProbePullReport:
+    """Write every probe result among `configmaps` to <base>/<stack>/<run_id>/probe.json unless one is there."""
+    from sglab.results.store import write_json_atomic
+
+    report = ProbePullReport()
+    by_name = {cm.metadata.name: cm for cm in configmaps}
+    for cm in sorted(configmaps, key=lambda c: c.metadata.name):
+        if (cm.metadata.labels or {}).get(RESULT_LABEL) != PROBE_KIND:
+            continue
+        read = _read(cm, by_name, stack)
+        if read is None:
+            report.pending.append(cm.metadata.name)
+            continue
+        if isinstance(read, str):
+            report.rejected.append(f"{cm.metadata.name}: {read}")
+            continue
+        payload = read.model_dump(mode="json")
+        target = base / stack / read.run_id / PROBE_FILE
+        if target.exists():
+            try:
+                same = json.loads(target.read_text(encoding="utf-8")) == payload
+            except (OSError, json.JSONDecodeError):
+                same = False
+            (report.unchanged if same else report.conflicts).append(target)
+            continue
+        try:
+            report.written.append(write_json_atomic(target, payload))
+        except FileExistsError:
+            report.conflicts.append(target)
+    return report
+
+
+def pull_probe_results(stack: str, *, namespace: str | None = None, context: str | None = None,
+                       kubeconfig: str | None = None, base: Path | None = None, core_api: Any = None) -> ProbePullReport:
+    """What `sglab results pull` adds for probes: the stack's probe results into results/<stack>/."""
+    from sglab.config.loader import load_stack
+    from sglab.deploy.pull import list_result_configmaps
+    from sglab.results.store import results_root
+
+    namespace = namespace or load_stack(stack).config.namespace
+    items = list_result_configmaps(stack, namespace, context=context, kubeconfig=kubeconfig, core_api=core_api)
+    return store_pulled(items, stack, base or results_root())
+
+
+def list_probes(stack: str, base: Path | None = None) -> list[Path]:
+    """The stack's probe directories holding a probe.json, oldest first."""
+    from sglab.results.store import results_root
+
+    folder = (base or results_root()) / stack
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob(f"{RUN_PREFIX}*") if (p / PROBE_FILE).is_file())
