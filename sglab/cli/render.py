@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from sglab.config import load_stack
+from sglab.config.lints import lint_lines, raise_blocking, stack_lints
 from sglab.deploy.render import header_comment, object_filename, render_stack, to_multidoc, to_yaml
 
 RENDERED_FILES = "[0-9][0-9]-*.yaml"
@@ -20,10 +21,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    rendered = render_stack(load_stack(args.stack))
+    loaded = load_stack(args.stack)
+    lints = stack_lints(loaded.config)
+    raise_blocking(lints, loaded.path)
+    rendered = render_stack(loaded)
     for note in rendered.warnings:
         print(f"warning: {note}", file=sys.stderr)
-    header = header_comment(rendered)
+    for lint in lints:
+        print(f"warning: lint {lint.describe()}", file=sys.stderr)
+    header = header_comment(rendered) + "".join(f"# {line}\n" for line in lint_lines(lints))
     if args.out is None:
         sys.stdout.write(header + to_multidoc(rendered.objects))
         return 0

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from sglab.config import baseline_arm, candidate_arm, confounds, load_stack
+from sglab.config.lints import lint_lines, raise_blocking, stack_lints
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,6 +20,8 @@ def run(args: argparse.Namespace) -> int:
     for note in loaded.warnings:
         print(f"warning: {note}", file=sys.stderr)
     stack = loaded.config
+    lints = stack_lints(stack)
+    raise_blocking(lints, loaded.path)
     print(f"{loaded.path}: valid")
     for arm in (baseline_arm(stack), candidate_arm(stack)):
         print(f"{arm.role}: config-hash {arm.config_hash[:12]}  {arm.launch_command}")
@@ -30,4 +33,6 @@ def run(args: argparse.Namespace) -> int:
         print("  results of this stack are reported with these confounds and cannot be promoted")
     else:
         print("confounds: none (baseline and candidate differ only in the speculative block)")
+    for line in lint_lines(lints):
+        print(line)
     return 0

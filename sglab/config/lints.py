@@ -155,3 +155,19 @@ def stack_lints(stack: Any) -> list[Lint]:
 def blocking(lints: Iterable[Lint]) -> list[Lint]:
     """The lints that stop the stack until accepted."""
     return [lint for lint in lints if lint.severity == "error"]
+
+
+def raise_blocking(lints: Iterable[Lint], file: Any) -> None:
+    """ConfigError (exit 2, naming key and fix) for the first lint that needs an opt-in the stack lacks."""
+    from sglab.errors import ConfigError
+
+    for lint in blocking(lints):
+        raise ConfigError(file, lint.key, lint.message, lint.fix)
+
+
+def lint_lines(lints: Iterable[Lint]) -> list[str]:
+    """What validate and render print: one line per lint, or that there are none."""
+    lints = list(lints)
+    if not lints:
+        return ["lints: none"]
+    return [f"lints ({len(lints)}):"] + [f"  - {lint.describe()}" for lint in lints]

@@ -14,12 +14,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from sglab.config.arms import confounds
+from sglab.config.lints import blocking, stack_lints
 from sglab.config.loader import ConfigError, LoadedStack
 from sglab.config.models import StackConfig
 from sglab.deploy.benchmark_job import build_benchmark_job
 from sglab.deploy.locust import build_locust
 from sglab.deploy.objects import hf_token_secret_manifest, namespace_manifest
 from sglab.deploy.plan import arm_releases
+from sglab.deploy.probe_job import build_probe_job
 from sglab.deploy.pulumi_config import PulumiStack, read_pulumi_config
 from sglab.deploy.server import SGLangServer
 
@@ -34,6 +36,7 @@ class Deployment:
     namespace: k8s.core.v1.Namespace | None = None
     hf_token_secret: k8s.core.v1.Secret | None = None
     arms: dict[str, SGLangServer] = field(default_factory=dict)
+    probe_job: pulumi.Resource | None = None  # the NCCL probe runs before the arms take the GPUs
     outputs: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -42,7 +45,7 @@ class Deployment:
 
     def foundation(self) -> list[pulumi.Resource]:
         """Resources every workload in the namespace depends on."""
-        return [r for r in (self.namespace, self.hf_token_secret) if r is not None]
+        return [r for r in (self.namespace, self.hf_token_secret, self.probe_job) if r is not None]
 
     def export(self, name: str, value: Any) -> None:
         self.outputs[name] = value
@@ -57,6 +60,11 @@ def read_stack() -> Deployment:
         raise pulumi.RunError(str(exc)) from None
     for note in config.loaded.warnings:
         pulumi.log.warn(note)
+    lints = stack_lints(config.loaded.config)
+    for lint in lints:
+        pulumi.log.warn(f"lint {lint.describe()}")
+    if blocking(lints):
+        raise pulumi.RunError("; ".join(f"{lint.key}: {lint.message}; fix: {lint.fix}" for lint in blocking(lints)))
     return Deployment(stack_name=config.loaded.name, loaded=config.loaded, secrets=dict(config.secrets))
 
 
@@ -97,6 +105,8 @@ def run() -> Deployment:
     dep = read_stack()
     build_namespace(dep)
     build_hf_token_secret(dep)
+    if dep.stack.probe.enabled:
+        dep.probe_job = build_probe_job(dep).job
     build_arms(dep)
     if dep.stack.locust.enabled:
         build_locust(dep)
