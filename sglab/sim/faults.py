@@ -7,34 +7,30 @@ connection mid-stream (after a seeded number of chunks, no [DONE]), or stall mid
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 
+from sglab.sglang import sim_knobs
 
-@dataclass(frozen=True)
-class FaultSpec:
-    error_rate: float = 0.0
-    error_status: int = 500
-    disconnect_rate: float = 0.0
-    stall_rate: float = 0.0
-    stall_s: float = 2.0
-    slow_start_s: float = 0.0
 
-    def validate(self) -> None:
-        for name in ("error_rate", "disconnect_rate", "stall_rate"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {value}")
-        if self.error_rate + self.disconnect_rate + self.stall_rate > 1.0:
-            raise ValueError("error_rate + disconnect_rate + stall_rate must not exceed 1")
-        if not 500 <= self.error_status <= 599:
-            raise ValueError(f"error_status must be a 5xx code, got {self.error_status}")
-        if self.stall_s < 0 or self.slow_start_s < 0:
-            raise ValueError("stall_s and slow_start_s must be >= 0")
+def _validate(self) -> None:
+    for knob in sim_knobs.knobs("faults"):
+        knob.check(getattr(self, knob.name))
+    sim_knobs.check_fault_rates(dataclasses.asdict(self))
 
-    @property
-    def any(self) -> bool:
-        return bool(self.error_rate or self.disconnect_rate or self.stall_rate or self.slow_start_s)
+
+def _any(self) -> bool:
+    return bool(self.error_rate or self.disconnect_rate or self.stall_rate or self.slow_start_s)
+
+
+# The fault knobs as the engine reads them: fields, defaults and bounds from sglab/sglang/sim_knobs.py.
+FaultSpec = dataclasses.make_dataclass(
+    "FaultSpec",
+    [(k.name, k.type, dataclasses.field(default=k.default)) for k in sim_knobs.knobs("faults")],
+    frozen=True,
+    namespace={"validate": _validate, "any": property(_any), "__module__": __name__},
+)
 
 
 @dataclass(frozen=True)

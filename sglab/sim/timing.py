@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sglab.sglang import nccl
 from sglab.sim.acceptance import AcceptanceModel
 from sglab.sim.profile import SimProfile
 
@@ -32,18 +33,24 @@ class SpecSetup:
         return max(0, min(self.num_steps, self.num_draft_tokens - 1))
 
 
-def _list_factor(value: str | None, table: Mapping[str, float]) -> float:
-    """NCCL_PROTO/NCCL_ALGO accept a comma list (NCCL picks the best of them) or '^' exclusions (auto)."""
-    if not value or value.startswith("^"):
+def _list_factor(name: str, value: str | None, table: Mapping[str, float]) -> float:
+    """NCCL_PROTO/NCCL_ALGO: a list (NCCL picks the best of them), or '^' exclusions (auto), read by NCCL's rules."""
+    var = nccl.nccl_var(name)
+    if not value or var is None:
         return 1.0
-    factors = [table.get(item.strip(), 1.0) for item in value.split(",") if item.strip()]
-    return min(factors) if factors else 1.0
+    try:
+        negated, items = nccl.parse_list(value, var.choices)
+    except nccl.NcclValueError:
+        return 1.0  # a value NCCL would not use: it picks its own
+    if negated:
+        return 1.0
+    return min(table.get(item, 1.0) for item in items)
 
 
 def comm_factor(profile: SimProfile, nccl_env: Mapping[str, str], disable_custom_all_reduce: bool) -> float:
     """Multiplier on every communication part, from the NCCL_* env the server process sees."""
-    factor = _list_factor(nccl_env.get("NCCL_PROTO"), profile.nccl_proto_factor)
-    factor *= _list_factor(nccl_env.get("NCCL_ALGO"), profile.nccl_algo_factor)
+    factor = _list_factor("NCCL_PROTO", nccl_env.get("NCCL_PROTO"), profile.nccl_proto_factor)
+    factor *= _list_factor("NCCL_ALGO", nccl_env.get("NCCL_ALGO"), profile.nccl_algo_factor)
     factor *= profile.nccl_p2p_level_factor.get(nccl_env.get("NCCL_P2P_LEVEL", ""), 1.0)
     if not disable_custom_all_reduce:
         factor *= profile.custom_all_reduce_factor

@@ -116,3 +116,13 @@ def test_sglab_sim_console_path_serves(tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0  # SIGTERM is a clean shutdown
+
+
+def test_list_valued_flags_and_abbreviations_are_read_like_sglang():
+    """SGLang's parser takes every value of a list flag and any unique prefix of a flag."""
+    config = parse_sim_args(["--model-path", "m", "--cuda-graph-bs", "1", "2", "4", "8", "--max-running-req", "64",
+                             "--tensor-parallel-size", "2"], env={})
+    assert config.server_args["cuda_graph_bs"] == ["1", "2", "4", "8"]
+    assert config.max_running_requests == 64 and config.server_args["tp_size"] == 2
+    with pytest.raises(SystemExit):
+        parse_sim_args(["--model-path", "m", "--enable", "x"], env={})  # ambiguous, as in SGLang
