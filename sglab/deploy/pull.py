@@ -1,176 +1,29 @@
-"""`sglab results pull --stack NAME`: copy the in-cluster benchmark results into results/<stack>/<run-id>/.
+"""`sglab results pull`: sglab/results/pull.py, with the namespace taken from the stack file when not given.
 
-Every benchmark Job leaves its result in ConfigMaps labelled `sglab/stack=<stack>` (kept when the
-comparison changes): the index `sglab/result=true` and, for a large result, its parts `sglab/result=part`. Pulling validates each one as a RunResult of this stack and writes
-it like any local run; an existing result is never overwritten (an identical copy is skipped, a
-different one is reported as a conflict and left alone).
+The transport itself lives next to the result store (sglab/results/pull.py, which imports no config);
+this module only adds the stack lookup.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from sglab.config.loader import ConfigError, load_stack
-from sglab.deploy.result_sink import (INDEX, PAYLOAD_KEY, RESULT_LABEL, TRIMMED_ANNOTATION, decode_parts,
-                                      parts_count)
-from sglab.results.schema import SCHEMA_VERSION, RunResult
-from sglab.results.store import RESULT_FILE, results_root, write_json_atomic
-
-STACK_LABEL = "sglab/stack"
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-@dataclass
-class PulledResult:
-    configmap: str
-    result: RunResult | None = None
-    problem: str | None = None
-    trimmed: str | None = None
-
-
-@dataclass
-class PullReport:
-    written: list[Path] = field(default_factory=list)
-    unchanged: list[Path] = field(default_factory=list)
-    conflicts: list[Path] = field(default_factory=list)
-    pending: list[str] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)
-    trimmed: list[str] = field(default_factory=list)
-
-
-def label_selector(stack: str) -> str:
-    return f"{RESULT_LABEL},{STACK_LABEL}={stack}"
-
-
-def group_parts(configmaps: list[Any]) -> list[list[Any]]:
-    """Each result as [index, part 1, ...] (None where a part is missing), from a ConfigMap listing."""
-    by_name = {cm.metadata.name: cm for cm in configmaps}
-    results = []
-    for cm in configmaps:
-        if (cm.metadata.labels or {}).get(RESULT_LABEL) != INDEX:
-            continue
-        count = parts_count(cm.metadata.annotations)
-        results.append([cm] + [by_name.get(f"{cm.metadata.name}-{i}") for i in range(1, count)])
-    return sorted(results, key=lambda parts: parts[0].metadata.name)
-
-
-def parse_result(parts: list[Any], stack: str) -> PulledResult:
-    """One result's ConfigMaps (kubernetes.client V1ConfigMap: index first) -> the validated result, or why
-    there is none."""
-    index = parts[0]
-    annotations = index.metadata.annotations or {}
-    pulled = PulledResult(configmap=index.metadata.name, trimmed=annotations.get(TRIMMED_ANNOTATION))
-    count = parts_count(annotations)
-    if count == 0:
-        return pulled
-    payloads = [(cm.binary_data or {}).get(PAYLOAD_KEY) if cm is not None else None for cm in parts[:count]]
-    missing = [str(i) for i, p in enumerate(payloads) if not p] + [str(i) for i in range(len(payloads), count)]
-    if missing:
-        pulled.problem = f"part(s) {', '.join(missing)} of {count} missing"
-        return pulled
-    try:
-        text = decode_parts(payloads)
-    except (OSError, ValueError, EOFError) as exc:
-        pulled.problem = f"undecodable payload: {exc}"
-        return pulled
-    try:
-        document = json.loads(text or "")
-    except json.JSONDecodeError as exc:
-        pulled.problem = f"not JSON: {exc}"
-        return pulled
-    if not isinstance(document, dict) or document.get("schema_version") != SCHEMA_VERSION:
-        found = document.get("schema_version") if isinstance(document, dict) else None
-        pulled.problem = f"schema_version {found!r}, this sglab reads {SCHEMA_VERSION}"
-        return pulled
-    try:
-        result = RunResult.model_validate(document)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        pulled.problem = f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
-        return pulled
-    if result.stack != stack:
-        pulled.problem = f"holds a result of stack {result.stack!r}, not {stack!r}"
-    elif not _RUN_ID.match(result.run_id):
-        pulled.problem = f"run_id {result.run_id!r} is not a safe directory name"
-    else:
-        pulled.result = result
-    return pulled
-
-
-def store_pulled(pulled: list[PulledResult], stack: str, base: Path | None = None) -> PullReport:
-    """Write each valid result to <base>/<stack>/<run-id>/result.json unless one is already there."""
-    report = PullReport()
-    root = (base or results_root()) / stack
-    for item in pulled:
-        if item.problem:
-            report.rejected.append(f"{item.configmap}: {item.problem}")
-            continue
-        if item.result is None:
-            report.pending.append(item.configmap)
-            continue
-        payload = item.result.model_dump(mode="json")
-        target = root / item.result.run_id / RESULT_FILE
-        if target.exists():
-            try:
-                same = json.loads(target.read_text(encoding="utf-8")) == payload
-            except (OSError, json.JSONDecodeError):
-                same = False
-            (report.unchanged if same else report.conflicts).append(target)
-            continue
-        try:
-            report.written.append(write_json_atomic(target, payload))
-        except FileExistsError:
-            report.conflicts.append(target)
-            continue
-        if item.trimmed:
-            report.trimmed.append(f"{item.result.run_id}: {item.trimmed} dropped to fit the ConfigMap")
-    return report
-
-
-def list_result_configmaps(stack: str, namespace: str, *, context: str | None = None,
-                           kubeconfig: str | None = None, core_api: Any = None) -> list[Any]:
-    """The stack's result ConfigMaps, through the kubernetes client (kubeconfig/context as kubectl's)."""
-    if core_api is None:
-        from kubernetes import client, config
-
-        config.load_kube_config(config_file=kubeconfig, context=context)
-        core_api = client.CoreV1Api()
-    return list(core_api.list_namespaced_config_map(namespace, label_selector=label_selector(stack)).items)
+from sglab.config.loader import load_stack
+from sglab.results import pull as _pull
+from sglab.results.pull import (STACK_LABEL, PulledResult, PullReport, group_parts, label_selector,  # noqa: F401
+                                list_result_configmaps, parse_result, store_pulled)
 
 
 def pull_report(stack: str, *, namespace: str | None = None, context: str | None = None,
                 kubeconfig: str | None = None, base: Path | None = None, core_api: Any = None) -> PullReport:
     """Pull with the full account (what was written, skipped, pending, rejected)."""
-    namespace = namespace or load_stack(stack).config.namespace
-    try:
-        items = list_result_configmaps(stack, namespace, context=context, kubeconfig=kubeconfig, core_api=core_api)
-    except ConfigError:
-        raise
-    except Exception as exc:  # kubeconfig missing, API unreachable, forbidden: one message, no traceback
-        raise ConfigError(kubeconfig or "kubeconfig", f"namespace {namespace}",
-                          f"cannot list result ConfigMaps: {_short(exc)}",
-                          "check `kubectl get configmaps -n <namespace> -l sglab/result=true` works "
-                          "(context, credentials, namespace)") from None
-    return store_pulled([parse_result(parts, stack) for parts in group_parts(items)], stack, base)
+    return _pull.pull_report(stack, namespace=namespace or load_stack(stack).config.namespace, context=context,
+                             kubeconfig=kubeconfig, base=base, core_api=core_api)
 
 
 def pull_results(stack: str, *, namespace: str | None = None, context: str | None = None,
                  kubeconfig: str | None = None, base: Path | None = None, core_api: Any = None) -> list[Path]:
     """Backend of `sglab results pull`: the result files written by this pull (newest last)."""
-    report = pull_report(stack, namespace=namespace, context=context, kubeconfig=kubeconfig, base=base,
-                         core_api=core_api)
-    return sorted(report.written)
-
-
-def _short(exc: Exception) -> str:
-    status = getattr(exc, "status", None)
-    reason = getattr(exc, "reason", None)
-    if status is not None:
-        return f"HTTP {status} {reason or ''}".strip()
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return sorted(pull_report(stack, namespace=namespace, context=context, kubeconfig=kubeconfig, base=base,
+                              core_api=core_api).written)

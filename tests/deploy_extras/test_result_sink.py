@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from sglab.deploy import result_sink
-from sglab.deploy.result_sink import (INDEX, PART, PARTS_ANNOTATION, RESULT_LABEL, RUN_ID_ANNOTATION, SUMMARY_KEY,
+from sglab.results import sink as result_sink
+from sglab.results.sink import (INDEX, PART, PARTS_ANNOTATION, RESULT_LABEL, RUN_ID_ANNOTATION, SUMMARY_KEY,
                                       TRIMMED_ANNOTATION, decode_parts, encode_result, part_names,
                                       write_result_configmap)
 from sglab.results.schema import RunResult
@@ -129,7 +129,7 @@ def test_outside_a_pod_the_writer_uses_the_kubeconfig(tmp_path):
     with FakeConfigMapApi() as api:
         env = {**os.environ, "KUBECONFIG": str(api.kubeconfig(tmp_path / "kubeconfig")), "POD_NAMESPACE": "lab"}
         env.pop("KUBERNETES_SERVICE_HOST", None)
-        code = ("import sys; from pathlib import Path; from sglab.deploy.result_sink import write_result_configmap; "
+        code = ("import sys; from pathlib import Path; from sglab.results.sink import write_result_configmap; "
                 "write_result_configmap(Path(sys.argv[1]).read_text(), 'sglab-result-z')")
         done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "result.json")], env=env,
                               capture_output=True, text=True, timeout=120)
