@@ -36,10 +36,14 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
-Decision = Literal["promote", "reject", "continue", "inconclusive"]
+Decision = Literal["promote", "reject", "futile", "continue", "inconclusive"]
 """promote: the lower bound clears log(1 + min-gain); reject: the upper bound is below it (the gain is
-short of the minimum with confidence: cannot promote); continue: neither yet; inconclusive: neither by
-max-rounds."""
+short of the minimum with confidence: cannot promote); futile (only with `futility` and max-rounds):
+even a true gain at the current upper bound would leave the lower bound at max-rounds (same spread)
+short of the minimum, so stop without promoting; continue: none yet; inconclusive: none by max-rounds.
+Stopping early without promoting never raises the false-promotion rate; futility only costs power."""
+PROMOTE, REJECT, FUTILE, NONE = 1, -1, -2, 0
+_NAMES: dict[int, Decision] = {PROMOTE: "promote", REJECT: "reject", FUTILE: "futile"}
 
 METHOD = "t-mixture-cs"
 DEFAULT_MIXTURE_G = 1.0
@@ -117,6 +121,7 @@ class SequentialRecord(BaseModel):
     threshold_log: float
     min_rounds: int
     max_rounds: int | None
+    futility: bool = False
     decision: Decision
     rounds: int
     looks: list[Look]
@@ -126,25 +131,31 @@ class SequentialRecord(BaseModel):
         return self.looks[-1] if self.looks else None
 
 
-def decide(lower_log: float, upper_log: float, *, threshold_log: float, rounds: int, min_rounds: int = 2,
-           max_rounds: int | None = None) -> Decision:
-    """The decision at one look: promote above, reject below, else continue (inconclusive at max-rounds)."""
-    if rounds >= min_rounds:
-        if lower_log > threshold_log:
-            return "promote"
-        if upper_log < threshold_log:
-            return "reject"
-    if max_rounds is not None and rounds >= max_rounds:
-        return "inconclusive"
-    return "continue"
-
-
 def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
+def look_codes(values: np.ndarray, *, threshold_log: float, confidence: float = 0.95, min_rounds: int = 2,
+               max_rounds: int | None = None, futility: bool = False, mixture_g: float = DEFAULT_MIXTURE_G
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, lower, upper, code) after each round: code PROMOTE, REJECT, FUTILE or NONE (the rule, once)."""
+    mean, lower, upper = cs_bounds(values, confidence=confidence, mixture_g=mixture_g)
+    n = np.arange(1, lower.shape[-1] + 1)
+    allowed = n >= min_rounds
+    code = np.where(allowed & (lower > threshold_log), PROMOTE,
+                    np.where(allowed & (upper < threshold_log), REJECT, NONE))
+    if futility and max_rounds is not None:
+        factor = radius_factor(n, confidence=confidence, mixture_g=mixture_g)
+        at_max = float(radius_factor(max_rounds, confidence=confidence, mixture_g=mixture_g))
+        with np.errstate(invalid="ignore"):
+            sd = np.where(np.isfinite(factor), (upper - mean) / np.where(np.isfinite(factor), factor, 1.0), np.inf)
+            hopeless = allowed & (n < max_rounds) & (upper < threshold_log + at_max * sd)
+        code = np.where((code == NONE) & hopeless, FUTILE, code)
+    return mean, lower, upper, code
+
+
 def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float, confidence: float = 0.95,
-                    min_rounds: int = 2, max_rounds: int | None = None,
+                    min_rounds: int = 2, max_rounds: int | None = None, futility: bool = False,
                     mixture_g: float = DEFAULT_MIXTURE_G) -> SequentialRecord:
     """Look after every round of `log_ratios` (log(candidate / baseline) per paired round) and stop at
     the first decision. With fewer rounds than needed the last look says `continue`.
@@ -160,10 +171,13 @@ def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float
     looks: list[Look] = []
     decision: Decision = "continue"
     if x.size:
-        mean, lower, upper = cs_bounds(x, confidence=confidence, mixture_g=mixture_g)
+        mean, lower, upper, code = look_codes(x, threshold_log=threshold, confidence=confidence,
+                                              min_rounds=min_rounds, max_rounds=max_rounds, futility=futility,
+                                              mixture_g=mixture_g)
         for i in range(x.size):
-            decision = decide(float(lower[i]), float(upper[i]), threshold_log=threshold, rounds=i + 1,
-                              min_rounds=min_rounds, max_rounds=max_rounds)
+            decision = _NAMES.get(int(code[i]), "continue")
+            if decision == "continue" and max_rounds is not None and i + 1 >= max_rounds:
+                decision = "inconclusive"
             lo, hi = _finite(float(lower[i])), _finite(float(upper[i]))
             looks.append(Look(round_index=i, rounds=i + 1, mean_log=float(mean[i]), lower_log=lo, upper_log=hi,
                               estimate=math.expm1(float(mean[i])),
@@ -173,20 +187,18 @@ def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float
                 break
     return SequentialRecord(confidence=confidence, mixture_g=mixture_g, min_gain=min_gain,
                             threshold_log=threshold, min_rounds=min_rounds, max_rounds=max_rounds,
-                            decision=decision, rounds=len(looks), looks=looks)
+                            futility=futility, decision=decision, rounds=len(looks), looks=looks)
 
 
 def first_decision(values: np.ndarray, *, threshold_log: float, confidence: float = 0.95, min_rounds: int = 2,
+                   max_rounds: int | None = None, futility: bool = False,
                    mixture_g: float = DEFAULT_MIXTURE_G) -> tuple[np.ndarray, np.ndarray]:
     """For many sequences at once (trials x rounds): the round count at the first decision (0 = none by
-    the last round) and the decision there (+1 promote, -1 reject, 0 none). For benchmarks and tests."""
-    _, lower, upper = cs_bounds(values, confidence=confidence, mixture_g=mixture_g)
-    n = np.arange(1, lower.shape[-1] + 1)
-    allowed = n >= min_rounds
-    up = (lower > threshold_log) & allowed
-    down = (upper < threshold_log) & allowed
-    hit = up | down
+    the last round) and its code (PROMOTE, REJECT, FUTILE; NONE). For benchmarks and tests."""
+    *_, code = look_codes(values, threshold_log=threshold_log, confidence=confidence, min_rounds=min_rounds,
+                          max_rounds=max_rounds, futility=futility, mixture_g=mixture_g)
+    hit = code != NONE
     any_hit = hit.any(axis=-1)
     first = np.where(any_hit, hit.argmax(axis=-1), 0)
-    sign = np.where(np.take_along_axis(up, first[..., None], axis=-1)[..., 0], 1, -1)
-    return np.where(any_hit, first + 1, 0), np.where(any_hit, sign, 0)
+    picked = np.take_along_axis(code, first[..., None], axis=-1)[..., 0]
+    return np.where(any_hit, first + 1, 0), np.where(any_hit, picked, NONE)

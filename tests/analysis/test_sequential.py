@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from sglab.analysis.sequential import (SequentialRecord, cs_bounds, first_decision, radius_factor,
+from sglab.analysis.sequential import (FUTILE, PROMOTE, SequentialRecord, cs_bounds, first_decision, radius_factor,
                                        sequential_test)
 
 ALPHA = 0.05
@@ -143,3 +143,24 @@ def test_bad_input_is_refused() -> None:
         radius_factor(5, confidence=1.5)
     with pytest.raises(ValueError, match="max_rounds"):
         sequential_test([0.01], min_gain=0.005, max_rounds=0)
+
+
+def test_futility_stops_hopeless_runs_early_and_never_adds_a_promotion() -> None:
+    rng = np.random.default_rng(9)
+    threshold = math.log1p(0.005)
+    for gain, faster in ((0.0, True), (0.03, False)):
+        x = math.log1p(gain) + rng.normal(0.0, 0.0276, size=(4000, 32))
+        plain_rounds, plain = first_decision(x, threshold_log=threshold, min_rounds=3, max_rounds=32)
+        fut_rounds, fut = first_decision(x, threshold_log=threshold, min_rounds=3, max_rounds=32, futility=True)
+        # a futility stop only ends a run early without promoting: its promotions are a subset
+        assert not ((fut == PROMOTE) & (plain != PROMOTE)).any()
+        used = lambda r: np.where(r == 0, 32, r).mean()  # noqa: E731
+        if faster:
+            assert (fut == FUTILE).mean() > 0.5 and used(fut_rounds) < 0.75 * used(plain_rounds)
+        else:  # a real gain is almost never given up on
+            assert (plain == PROMOTE).mean() - (fut == PROMOTE).mean() < 0.01
+    rec = sequential_test(rng.normal(0.0, 0.0276, 32), min_gain=0.005, min_rounds=3, max_rounds=32,
+                          futility=True)
+    assert rec.futility and rec.decision in ("futile", "reject") and rec.rounds < 32
+    # without max-rounds there is nothing to be futile against
+    assert sequential_test(rng.normal(0.0, 0.0276, 32), min_gain=0.005, futility=True).decision != "futile"
