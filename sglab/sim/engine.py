@@ -17,9 +17,11 @@ import zlib
 from dataclasses import dataclass, field
 
 from sglab.sim import timing
+from sglab.sim.acceptance import AcceptanceModel, ContentAcceptance, natural_tokens, position_factor
 from sglab.sim.cli_args import SimConfig
+from sglab.sim.content import RANDOM, classify
 from sglab.sim.metrics import Metrics
-from sglab.sim.tokens import OutputTokens
+from sglab.sim.tokens import OutputTokens, prompt_content
 
 log = logging.getLogger("sglab.sim")
 
@@ -57,6 +59,8 @@ class SimRequest:
     internal: bool = False
     output_len: int = 0
     finish_type: str = "length"
+    category: str = RANDOM  # read from the prompt's content (sglab.sim.content.classify)
+    acceptance: AcceptanceModel | None = None
     tokens: OutputTokens = field(default_factory=lambda: OutputTokens(0))
     completion_tokens: int = 0
     verify_ct: int = 0
@@ -111,6 +115,9 @@ class Engine:
         self.metrics = metrics
         self.spec = config.spec
         self.acceptance = timing.acceptance_model(self.profile, self.spec) if self.spec else None
+        self.content_acceptance = ContentAcceptance(
+            self.profile.accept_prob_by_position, self.profile.accept_prob_tail, depth=self.spec.depth,
+            topk=self.spec.topk) if self.spec else None
         self.waiting: list[SimRequest] = []
         self.running: list[SimRequest] = []
         self._wake = asyncio.Event()
@@ -171,11 +178,15 @@ class Engine:
         seed = self.config.seed
         request.tokens = OutputTokens(zlib.crc32(f"{seed}:{request.prompt_key}".encode()))
         request.rng = random.Random(f"accept:{seed}:{seq}")
+        content, templated = prompt_content(request.prompt_key)
+        request.category = classify(content)
+        if self.content_acceptance is not None:
+            request.acceptance = self.content_acceptance.model(request.category, templated)
         length = request.max_new_tokens
         if not request.ignore_eos:
             eos_rng = random.Random(f"eos:{seed}:{request.prompt_key}")
-            natural = eos_rng.randint(self.profile.eos_min_tokens, max(self.profile.eos_min_tokens,
-                                                                       self.profile.eos_max_tokens))
+            low, high = natural_tokens(request.category, (self.profile.eos_min_tokens, self.profile.eos_max_tokens))
+            natural = eos_rng.randint(low, max(low, high))
             if natural < length:
                 length, request.finish_type = natural, "stop"
         request.output_len = length
@@ -288,7 +299,6 @@ class Engine:
     def _emit(self, request: SimRequest, new_tokens: int, now: float) -> None:
         request.completion_tokens += new_tokens
         if not request.internal:
-            self.metrics.counters["generation_tokens_total"] += new_tokens
             if request.last_token_at is None:
                 self.metrics.histograms["time_to_first_token_seconds"].observe(now - request.arrival)
             else:
@@ -303,6 +313,7 @@ class Engine:
             request.finished_at = now
             if not request.internal:
                 self.metrics.histograms["e2e_request_latency_seconds"].observe(now - request.arrival)
+            self._count_finished(request)
         request.events.put_nowait(request.snapshot(new_tokens, now))
 
     def _finish(self, request: SimRequest, now: float) -> None:
@@ -312,7 +323,15 @@ class Engine:
         request.finished_at = now
         if request.aborted and not request.internal:
             self.metrics.counters["num_aborted_requests_total"] += 1
+        self._count_finished(request)
         request.events.put_nowait(request.snapshot(0, now))
+
+    def _count_finished(self, request: SimRequest) -> None:
+        """Like SGLang (observe_one_finished_request), a request's tokens and verify passes are counted when
+        it finishes, so Δgeneration_tokens / Δspec_verify_calls over a window is its exact accept length."""
+        if not request.internal:
+            self.metrics.counters["generation_tokens_total"] += request.completion_tokens
+            self.metrics.counters["spec_verify_calls_total"] += request.verify_ct
 
     def _after_prefill(self, admitted: list[SimRequest]) -> None:
         now = asyncio.get_running_loop().time()
@@ -335,7 +354,8 @@ class Engine:
             if self.acceptance is None:
                 new_tokens = 1
             else:
-                drafts = self.acceptance.sample_accepted_drafts(request.rng)
+                model = request.acceptance or self.acceptance
+                drafts = model.sample_accepted_drafts(request.rng, position_factor(request.completion_tokens))
                 new_tokens = min(drafts + 1, remaining)
                 request.verify_ct += 1
                 request.accepted_drafts += new_tokens - 1

@@ -1,7 +1,8 @@
 """SGLang's Prometheus metrics (`sglang:` names), kept in memory and rendered as the text format.
 
 Served at /metrics only with --enable-metrics. Names, types and default buckets follow SGLang's
-metrics collector; every series carries the `model_name` label.
+metrics collector; every series carries the `model_name` label. As in SGLang, the token and verify
+counters grow when a request finishes (the engine adds them), so their window ratio is exact.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ GAUGES = {
 COUNTERS = {
     "prompt_tokens_total": "Number of prefill tokens processed.",
     "generation_tokens_total": "Number of generation tokens processed.",
+    "spec_verify_calls_total": "Number of speculative decoding verification calls.",
     "cached_tokens_total": "Number of cached prompt tokens.",
     "num_requests_total": "Number of requests processed.",
     "num_aborted_requests_total": "Number of requests aborted.",

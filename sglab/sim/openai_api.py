@@ -1,7 +1,9 @@
 """OpenAI-compatible routes as SGLang serves them: /v1/completions, /v1/chat/completions, /v1/models.
 
 Streams carry deltas; the usage chunk (`choices: []`) is sent only with stream_options.include_usage,
-since bench_serving-style parsers index choices[0].
+since bench_serving-style parsers index choices[0]. With `"return_spec_tokens_details": true` the
+response carries `sglext.spec_tokens_details` (SGLang's names); a stream sends it in its own
+`choices: []` chunk after the finish chunk and before the usage chunk, as SGLang does.
 """
 
 from __future__ import annotations
@@ -16,9 +18,14 @@ from aiohttp import web
 from sglab.sim import generate_api
 from sglab.sim.engine import SimRequest, TokenEvent
 from sglab.sim.state import STATE_KEY, BadRequest, SimState
-from sglab.sim.tokens import count_chat_tokens, count_prompt_tokens
+from sglab.sim.tokens import chat_prompt_key, count_chat_tokens, count_prompt_tokens
 
 COMPLETION_DEFAULT_MAX_TOKENS = 16
+SPEC_DETAIL_DEFAULTS: dict[str, Any] = {
+    "spec_accept_rate": 0.0, "spec_accept_length": 0.0, "spec_cap_length": 0.0, "spec_block_accept_length": 0.0,
+    "spec_num_correct_drafts": 0, "spec_num_proposed_drafts": 0, "spec_verify_ct": 0,
+    "spec_correct_drafts_histogram": [], "spec_cap_lens_histogram": [],
+}
 
 
 def openai_error(message: str, status: int = 400, err_type: str = "BadRequestError") -> web.Response:
@@ -55,6 +62,34 @@ async def _body(request: web.Request) -> dict[str, Any]:
     return body
 
 
+def _spec_details(state: SimState, sim: SimRequest) -> dict[str, Any] | None:
+    """SGLang's SpecTokensDetails from the request's final meta_info; None without speculation.
+
+    Cap lengths belong to DSpark's capped verification and stay 0 / [] for EAGLE, as in SGLang."""
+    meta = state.spec_meta(sim.last_event) if sim.last_event is not None else {}
+    if not meta:
+        return None
+    return {key: meta.get(key, default) for key, default in SPEC_DETAIL_DEFAULTS.items()}
+
+
+def _sglext(body: dict[str, Any], state: SimState, sims: list[SimRequest]) -> dict[str, Any] | None:
+    if not body.get("return_spec_tokens_details"):
+        return None
+    details = [_spec_details(state, s) for s in sims]
+    if all(d is None for d in details):
+        return None
+    return {"spec_tokens_details": details[0] if len(details) == 1 else details}
+
+
+def _sglext_tail(body: dict[str, Any], state: SimState, rid: str, obj: str, created: int, model: str,
+                 sims: list[SimRequest]) -> list[dict[str, Any]]:
+    sglext = _sglext(body, state, sims)
+    if sglext is None:
+        return []
+    return [{"id": rid, "object": obj, "created": created, "model": model, "choices": [], "usage": None,
+             "sglext": sglext}]
+
+
 def _limits(body: dict[str, Any], default_max: int | None) -> tuple[int | None, bool]:
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens", default_max))
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0):
@@ -67,6 +102,8 @@ def _limits(body: dict[str, Any], default_max: int | None) -> tuple[int | None, 
     ignore_eos = body.get("ignore_eos", False)
     if not isinstance(ignore_eos, bool):
         raise BadRequest("ignore_eos must be a boolean")
+    if not isinstance(body.get("return_spec_tokens_details", False), bool):
+        raise BadRequest("return_spec_tokens_details must be a boolean")
     for name, low, high in (("temperature", 0, 2), ("top_p", 0, 1)):
         value = body.get(name)
         if value is not None and (not isinstance(value, (int, float)) or not low <= value <= high):
@@ -107,7 +144,7 @@ def _chat_prompt(messages: Any) -> tuple[int, str]:
         if not isinstance(content, str):
             raise BadRequest("message content must be a string or a list of content parts")
         contents.append(f"{message['role']}: {content}")
-    return count_chat_tokens(contents), json.dumps(contents)
+    return count_chat_tokens(contents), chat_prompt_key(contents)
 
 
 def _guard(state: SimState) -> web.Response | None:
@@ -144,9 +181,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
             reason, matched = _finish(sim)
             choices.append({"index": i, "text": sim.tokens.text(0, sim.completion_tokens), "logprobs": None,
                             "finish_reason": reason, "matched_stop": matched})
-        return web.json_response({"id": rid, "object": "text_completion", "created": created, "model": model,
-                                  "choices": choices, "usage": _usage(sims),
-                                  "metadata": {"weight_version": "default"}})
+        return web.json_response(_with_sglext(
+            {"id": rid, "object": "text_completion", "created": created, "model": model, "choices": choices,
+             "usage": _usage(sims), "metadata": {"weight_version": "default"}}, _sglext(body, state, sims)))
     sent = {id(s): 0 for s in sims}
 
     def render(index: int, sim: SimRequest, event: TokenEvent) -> dict[str, Any] | None:
@@ -160,7 +197,12 @@ async def completions(request: web.Request) -> web.StreamResponse:
                 "usage": _running_usage(body, sum(s.prompt_tokens for s in sims), sum(sent.values()))}
 
     return await generate_api.stream_sse(request, state, sims, fault, render,
-                                         tail=lambda: _usage_tail(body, rid, "text_completion", created, model, sims))
+                                         tail=lambda: _sglext_tail(body, state, rid, "text_completion", created, model, sims)
+                                         + _usage_tail(body, rid, "text_completion", created, model, sims))
+
+
+def _with_sglext(response: dict[str, Any], sglext: dict[str, Any] | None) -> dict[str, Any]:
+    return response if sglext is None else {**response, "sglext": sglext}
 
 
 def _running_usage(body: dict[str, Any], prompt: int, completion: int) -> dict[str, Any] | None:
@@ -203,10 +245,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         reason, matched = _finish(sim)
         message = {"role": "assistant", "content": sim.tokens.text(0, sim.completion_tokens),
                    "reasoning_content": None, "tool_calls": None}
-        return web.json_response({"id": rid, "object": "chat.completion", "created": created, "model": model,
-                                  "choices": [{"index": 0, "message": message, "logprobs": None,
-                                               "finish_reason": reason, "matched_stop": matched}],
-                                  "usage": _usage([sim]), "metadata": {"weight_version": "default"}})
+        return web.json_response(_with_sglext(
+            {"id": rid, "object": "chat.completion", "created": created, "model": model,
+             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reason,
+                          "matched_stop": matched}],
+             "usage": _usage([sim]), "metadata": {"weight_version": "default"}}, _sglext(body, state, [sim])))
     sent = {"tokens": 0, "role": False}
 
     def chunk(delta: dict[str, Any], reason: str | None = None, matched: Any = None) -> dict[str, Any]:
@@ -227,7 +270,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
     def tail() -> list[dict[str, Any]]:
         reason, matched = _finish(sim)
-        return [chunk({}, reason, matched)] + _usage_tail(body, rid, "chat.completion.chunk", created, model, [sim])
+        return ([chunk({}, reason, matched)]
+                + _sglext_tail(body, state, rid, "chat.completion.chunk", created, model, [sim])
+                + _usage_tail(body, rid, "chat.completion.chunk", created, model, [sim]))
 
     return await generate_api.stream_sse(request, state, [sim], fault, render, tail=tail)
 

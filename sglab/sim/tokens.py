@@ -7,6 +7,7 @@ generators can build prompts of an exact token length with `make_prompt`.
 
 from __future__ import annotations
 
+import json
 import re
 import zlib
 
@@ -32,6 +33,35 @@ def count_prompt_tokens(text: str) -> int:
 def count_chat_tokens(contents: list[str]) -> int:
     """Messages rendered through a chat template: role markers per message plus the assistant prefix."""
     return sum(count_tokens(c) + CHAT_TOKENS_PER_MESSAGE for c in contents) + CHAT_TOKENS_ASSISTANT_PREFIX
+
+
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+# markers of a chat template already rendered into raw text (ChatML, Llama 2/3, Gemma, Phi)
+_TEMPLATE_MARKERS = re.compile(r"<\|im_start\|>|\[INST\]|<\|start_header_id\|>|<start_of_turn>|<\|user\|>")
+
+
+def chat_prompt_key(contents: list[str]) -> str:
+    """The prompt key of a chat request: its "role: content" lines as a JSON list (see prompt_content)."""
+    return json.dumps(contents)
+
+
+def prompt_content(prompt_key: str) -> tuple[str, bool]:
+    """(the prompt's words, whether they went through a chat template) from a request's prompt key.
+
+    Chat keys (chat_prompt_key) give their message contents, templated; token-id keys give no words;
+    raw text is itself, templated only if it carries a rendered template's markers."""
+    if prompt_key.startswith("["):
+        try:
+            parsed = json.loads(prompt_key)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, list) and parsed and all(isinstance(p, int) for p in parsed):
+            return "", False
+        if isinstance(parsed, list) and parsed and all(isinstance(p, str) for p in parsed):
+            parts = [p.split(": ", 1) for p in parsed]
+            if all(len(part) == 2 and part[0] in CHAT_ROLES for part in parts):
+                return "\n\n".join(part[1] for part in parts), True
+    return prompt_key, bool(_TEMPLATE_MARKERS.search(prompt_key))
 
 
 def make_prompt(num_tokens: int, seed: int = 0) -> str:
