@@ -80,6 +80,12 @@ def measured_noise(path: Path | None) -> tuple[float, str] | None:
 
 def measured_log_ratios(path: Path | None) -> tuple[np.ndarray, str] | None:
     """Per-round log(candidate/baseline) at concurrency 1 from a real simulator run (newest, or `path`)."""
+    found = measured_rounds(path)
+    return None if found is None else (np.log(found[0][:, 1] / found[0][:, 0]), found[1])
+
+
+def measured_rounds(path: Path | None) -> tuple[np.ndarray, str] | None:
+    """Per-round decode tok/s (rounds x [baseline, candidate]) at concurrency 1 from a real simulator run."""
     candidates: list[Path] = [path] if path else sorted(results_root().glob("*/*/result.json"), reverse=True)
     for file in candidates:
         try:
@@ -93,7 +99,7 @@ def measured_log_ratios(path: Path | None) -> tuple[np.ndarray, str] | None:
             continue
         rounds, data = paired(level, "decode_tok_per_s", list(comparison_arms(result)))
         if len(rounds) >= 3:
-            return np.log(data[:, 1] / data[:, 0]), f"{file} ({len(rounds)} rounds)"
+            return data, f"{file} ({len(rounds)} rounds)"
     return None
 
 
@@ -199,11 +205,26 @@ class RoundNoise:
     label: str
     sd: float
     residuals: np.ndarray | None = None  # centred per-round log-ratios; None = Gaussian
+    # for a sweep, each arm's own noise and the baseline's (common to every arm of a round)
+    arm_sd: float = 0.0
+    baseline_sd: float = 0.0
+    arm_residuals: np.ndarray | None = None
+    baseline_residuals: np.ndarray | None = None
 
-    def draw(self, rng: np.random.Generator, shape: tuple[int, ...], scale: float = 1.0) -> np.ndarray:
+    def draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         if self.residuals is None:
-            return rng.normal(0.0, self.sd * scale, shape)
-        return rng.choice(self.residuals, size=shape) * scale
+            return rng.normal(0.0, self.sd, shape)
+        return rng.choice(self.residuals, size=shape)
+
+    def draw_arm(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        if self.arm_residuals is None:
+            return rng.normal(0.0, self.arm_sd, shape)
+        return rng.choice(self.arm_residuals, size=shape)
+
+    def draw_baseline(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        if self.baseline_residuals is None:
+            return rng.normal(0.0, self.baseline_sd, shape)
+        return rng.choice(self.baseline_residuals, size=shape)
 
 
 def t_lower_bounds(x: np.ndarray, confidence: float) -> np.ndarray:
@@ -309,9 +330,9 @@ def sweep_table(noise: RoundNoise, policy: PromotionPolicy, grid: list[tuple[str
     gains = np.array([g for _, g in grid])
     k, best = len(grid), int(np.argmax(gains))
     horizon = 48
-    # the baseline's noise is common to every arm of a round; each arm's own noise is the other half
-    x = (np.log1p(gains)[None, :, None] + noise.draw(rng, (trials, k, horizon), math.sqrt(0.5))
-         - noise.draw(rng, (trials, 1, horizon), math.sqrt(0.5)))
+    # each arm's own round noise, minus the baseline's (the same for every arm of a round)
+    x = (np.log1p(gains)[None, :, None] + noise.draw_arm(rng, (trials, k, horizon))
+         - noise.draw_baseline(rng, (trials, 1, horizon)))
     mean = np.cumsum(x, axis=2) / np.arange(1, horizon + 1)
     exhaustive_correct = (mean.argmax(axis=1) == best).mean(axis=0)  # per fixed round count
     gap = gains[best] - np.sort(gains)[-2]
@@ -351,17 +372,23 @@ def sweep_table(noise: RoundNoise, policy: PromotionPolicy, grid: list[tuple[str
 def sequential_modes(args: argparse.Namespace, modes: tuple[str, ...]) -> list[str]:
     policy = StackConfig.model_fields["policy"].default_factory()
     plan = LoadPlan()
-    found = measured_log_ratios(args.from_result)
+    found = measured_rounds(args.from_result)
     if found is None:
         return ["sequential modes need a real run's noise: run `.venv/bin/sglab bench --stack eagle-nccl-ll --target "
                 "sim --quick`, then pass --from-result results/<stack>/<run>/result.json"]
-    d, source = found
-    sd = float(d.std(ddof=1))
-    noises = [RoundNoise(f"Gaussian, sd {sd:.2%}", sd),
-              RoundNoise(f"resampled residuals of the {d.size} measured rounds", sd, d - d.mean())]
+    data, source = found
+    log_base, log_cand = np.log(data[:, 0]), np.log(data[:, 1])
+    d = log_cand - log_base
+    sd, base_sd = float(d.std(ddof=1)), float(log_base.std(ddof=1))
+    arm_sd = math.sqrt(max(sd ** 2 - base_sd ** 2, 0.0))
+    noises = [RoundNoise(f"Gaussian, sd {sd:.2%} (sweep: arm {arm_sd:.2%}, baseline {base_sd:.2%})", sd,
+                         arm_sd=arm_sd, baseline_sd=base_sd),
+              RoundNoise(f"resampled residuals of the {d.size} measured rounds", sd, d - d.mean(),
+                         arm_residuals=log_cand - log_cand.mean(), baseline_residuals=log_base - log_base.mean())]
     out = [f"sequential decisions: {METHOD} (confidence {policy.confidence:.0%}, mixture g {DEFAULT_MIXTURE_G:g}), "
            f"policy min-gain {policy.min_gain:+.1%}, min-rounds {policy.min_rounds}; noise from {source}: sd of the "
-           f"per-round log-ratio {sd:.2%}"]
+           f"per-round log-ratio {sd:.2%}, of the baseline's log rate {base_sd:.2%}, of the candidate's "
+           f"{float(log_cand.std(ddof=1)):.2%}"]
     for i, noise in enumerate(noises):
         if "peeking" in modes:
             out += peeking_table(noise, policy, args.seq_trials, seed=1000 + i)
