@@ -1,14 +1,11 @@
-"""`sglab compare RESULT`: recompute and print the verdict table (levels x gain, CI, economics, guards)."""
+"""`sglab compare RESULT`: recompute and print the verdict (default: the table; `--output` picks a format)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from sglab.analysis.verdict import judge
-from sglab.report.console import render_console
-from sglab.results.store import load_result
+from sglab.cli.outputs import add_output_arguments, print_outputs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,16 +13,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Recompute the verdict from the result's samples with the policy recorded in "
                                    "it; the last line is `verdict: promote|reject|inconclusive`.")
     p.add_argument("result", type=Path, help="a result.json or its run directory")
-    p.add_argument("--json", action="store_true", help="print the verdict as JSON instead of the table")
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON (same as --output json)")
+    add_output_arguments(p, default="console")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = load_result(args.result)
-    verdict = judge(result)
-    if args.json:
-        print(json.dumps(verdict.model_dump(mode="json"), indent=1))
-        return 0
-    report = args.result / "report.html" if args.result.is_dir() else args.result.with_name("report.html")
-    print(render_console(verdict, report if report.exists() else None))
-    return 0
+    return print_outputs(args, "json" if args.json else args.output)
