@@ -15,6 +15,7 @@ from sglab.cli import UsageError
 from sglab.config.loader import load_stack
 
 EXIT_INTERRUPTED = 130
+EXIT_INVALID = 3  # an arm died or froze mid-run: the run is marked invalid (result.invalid_reason)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -184,6 +185,10 @@ def run(args: argparse.Namespace) -> int:
                   f"{exc}", file=sys.stderr)
             return 2
         print(f"result stored in ConfigMap {namespace}/{args.result_configmap}")
+    if result.invalid_reason:
+        print(f"run invalid: {result.invalid_reason}; it cannot be judged. What was measured before is kept in "
+              f"{run_dir}; fix or restart that server and run the bench again", file=sys.stderr)
+        return EXIT_INVALID
     if not result.complete:
         print(f"run incomplete ({result.incomplete_reason}); what was measured is kept in {run_dir}",
               file=sys.stderr)

@@ -33,6 +33,24 @@ def _gains(result: RunResult) -> str:
     return " ".join(parts) or "-"
 
 
+def _state(result: RunResult) -> str:
+    """yes / no (why) / invalid (why) / abandoned: `running` written by a process that is gone."""
+    if result.complete:
+        return "yes"
+    if result.invalid_reason:
+        return f"invalid ({result.invalid_reason})"
+    if result.incomplete_reason == "running":
+        from sglab.load.owner import owner_alive
+
+        alive = owner_alive(result.loadgen)
+        if alive is False:
+            return f"abandoned (its bench process {result.loadgen.get('pid')} is gone)"
+        if alive is None and result.loadgen.get("host"):
+            return f"no (running on {result.loadgen['host']}?)"
+        return "no (running)"
+    return f"no ({result.incomplete_reason})" if result.incomplete_reason else "no"
+
+
 def rows(stack: str, base: Path | None = None) -> list[tuple[str, ...]]:
     out = []
     for run_dir in list_runs(stack, base):
@@ -42,7 +60,7 @@ def rows(stack: str, base: Path | None = None) -> list[tuple[str, ...]]:
             out.append((run_dir.name, "?", "?", "?", "-", "-", f"unreadable: {exc.problem}"))
             continue
         levels = ",".join(str(lv.concurrency) for lv in result.levels) or "-"
-        complete = "yes" if result.complete else f"no ({result.incomplete_reason})" if result.incomplete_reason else "no"
+        complete = _state(result)
         outcome = (result.verdict or {}).get("outcome", "-")
         out.append((result.run_id, result.kind, complete, result.target.kind, levels, _gains(result), outcome))
     return out

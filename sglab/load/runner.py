@@ -6,7 +6,8 @@ R rounds; inside a round every arm gets one segment (a fixed duration or request
 shuffled per round from the seed. Between segments the gate closes and in-flight requests finish,
 so arms never overlap and a round's wall time is exactly its requests' span. Before measuring it
 checks each server's live flags against the stack and refuses on any difference. The result is
-saved after every level, so an interrupted or crashed run still leaves what it measured.
+saved after every level, so an interrupted or crashed run still leaves what it measured. An arm that
+dies or freezes (sglab/load/watchdog.py) ends the run at once as invalid, with the reason.
 """
 
 from __future__ import annotations
@@ -34,12 +35,15 @@ from sglab.load.server_info import ServerInfoError, flush_cache, get_server_info
 from sglab.load.settings import LoadSettings
 from sglab.load.summary import arm_level_summary, round_sample
 from sglab.load.targets import Targets, free_port
+from sglab.load.owner import this_process
 from sglab.load.users import ArmUser, SegmentPacing, set_pacing, set_settings
+from sglab.load.watchdog import ArmWatch, stall_timeout_s, touch
 from sglab.results.schema import ArmInfo, LevelResult, RunResult, Target
 from sglab.results.store import create_run_dir, git_commit, new_run_id, utc_now_iso, write_result
 
 SETTLE_TIMEOUT_S = 30.0
 POLL_S = 0.01
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal closed
 class RefusedError(Exception):
     """The run must not start (e.g. live flags differ from the stack); message says why and the fix."""
 
@@ -105,6 +109,7 @@ class BenchRun:
         self.speculative = {a.name: a.speculative for a in request.arms}
         self.run_id = run_id or new_run_id()
         self.interrupted: str | None = None
+        self.invalid: str | None = None
         self.levels: list[LevelResult] = []
         self.run_dir: Path | None = None
         self.t0 = time.time()
@@ -131,7 +136,8 @@ class BenchRun:
             load_plan=self.plan.model_dump(mode="json", by_alias=False),
             policy=stack.config.policy.model_dump(mode="json", by_alias=False),
             loadgen={"tool": "locust", "locust_version": locust_version, "user_class": "FastHttpUser",
-                     "workers": self.request.workers, "endpoint": self.plan.endpoint},
+                     "workers": self.request.workers, "endpoint": self.plan.endpoint,
+                     "profile": self.profile.name, **this_process()},
         )
 
     def save(self, result: RunResult) -> None:
@@ -174,6 +180,7 @@ class BenchRun:
 
     def _phase(self, **changes) -> Phase:
         if changes.get("open"):
+            touch(self.env, changes["arm"])  # the arm's stall clock starts with its segment
             pacing = self.profile.pacing(changes["level"], changes["round_index"])
             set_pacing(self.env, SegmentPacing(self.collector.phase.serial + 1, time.time(), pacing))
         phase = self.collector.set_phase(**changes)
@@ -221,17 +228,19 @@ class BenchRun:
         partial = self.interrupted is not None
         if partial:
             self._close(phase)
-            deadline = time.monotonic() + SETTLE_TIMEOUT_S
+            # an invalid run does not wait for requests to a dead server; _finish stops the users
+            deadline = time.monotonic() + (0.0 if self.invalid else SETTLE_TIMEOUT_S)
             while not self._segment_done(phase) and time.monotonic() < deadline:
                 gevent.sleep(POLL_S)
         self.collector.close()
         finished = time.time()
-        if self.master is not None:
+        if self.master is not None and not self.invalid:
             self._wait_samples(phase)
         samples = self.collector.samples(arm, level=level, round_index=round_index, warmup=warmup)
         if samples:
             finished = max(started, max(self.t0 + s.start_s + (s.e2e_ms or 0) / 1000 for s in samples))
-        server_accept = read_accept_length(url) if flushed and self.speculative.get(arm) else None
+        readable = flushed and self.speculative.get(arm) and not self.invalid
+        server_accept = read_accept_length(url) if readable else None
         sample = round_sample(samples, level=level, round_index=round_index, position=position, arm=arm,
                               warmup=warmup, started_at_s=started - self.t0, duration_s=finished - started,
                               server_accept_length=server_accept,
@@ -284,16 +293,42 @@ class BenchRun:
         if self.interrupted is None:
             self.interrupted = f"interrupted by {signal.Signals(signum).name} after {time.time() - self.t0:.1f} s"
 
+    def _where(self) -> str:
+        phase = self.collector.phase if self.collector is not None else None
+        if phase is None or not phase.level:
+            return "before the first level"
+        step = "warm-up" if phase.warmup else f"round {phase.round_index + 1}/{self.rounds_at(phase.level)}"
+        return f"{self.profile.level_label} {phase.level}, {step}"
+
+    def _on_arm_failure(self, arm: str, what: str) -> None:
+        """An arm died or froze: stop sending to every arm now; the run ends invalid (nothing to pair with)."""
+        if self.invalid is None:
+            self.invalid = f"{arm} server {what} at {self._where()}"
+            if self.interrupted is None:
+                self.interrupted = f"invalid: {self.invalid}"
+            self.collector.close()
+            if self.env is not None:
+                self.env.stop_timeout = 0  # users stuck on the dead arm are stopped, not waited for
+
+    def _watch(self) -> ArmWatch:
+        processes = {sim.arm.name: sim.process for sim in self.targets.processes}
+        return ArmWatch(self.env, self.targets.urls, processes, stall_s=stall_timeout_s(self.plan.request_timeout_s),
+                        on_failure=self._on_arm_failure,
+                        active=lambda: (self.collector.phase.arm if self.collector.phase.open or
+                                        self.collector.in_flight else None, self.collector.in_flight)).start()
+
     def execute(self, result: RunResult, run_dir: Path) -> RunResult:
-        """Run every level; on SIGINT/SIGTERM stop cleanly and keep what was measured."""
+        """Run every level; on SIGINT/SIGTERM/SIGHUP or a dead arm stop cleanly and keep what was measured."""
         self.run_dir = run_dir
         self.save(result)
         settings = LoadSettings.from_plan(self.plan, urls=self.targets.urls, stack=self.request.loaded.name,
                                           model=self.request.loaded.config.model.served_model_name or "default",
                                           base_dir=self.request.loaded.path.parent.parent)
-        handlers = [gevent.signal_handler(sig, self._on_signal, sig) for sig in (signal.SIGINT, signal.SIGTERM)]
+        handlers = [gevent.signal_handler(sig, self._on_signal, sig) for sig in STOP_SIGNALS]
+        watch = None
         try:
             self.env = self._environment(settings)
+            watch = self._watch()
             with BenchProgress(self.request.progress) as progress:
                 for level in self.profile.levels():
                     if self.interrupted:
@@ -306,6 +341,8 @@ class BenchRun:
                 self._finish(result)
                 raise
         finally:
+            if watch is not None:
+                watch.stop()
             for handler in handlers:
                 handler.cancel()
         return self._finish(result)
@@ -323,6 +360,7 @@ class BenchRun:
         result.finished_at = utc_now_iso()
         result.complete = self.interrupted is None
         result.incomplete_reason = self.interrupted
+        result.invalid_reason = self.invalid
         self.save(result)
         return result
 

@@ -2,11 +2,15 @@
 
 A simulator arm gets exactly the launch arguments and env the stack renders for it
 (`sglab.config.arms`), with only --host/--port replaced by 127.0.0.1 and a free port.
+Simulators die with the process that started them, however it ends (SIGKILL included): on Linux
+the kernel sends them SIGTERM (PR_SET_PDEATHSIG); elsewhere the simulator watches PARENT_PID_ENV.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +23,8 @@ import httpx
 from sglab.config.arms import ArmSpec
 
 HEALTH_TIMEOUT_S = 60.0
+PARENT_PID_ENV = "SGLAB_PARENT_PID"  # read by sglab/sim/server.py: exit when this process is gone
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class TargetError(Exception):
@@ -68,15 +74,31 @@ def sim_command(arm: ArmSpec, port: int) -> list[str]:
     return [sys.executable, "-m", "sglab.sim", *local_args(arm.args, port)]  # `sglab sim` without the rest of the CLI
 
 
+def die_with_parent(parent_pid: int):
+    """preexec_fn: the child gets SIGTERM when its parent dies (Linux), or exits if that already happened."""
+
+    def preexec() -> None:
+        if sys.platform.startswith("linux"):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died between fork and prctl
+            os._exit(1)
+
+    return preexec
+
+
 def start_sim(arm: ArmSpec, *, extra_env: dict[str, str] | None = None, log_dir: Path | None = None) -> SimProcess:
     port = free_port()
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SGLAB_SIM_"))}
+    inherited = {k: v for k, v in os.environ.items()
+                 if not k.startswith(("NCCL_", "SGLAB_SIM_")) and k != PARENT_PID_ENV}
     env = {**inherited, **arm.env, **(extra_env or {})}  # the server sees exactly the arm's env
+    env[PARENT_PID_ENV] = str(os.getpid())
     log_path = log_dir / f"sim-{arm.name}.log" if log_dir else None
     out = open(log_path, "wb") if log_path else subprocess.DEVNULL
     try:
         proc = subprocess.Popen(sim_command(arm, port), env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)  # a terminal's Ctrl-C stops the runner, not the servers
+                                stdin=subprocess.DEVNULL, start_new_session=True,  # a terminal's Ctrl-C stops the runner, not the servers
+                                preexec_fn=die_with_parent(os.getpid()))
     finally:
         if log_path:
             out.close()
@@ -113,6 +135,10 @@ class Targets:
         for sim in self.processes:
             if sim.process.poll() is None:
                 sim.process.terminate()
+                try:
+                    os.kill(sim.process.pid, signal.SIGCONT)  # a stopped (SIGSTOP) server handles SIGTERM too
+                except OSError:
+                    pass
         for sim in self.processes:
             try:
                 sim.process.wait(timeout=5)

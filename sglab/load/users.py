@@ -28,10 +28,15 @@ from sglab.load.collector import SampleCollector, Ticket, get_collector
 from sglab.load.profiles import CLOSED_LOOP, Pacing
 from sglab.load.settings import LoadSettings
 from sglab.load.stream_parser import StreamMetrics, StreamParser
+from sglab.load.watchdog import touch
 from sglab.results.schema import RequestSample
 
 TOKENS_REQUEST_TYPE = "TOKENS"
 IDLE_SLEEP_S = 0.01
+# After a request that could not connect, a user waits before its next one, doubling up to the cap:
+# a dead server must not be hot-looped (one refused connection takes microseconds).
+CONNECT_BACKOFF_S = (0.05, 2.0)
+CONNECT_ERROR_PREFIX = "connection failed"
 
 
 class RequestTimeout(Exception):
@@ -95,6 +100,7 @@ class StreamingUser(FastHttpUser):
             self.host = "http://127.0.0.1"  # ArmUser always sends absolute URLs
         # the whole generation must fit in a socket read: raise geventhttpclient's 60 s default
         self.network_timeout = self.settings.request_timeout_s
+        self.connect_backoff_s = 0.0
         super().__init__(environment)
 
     def on_start(self) -> None:
@@ -124,9 +130,19 @@ class StreamingUser(FastHttpUser):
             return
         try:
             ticket = self.wait_for_start(ticket, index)
-            self.run_request(ticket)
+            sample = self.run_request(ticket)
         finally:
             self.collector.release(ticket)
+        self.back_off(sample.error)
+
+    def back_off(self, error: str | None) -> None:
+        """Bounded exponential wait after connection failures; reset by any answer."""
+        if not (error or "").startswith(CONNECT_ERROR_PREFIX):
+            self.connect_backoff_s = 0.0
+            return
+        low, high = CONNECT_BACKOFF_S
+        self.connect_backoff_s = min(high, max(low, 2 * self.connect_backoff_s))
+        gevent.sleep(self.connect_backoff_s)
 
     def wait_for_start(self, ticket: Ticket, index: int) -> Ticket:
         """Hold the request until the profile's start time for it (closed loop: no wait)."""
@@ -160,7 +176,7 @@ class StreamingUser(FastHttpUser):
             with self.client.post(url, json=settings.payload(prompt), stream=True, catch_response=True,
                                   name=name) as resp:
                 try:
-                    error = _read_stream(resp, parser, start)
+                    error = _read_stream(resp, parser, start, lambda: touch(self.environment, ticket.arm))
                 except RequestTimeout:
                     error = f"timeout: no complete response within {settings.request_timeout_s:g} s"
                 except Exception as exc:  # transport errors: broken connection, reset, parse error
@@ -188,6 +204,7 @@ class StreamingUser(FastHttpUser):
         sample = _sample(ticket, prompt.index, metrics, settings.max_new_tokens, error, self.collector)
         if not error and not ticket.warmup:
             self._fire_token_rows(ticket.arm, metrics)
+        touch(self.environment, ticket.arm)
         self.collector.record(sample, forward=_on_worker(self.environment))
         return sample
 
@@ -205,7 +222,7 @@ class StreamingUser(FastHttpUser):
                  response_length=m.output_tokens, exception=None, context={})
 
 
-def _read_stream(resp, parser: StreamParser, start: float) -> str | None:
+def _read_stream(resp, parser: StreamParser, start: float, on_line=None) -> str | None:
     """Read SSE lines as they arrive (readline returns per line; read(n) would wait for n bytes)."""
     status = resp.status_code
     if not status:
@@ -223,6 +240,8 @@ def _read_stream(resp, parser: StreamParser, start: float) -> str | None:
         if not line:
             break
         parser.feed_line(line, time.perf_counter() - start)
+        if on_line is not None:
+            on_line()
         if parser.metrics.done:
             break
     return None

@@ -145,6 +145,9 @@ class RunResult(Schema):
     finished_at: str | None = None
     complete: bool = False
     incomplete_reason: str | None = None
+    invalid_reason: str | None = Field(None, description="set when an arm died or froze mid-run (the run is "
+                                       "then incomplete too): which arm, what happened, at which level and round; "
+                                       "the samples before it are kept, the run must never be judged")
     git_commit: str | None = None
     sglab_version: str | None = None
     target: Target

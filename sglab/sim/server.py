@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 import time
@@ -18,6 +19,11 @@ from sglab.sim.state import STATE_KEY, SimState
 log = logging.getLogger("sglab.sim")
 
 HEALTH_CHECK_TIMEOUT_S = 20.0
+# Set by whoever started us (sglab/load/targets.py): exit once that process is gone, so a killed bench
+# leaves no server listening (Linux also gets PR_SET_PDEATHSIG; this covers the other systems).
+PARENT_PID_ENV = "SGLAB_PARENT_PID"
+PARENT_WATCH_S = 1.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 FLUSH_OK = ("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
             "requests, the operation will not be performed.)\n")
 
@@ -191,8 +197,25 @@ def build_app(config: SimConfig) -> web.Application:
     return app
 
 
+def _parent_pid() -> int | None:
+    value = os.environ.get(PARENT_PID_ENV, "")
+    return int(value) if value.isdigit() and int(value) > 1 else None
+
+
+async def _watch_parent(parent_pid: int, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        if os.getppid() != parent_pid:
+            log.info("parent process %d is gone: stopping", parent_pid)
+            stop.set()
+            return
+        await asyncio.sleep(PARENT_WATCH_S)
+
+
 def serve(config: SimConfig) -> int:
-    """Run until SIGTERM/SIGINT. `slow_start_s` keeps the port closed first, like a loading server."""
+    """Run until SIGTERM/SIGINT/SIGHUP or the parent named in PARENT_PID_ENV is gone.
+
+    `slow_start_s` keeps the port closed first, like a loading server.
+    """
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", stream=sys.stderr)
     for note in config.notes:
         log.info("note: %s", note)
@@ -213,9 +236,13 @@ def serve(config: SimConfig) -> int:
         log.info("The server is fired up and ready to roll!")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, stop.set)
+        parent = _parent_pid()
+        watcher = asyncio.create_task(_watch_parent(parent, stop)) if parent is not None else None
         await stop.wait()
+        if watcher is not None:
+            watcher.cancel()
         await runner.cleanup()
 
     asyncio.run(main())
