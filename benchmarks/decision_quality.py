@@ -340,7 +340,8 @@ def sweep_table(noise: RoundNoise, policy: PromotionPolicy, grid: list[tuple[str
              f"{noise.label}; {trials} sweeps per row; GPU-min = arm-rounds x {SWEEP_ROUND_S:g} s x "
              f"{SWEEP_GPUS_PER_ARM} GPUs, baseline included",
              f"  {'design':<34} {'P(best)':>7} {'best elim.':>10} {'regret':>7} {'arm-rounds':>10} {'GPU-min':>8} | "
-             f"{'exhaustive, same P(best)':>24} {'fewer':>6}"]
+             f"{'exhaustive, same P(best)':>24} {'fewer':>6}",
+             "  true gains: " + ", ".join(f"{name} {g:+.1%}" for name, g in sorted(grid, key=lambda a: -a[1]))]
     for rounds in (4, 8, 12, 16, 20, 32):
         cost = (k + 1) * rounds
         regret = float((gains[best] - gains[mean[:, :, rounds - 1].argmax(axis=1)]).mean())
