@@ -27,6 +27,8 @@ from pathlib import Path
 
 import raw_client
 
+from sglab.sglang.env import without_server_env
+
 ROOT = Path(__file__).resolve().parents[1]
 ZERO_PROFILE = ",".join(f"{k}=0" for k in (
     "scheduler_overhead_ms", "target_fixed_compute_ms", "target_per_token_compute_ms", "target_fixed_comm_ms",
@@ -46,7 +48,7 @@ def _children_cpu() -> float:
 
 
 def turn(kind: str, url: str, users: int, seconds: float, max_new: int, sim_pid: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SGLAB_SIM_"))}
+    env = without_server_env(os.environ)
     cpu0, sim0, t0 = _children_cpu(), _cpu_of(sim_pid), time.perf_counter()
     if kind == "raw":
         summary = raw_client.run_subprocess(url, users=users, seconds=seconds, max_new_tokens=max_new)

@@ -28,13 +28,14 @@ from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm
 from sglab.config.loader import ConfigError, LoadedStack, load_stack, project_root, stack_path
 from sglab.results.schema import RunResult
 from sglab.results.store import git_commit, latest_complete, load_result, results_root, utc_now_iso
+from sglab.sglang import sim_knobs
 
 # The keys a promotion owns in the target stack; everything else there is the target's own.
 PROMOTED_KEYS = ("image", "model", "server", "env", "nccl", "candidate")
 # Sub-keys of owned keys that stay the target's: how the weights reach its pods is its own business.
 TARGET_OWNED = {"model": ("volume",)}
 LOG_NAME = "promotions.jsonl"
-SIM_ENV_PREFIX = "SGLAB_SIM_"
+SIM_ENV_PREFIX = sim_knobs.SIM_ENV_PREFIX
 
 
 class PromotionRefused(Exception):

@@ -10,13 +10,15 @@ from sglab.config.base import _DNS_LABEL, _ENV_NAME, KeyedValueError, Model, Sec
 from sglab.config.jobs import BenchmarkJob, LocustSpec
 from sglab.config.loadplan import LoadPlan
 from sglab.config.nccl import NcclEnv
-from sglab.config.placement import DisruptionBudget, NetworkPolicySpec, Placement, Resources, Rollout
+from sglab.config.placement import DisruptionBudget, NetworkPolicySpec, Placement, PodSecurity, Resources, Rollout
 from sglab.config.lints import LintCode
 from sglab.config.policy import PromotionPolicy
 from sglab.config.probe import ProbeSpec
 from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
 from sglab.config.sim import SimSpec
 from sglab.sglang import rules
+from sglab.sglang.env import NCCL_ENV_PREFIX
+from sglab.sglang.sim_knobs import is_sim_env
 
 # StackConfig fields that must be Pulumi secrets (`{secure: ...}` in the stack file, `--secret` in Pulumi).
 SECRET_FIELDS = ("hf_token", "locust_password")
@@ -37,6 +39,7 @@ class StackConfig(Model):
     candidate: CandidateSpec
     placement: Placement = Field(default_factory=Placement)
     resources: Resources = Field(default_factory=Resources)
+    pod_security: PodSecurity = Field(default_factory=PodSecurity)
     rollout: Rollout = Field(default_factory=Rollout)
     network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
     disruption_budget: DisruptionBudget = Field(default_factory=DisruptionBudget)
@@ -65,14 +68,14 @@ class StackConfig(Model):
         for key in env:
             if not _ENV_NAME.match(key):
                 raise KeyedValueError((key,), f"{key!r} is not a valid environment variable name")
-            if key.startswith("NCCL_"):
+            if key.startswith(NCCL_ENV_PREFIX):
                 raise KeyedValueError(key, f"{key} belongs under nccl, where it is type-checked; move it there")
             if key == "HF_TOKEN":
                 raise KeyedValueError(
                     key,
                     "HF_TOKEN must not be plain text; set it as a secret: pulumi config set --secret sglab:hf-token"
                 )
-            if key.startswith("SGLAB_SIM_"):
+            if is_sim_env(key):
                 raise KeyedValueError(key, f"{key} is a simulator knob; set it under sim instead")
         return {k: str(v) for k, v in env.items()}
 

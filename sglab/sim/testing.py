@@ -19,11 +19,10 @@ from collections.abc import Iterator, Mapping
 
 import httpx
 
+from sglab.netutil import free_port
+from sglab.sglang.env import without_server_env
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+__all__ = ["free_port", "running_sim", "strip_host_port"]
 
 
 def strip_host_port(args: list[str]) -> list[str]:
@@ -52,7 +51,7 @@ def running_sim(args: list[str], env: Mapping[str, str] | None = None, *, port: 
     port = port or free_port()
     argv = [sys.executable, "-m", "sglab.sim", *strip_host_port(list(args)),
             "--host", "127.0.0.1", "--port", str(port)]
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SGLAB_SIM_"))}
+    child_env = without_server_env(os.environ)
     child_env.update(env or {})
     log = open(log_path, "wb") if log_path else subprocess.DEVNULL
     proc = subprocess.Popen(argv, env=child_env, stdout=log, stderr=subprocess.STDOUT if log_path else subprocess.PIPE)

@@ -89,3 +89,17 @@ def test_extra_args_cannot_reach_a_managed_flag_by_another_spelling(case, arm, s
     for word in words:
         assert word in err, (word, err)
     assert "\n  fix: " in err and "Traceback" not in err
+
+
+def test_the_live_check_compares_whole_lists_under_the_canonical_name(stacks):
+    from sglab.config import candidate_arm
+    from sglab.load.server_info import ServerInfo, live_mismatches
+    from sglab.sglang.flags import decode, flag_key
+
+    stack = stack_of(stacks, with_extra_args(["--cuda-graph-bs", "1", "2", "4", "8", "--max-total", "9000"], None))
+    arm = candidate_arm(stack)
+    live = {flag_key(k): v for k, v in decode(arm.args).items()}
+    live.update(cuda_graph_bs=[1, 2, 4, 8], max_total_tokens=9000)
+    assert live_mismatches(arm, ServerInfo("u", live)) == []
+    wrong = live_mismatches(arm, ServerInfo("u", {**live, "cuda_graph_bs": [1]}))
+    assert wrong == ["candidate: --cuda-graph-bs is [1] on the server, the stack declares '1 2 4 8'"]

@@ -4,7 +4,6 @@ the arms' Services) measured in the A/B tab of the master's UI."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -15,16 +14,11 @@ import pytest
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import load_stack, project_root
 from sglab.load.targets import start_sims
+from sglab.netutil import free_port
 
 from .test_locust import by_kind, chart_inputs, container, locust_run, render, unsecret
 
 STACK = "eagle-nccl-ll"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def replace_after(args: list[str], flag: str, value: str) -> list[str]:

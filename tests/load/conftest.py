@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from sglab.sglang.env import without_server_env
+
 ROOT = Path(__file__).resolve().parents[2]
 # A fixed, simple timing profile: no communication, no scheduler overhead, so the model is exact:
 # baseline inter-token gap = 20 ms at batch 1, prefill (TTFT) = 60 ms.
@@ -20,7 +22,7 @@ FIXED_TTFT_MS = 60.0
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SGLAB_SIM_"))}
+    env = without_server_env(os.environ)
     env.update(extra or {})
     return env
 

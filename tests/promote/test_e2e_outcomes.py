@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from sglab.config import project_root
+from sglab.sglang.env import without_server_env
 
 pytestmark = pytest.mark.slow
 
 
 def bench(tmp_path: Path, *args: str) -> tuple[str, dict]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SGLAB_SIM_"))}
+    env = without_server_env(os.environ)
     env["SGLAB_RESULTS_DIR"] = str(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "sglab.cli", "bench", "--target", "sim", "--quick", "--no-progress",
                            *args], capture_output=True, text=True, env=env, timeout=600, cwd=project_root())

@@ -17,6 +17,7 @@ from sglab.cli import main
 from sglab.config import baseline_arm, candidate_arm, load_stack, project_root
 from sglab.promote import PromotionRefused, promote
 from sglab.results.store import create_run_dir, write_result
+from sglab.sglang.sim_knobs import is_sim_env
 
 REPO_STACKS = project_root() / "stacks"
 QUIET = dict(round_cv=0.005, shared_cv=0.005, request_cv=0.01)
@@ -42,7 +43,7 @@ def bench(root: Path, stack: str, *, gain: float = 0.06, run_id: str = "20260101
 
 
 def serving(arm) -> tuple:
-    return arm.image, arm.args, {k: v for k, v in arm.env.items() if not k.startswith("SGLAB_SIM_")}
+    return arm.image, arm.args, {k: v for k, v in arm.env.items() if not is_sim_env(k)}
 
 
 def comment_lines(text: str) -> list[str]:
