@@ -54,11 +54,18 @@ class Placement(Model):
 
 
 class Resources(Model):
+    """Per server pod. Requests unset: cpu-per-gpu x GPUs and memory-per-gpu-gi x GPUs (an 8-GPU node:
+    64 CPUs, 1024Gi, /dev/shm included). Memory is limited to its request; CPU only with cpu-limit
+    (CFS throttling adds latency noise to a benchmark)."""
+
     shm_size: str = "64Gi"
     cpu: str | None = None
     memory: str | None = None
+    cpu_limit: str | None = None
+    cpu_per_gpu: Annotated[int, Field(ge=1)] = 8
+    memory_per_gpu_gi: Annotated[int, Field(ge=1)] = 128
 
-    @field_validator("shm_size", "memory", "cpu", mode="before")
+    @field_validator("shm_size", "memory", "cpu", "cpu_limit", mode="before")
     @classmethod
     def _number_as_quantity(cls, value: Any) -> Any:
         return number_as_quantity(value)
@@ -70,11 +77,40 @@ class Resources(Model):
             raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 64Gi)")
         return value
 
-    @field_validator("cpu")
+    @field_validator("cpu", "cpu_limit")
     @classmethod
     def _cpu(cls, value: str | None) -> str | None:
         if value is not None and not _CPU.match(value):
             raise ValueError(f"{value!r} is not a CPU quantity (e.g. 2, 1.5 or 500m)")
+        return value
+
+
+class PodSecurity(Model):
+    """Server pods' security context. The image's user is kept unless run-as-user names a non-root uid
+    (lmsysorg/sglang runs as root with its caches under /root). The root filesystem is read-only; each
+    writable path is an emptyDir: /tmp (SGLang's ZMQ ipc sockets, temp files), /root/.cache (the SGLang
+    JIT root, torch compile, FlashInfer JIT, HF modules of --trust-remote-code), /root/.triton (Triton)."""
+
+    run_as_user: Annotated[int, Field(ge=1)] | None = None
+    read_only_root_filesystem: bool = True
+    writable_paths: list[str] = Field(default_factory=lambda: ["/tmp", "/root/.cache", "/root/.triton"])
+    writable_size_limit: str = "64Gi"
+
+    @field_validator("writable_paths")
+    @classmethod
+    def _paths(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not path.startswith("/") or path == "/" or any(c.isspace() for c in path):
+                raise ValueError(f"{path!r} is not an absolute directory path (e.g. /tmp)")
+        if len(set(paths)) != len(paths):
+            raise ValueError(f"{paths} lists a path twice")
+        return paths
+
+    @field_validator("writable_size_limit")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        if not _QUANTITY.match(str(value)):
+            raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 64Gi)")
         return value
 
 

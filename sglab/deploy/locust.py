@@ -20,7 +20,7 @@ from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import ConfigError, stack_path
 from sglab.config.models import StackConfig
 from sglab.deploy.benchmark_job import STACKS_MOUNT, stack_file_text
-from sglab.deploy.naming import PART_OF, chart_dir, service_url
+from sglab.deploy.naming import PART_OF, PROJECT_IMAGE_UID, chart_dir, service_url
 from sglab.deploy.objects import common_labels, secret_manifest
 from sglab.deploy.values import to_yaml
 from sglab.generated import write_or_check
@@ -82,7 +82,37 @@ def chart_values(stack: StackConfig, stack_name: str) -> dict[str, Any]:
         },
         "podLabels": dict(stack.network_policy.allowed_from),
         "stackFile": {"configMap": STACK_CONFIGMAP if stack_name else "", "mountPath": STACKS_MOUNT},
+        "runAsUser": PROJECT_IMAGE_UID,
     }
+
+
+def _pods(role: str, stack_name: str, release: str = RELEASE) -> dict[str, str]:
+    """Labels selecting the chart's master or worker pods (of this stack, when it has a name)."""
+    labels = {"app.kubernetes.io/name": CHART, "app.kubernetes.io/instance": release,
+              "app.kubernetes.io/component": role}
+    return {**labels, "sglab/stack": stack_name} if stack_name else labels
+
+
+def network_policy_manifests(stack: StackConfig, stack_name: str) -> list[dict[str, Any]]:
+    """The master admits its worker port only from this stack's workers (the web port from anyone: its
+    login guards it); the workers admit nothing. Outside the chart, beside the servers' policy switch."""
+    if not stack.network_policy.enabled:
+        return []
+
+    def policy(role: str, ingress: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": {"name": f"{RELEASE}-{role}", "namespace": stack.namespace,
+                             "labels": common_labels(stack_name)},
+                "spec": {"podSelector": {"matchLabels": _pods(role, stack_name)}, "policyTypes": ["Ingress"],
+                         "ingress": ingress}}
+
+    tcp = lambda port: [{"port": port, "protocol": "TCP"}]  # noqa: E731
+    return [
+        policy("master", [{"ports": tcp(WEB_PORT)},
+                          {"from": [{"podSelector": {"matchLabels": _pods("worker", stack_name)}}],
+                           "ports": tcp(MASTER_PORT)}]),
+        policy("worker", []),
+    ]
 
 
 def login_secret_manifest(stack: StackConfig, stack_name: str, password: Any) -> dict[str, Any] | None:
@@ -105,17 +135,18 @@ class LocustRelease:
     values: dict[str, Any]
     secret: dict[str, Any] | None
     stack_configmap: dict[str, Any]
+    network_policies: list[dict[str, Any]]
 
     def manifests(self) -> list[dict[str, Any]]:
         """The objects outside the chart (what `sglab render` adds to the chart's own)."""
-        return [m for m in (self.secret, self.stack_configmap) if m is not None]
+        return [m for m in (self.secret, self.stack_configmap) if m is not None] + self.network_policies
 
 
 def locust_release(stack: StackConfig, stack_name: str, password: Any) -> LocustRelease:
     check_login(stack, stack_name, password)
     return LocustRelease(stack.namespace, chart_values(stack, stack_name),
                          login_secret_manifest(stack, stack_name, password),
-                         stack_configmap_manifest(stack, stack_name))
+                         stack_configmap_manifest(stack, stack_name), network_policy_manifests(stack, stack_name))
 
 
 class LocustLoadGenerator(pulumi.ComponentResource):
@@ -137,6 +168,10 @@ class LocustLoadGenerator(pulumi.ComponentResource):
             f"{name}-stack", metadata=release.stack_configmap["metadata"], data=release.stack_configmap["data"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(foundation or [])))
         depends.append(stack_file)
+        for manifest in release.network_policies:  # before the pods exist, so no window without them
+            depends.append(k8s.networking.v1.NetworkPolicy(
+                manifest["metadata"]["name"], metadata=manifest["metadata"], spec=manifest["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(foundation or []))))
         self.chart = k8s.helm.v4.Chart(
             name, chart=str(chart_dir(CHART)), name=RELEASE, namespace=release.namespace, values=release.values,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends))

@@ -16,6 +16,7 @@ PART_OF = "sglab"
 HF_TOKEN_SECRET = "sglab-hf-token"
 HF_TOKEN_SECRET_KEY = "token"
 SECRET_PLACEHOLDER = "<secret: set with pulumi config set --secret sglab:hf-token>"
+PROJECT_IMAGE_UID = 10001  # the Dockerfile's USER: Locust, the benchmark Job and the simulator run as it
 
 
 def chart_dir(chart: str = SERVER_CHART) -> Path:

@@ -15,7 +15,7 @@ from ruamel.yaml import YAML
 
 from sglab.config.arms import ArmSpec, baseline_arm
 from sglab.config.models import StackConfig, Toleration
-from sglab.deploy.naming import HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF, chart_dir
+from sglab.deploy.naming import HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF, PROJECT_IMAGE_UID, chart_dir
 from sglab.generated import write_or_check
 
 
@@ -44,6 +44,29 @@ def _model_volume(stack: StackConfig) -> dict[str, Any]:
     }
 
 
+def _resources(stack: StackConfig) -> dict[str, str]:
+    """Requests as the stack sets them, else sized per GPU of the node; no CPU limit unless asked for."""
+    res, gpus = stack.resources, stack.placement.gpus_per_node
+    return {
+        "cpu": res.cpu or (str(res.cpu_per_gpu * gpus) if gpus else ""),
+        "memory": res.memory or (f"{res.memory_per_gpu_gi * gpus}Gi" if gpus else ""),
+        "cpuLimit": res.cpu_limit or "",
+    }
+
+
+def _security(stack: StackConfig) -> dict[str, Any]:
+    security = stack.pod_security
+    run_as = security.run_as_user
+    if run_as is None and stack.backend == "sim":
+        run_as = PROJECT_IMAGE_UID  # the simulator runs from the project image, whose user is known
+    return {
+        "runAsUser": run_as if run_as is not None else "",
+        "readOnlyRootFilesystem": security.read_only_root_filesystem,
+        "writablePaths": list(security.writable_paths),
+        "writableSizeLimit": security.writable_size_limit,
+    }
+
+
 def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict[str, Any]:
     """Values for `charts/sglang-server` rendering `arm` of `stack`: the chart's whole input."""
     rollout = stack.rollout
@@ -62,7 +85,7 @@ def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict[s
         ],
         "nodes": stack.placement.nodes,
         "gpus": stack.placement.gpus_per_node,
-        "resources": {"cpu": stack.resources.cpu or "", "memory": stack.resources.memory or ""},
+        "resources": _resources(stack),
         "shmSize": stack.resources.shm_size,
         "modelVolume": _model_volume(stack),
         "probes": {
@@ -88,6 +111,7 @@ def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict[s
             "enabled": stack.disruption_budget.enabled,
             "maxUnavailable": stack.disruption_budget.max_unavailable,
         },
+        "security": _security(stack),
     }
 
 

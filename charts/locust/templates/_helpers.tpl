@@ -37,10 +37,42 @@ sglab/stack: {{ .Values.stack }}
   value: {{ .Values.targets.candidateUrl | quote }}
 {{- end -}}
 
+{{/* Non-root (the project image's user), nothing to escalate to, the runtime's seccomp profile. */}}
+{{- define "locust.podSecurity" -}}
+runAsNonRoot: true
+runAsUser: {{ .Values.runAsUser }}
+runAsGroup: {{ .Values.runAsUser }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
 {{- define "locust.containerSecurity" -}}
 allowPrivilegeEscalation: false
 capabilities:
   drop: ["ALL"]
+readOnlyRootFilesystem: true
+{{- end -}}
+
+{{/* The root filesystem is read-only: /tmp (Python's tempfile) is the one writable place. */}}
+{{- define "locust.volumeMounts" -}}
+- name: tmp
+  mountPath: /tmp
+{{- if .Values.stackFile.configMap }}
+- name: stack
+  mountPath: {{ .Values.stackFile.mountPath | quote }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "locust.volumes" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 1Gi
+{{- if .Values.stackFile.configMap }}
+- name: stack
+  configMap:
+    name: {{ .Values.stackFile.configMap | quote }}
+{{- end }}
 {{- end -}}
 
 {{- define "locust.resources" -}}

@@ -8,7 +8,17 @@ metadata:
 spec:
   # Service links would inject SGLANG_*-prefixed variables (from Service names) into the server's env.
   enableServiceLinks: false
+  # The server runs model code (--trust-remote-code) and never calls the Kubernetes API.
+  automountServiceAccountToken: false
   terminationGracePeriodSeconds: 60
+  securityContext:
+    {{- with .Values.security.runAsUser }}
+    runAsNonRoot: true
+    runAsUser: {{ . }}
+    runAsGroup: {{ . }}
+    {{- end }}
+    seccompProfile:
+      type: RuntimeDefault
   {{- with .Values.priorityClassName }}
   priorityClassName: {{ . }}
   {{- end }}
@@ -45,6 +55,13 @@ spec:
         {{- toYaml .Values.command | nindent 8 }}
       args:
         {{- toYaml .Values.args | nindent 8 }}
+      securityContext:
+        allowPrivilegeEscalation: false
+        capabilities:
+          drop: ["ALL"]
+        readOnlyRootFilesystem: {{ .Values.security.readOnlyRootFilesystem }}
+        seccompProfile:
+          type: RuntimeDefault
       ports:
         - name: http
           containerPort: {{ .Values.port }}
@@ -66,6 +83,7 @@ spec:
       {{- $requests := dict }}
       {{- $limits := dict }}
       {{- if .Values.resources.cpu }}{{ $_ := set $requests "cpu" .Values.resources.cpu }}{{ end }}
+      {{- if .Values.resources.cpuLimit }}{{ $_ := set $limits "cpu" .Values.resources.cpuLimit }}{{ end }}
       {{- if .Values.resources.memory }}
       {{- $_ := set $requests "memory" .Values.resources.memory }}
       {{- $_ := set $limits "memory" .Values.resources.memory }}
@@ -111,6 +129,10 @@ spec:
       volumeMounts:
         - name: dshm
           mountPath: /dev/shm
+        {{- range $i, $path := .Values.security.writablePaths }}
+        - name: writable-{{ $i }}
+          mountPath: {{ $path | quote }}
+        {{- end }}
         {{- if ne .Values.modelVolume.kind "none" }}
         - name: model
           mountPath: {{ .Values.modelVolume.mountPath }}
@@ -122,6 +144,13 @@ spec:
       emptyDir:
         medium: Memory
         sizeLimit: {{ .Values.shmSize }}
+    # Where SGLang writes on a read-only root: /tmp (ZMQ ipc sockets, temp files) and the JIT/model-code
+    # caches (Triton, torch compile, FlashInfer, HF modules); see docs/deploy.md.
+    {{- range $i, $path := .Values.security.writablePaths }}
+    - name: writable-{{ $i }}
+      emptyDir:
+        sizeLimit: {{ $.Values.security.writableSizeLimit }}
+    {{- end }}
     {{- if eq .Values.modelVolume.kind "hostPath" }}
     - name: model
       hostPath:
