@@ -26,7 +26,10 @@ from sglab.config.loader import project_root
 from sglab.load.targets import TargetError, Targets, given_urls, start_sims
 from sglab.results.store import RESULT_FILE, list_runs, results_root
 from sglab.ui import auth
-from sglab.ui.session import SAVE_DIR_ENV, TARGET_ENV
+from sglab.ui.guard import is_loopback_host
+from sglab.ui.session import BOUND_ENV, SAVE_DIR_ENV, TARGET_ENV, Binding
+
+UI_PLUGIN = Path(__file__).with_name("locust_plugin.py")  # the A/B tab, loaded beside the locustfile
 
 UI_START_TIMEOUT_S = 60.0
 LOCUST_STOP_TIMEOUT_S = 15.0
@@ -63,7 +66,7 @@ def port_is_free(host: str, port: int) -> bool:
 
 def locust_command(opts: UiOptions, urls: dict[str, str], locustfile: Path, users: int, spawn_rate: float) -> list[str]:
     cmd = [
-        sys.executable, "-m", "locust", "-f", str(locustfile),
+        sys.executable, "-m", "locust", "-f", f"{locustfile},{UI_PLUGIN}",
         "--web-host", opts.web_host, "--web-port", str(opts.web_port),
         "--users", str(users), "--spawn-rate", f"{spawn_rate:g}",
         "--baseline-url", urls["baseline"], "--candidate-url", urls["candidate"],
@@ -81,6 +84,10 @@ def _raise_on_sigterm(signum, frame):
 def run(opts: UiOptions, *, out=sys.stdout) -> int:
     """Start everything, serve until Locust exits or the user interrupts, then clean up. Returns Locust's code."""
     config = load_stack(opts.stack).config
+    if not opts.web_login and not is_loopback_host(opts.web_host):
+        raise LaunchError(f"--web-host {opts.web_host or '(all interfaces)'} is not loopback, and without a login "
+                          f"anyone who reaches it could start tests and record results; add --web-login "
+                          f"(password from {auth.PASSWORD_ENV}), or keep the default --web-host 127.0.0.1")
     if opts.web_login:
         try:
             auth.credentials_from_env()
@@ -105,7 +112,8 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
             targets = start_sims([baseline_arm(config), candidate_arm(config)], log_dir=log_dir)
         else:
             targets = given_urls({"baseline": opts.baseline_url or "", "candidate": opts.candidate_url or ""})
-        env = {**os.environ, TARGET_ENV: "sim" if opts.target == "sim" else "urls"}
+        env = {**os.environ, TARGET_ENV: "sim" if opts.target == "sim" else "urls",
+               BOUND_ENV: Binding(opts.stack, dict(targets.urls)).to_env()}
         if opts.save_results:
             env[SAVE_DIR_ENV] = str(results_root())
         cmd = locust_command(opts, targets.urls, locustfile, users, spawn_rate)

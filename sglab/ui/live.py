@@ -60,6 +60,7 @@ class LiveRun:
     confounds: list[dict] = field(default_factory=list)
     git_commit: str | None = None
     target_kind: str = "urls"
+    urls_source: str | None = None
     stopped_monotonic_s: float | None = None
     finished_at: str | None = None
     server_accept_length: dict[str, float | None] = field(default_factory=dict)
@@ -150,7 +151,8 @@ class LiveRun:
             incomplete_reason=None if complete else (
                 "interactive test still running when exported" if self.running else "no requests recorded"),
             git_commit=self.git_commit,
-            target=Target(kind=self.target_kind, urls={a.name: a.url for a in self.arms if a.url}),
+            target=Target(kind=self.target_kind, urls={a.name: a.url for a in self.arms if a.url},
+                          urls_source=self.urls_source),
             arms=self.arms,
             config_hash={a.name: a.config_hash for a in self.arms},
             confounds=self.confounds,

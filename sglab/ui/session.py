@@ -2,10 +2,16 @@
 
 A new `LiveRun` starts at each Locust test start (reading the arm URLs from the form's custom
 arguments at that moment) and is kept after the test stops so it can still be downloaded.
+
+A session started by `sglab ui` is *bound*: the launcher passes the stack and the arm URLs it started
+or was given (`BOUND_ENV`), and the form may not change them (`form_changes`). Each run records where
+its URLs came from (`Target.urls_source`) and calls itself `sim` only when it measured the simulators
+the launcher started.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -25,6 +31,8 @@ logger = logging.getLogger("sglab.ui")
 WINDOW_ENV = "SGLAB_UI_WINDOW_S"
 TARGET_ENV = "SGLAB_UI_TARGET"
 SAVE_DIR_ENV = "SGLAB_UI_SAVE_RESULTS"
+BOUND_ENV = "SGLAB_UI_BOUND"  # JSON {"stack": ..., "urls": {arm: url}} from `sglab ui`
+BOUND_FORM_FIELDS = ("stack", "baseline_url", "candidate_url")
 TABLE_CACHE_S = 1.0
 
 
@@ -70,13 +78,41 @@ class StackContext:
         )
 
 
+@dataclass(frozen=True)
+class Binding:
+    """What `sglab ui` fixed for this Locust process: the stack and both arm URLs."""
+
+    stack: str
+    urls: dict[str, str]
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "Binding | None":
+        raw = (os.environ if environ is None else environ).get(BOUND_ENV)
+        if not raw:
+            return None
+        data = json.loads(raw)
+        return cls(str(data["stack"]), {str(k): str(v) for k, v in data["urls"].items()})
+
+    def to_env(self) -> str:
+        return json.dumps({"stack": self.stack, "urls": self.urls})
+
+    def fields(self) -> dict[str, str]:
+        return {"stack": self.stack, **{f"{arm}_url": url for arm, url in self.urls.items()}}
+
+
+def _same(a: str | None, b: str | None) -> bool:
+    return (a or "").strip().rstrip("/") == (b or "").strip().rstrip("/")
+
+
 class UiSession:
-    def __init__(self, environment, stack: StackContext) -> None:
+    def __init__(self, environment, stack: StackContext, binding: Binding | None = None) -> None:
         self.environment = environment
         self.stack = stack
+        self.binding = binding
         self.run: LiveRun | None = None
         self._rows_cache: tuple[float, list[dict]] | None = None
         self.saved: list[Path] = []
+        self.initial_urls = self.arm_urls()  # plain Locust: from its command line or environment
 
     @classmethod
     def from_environment(cls, environment) -> "UiSession":
@@ -87,7 +123,7 @@ class UiSession:
         except ConfigError as exc:
             logger.error("sglab A/B tab: %s", exc)
             stack = StackContext.load(None)
-        return cls(environment, stack)
+        return cls(environment, stack, Binding.from_env())
 
     @property
     def window_s(self) -> float:
@@ -99,6 +135,24 @@ class UiSession:
         from sglab.load.options import url_from_options
 
         return {arm: url_from_options(self.environment, arm) for arm in self.stack.arms}
+
+    def form_changes(self, form) -> list[str]:
+        """`field=value` for each bound field the /swarm form would change (none when unbound)."""
+        if self.binding is None:
+            return []
+        bound = self.binding.fields()
+        return [f"{key}={form[key]}" for key in BOUND_FORM_FIELDS if key in form and not _same(form[key], bound.get(key))]
+
+    def url_provenance(self, urls: dict[str, str | None]) -> tuple[str, str]:
+        """(target kind, urls_source) of a run measuring `urls`: `sim` only for the launcher's own simulators."""
+        target = os.environ.get(TARGET_ENV, "urls")
+        if self.binding is not None:
+            fixed = all(_same(urls.get(arm), url) for arm, url in self.binding.urls.items())
+            return (target if fixed else "urls"), ("sglab" if fixed else "form")
+        unchanged = all(_same(urls.get(arm), self.initial_urls.get(arm)) for arm in urls)
+        if not unchanged:
+            return "urls", "form"
+        return ("in-cluster" if target == "in-cluster" else "urls"), "locust"
 
     def users_of(self, runner, arm: str) -> int:
         """Users of one arm right now: the running user classes whose `arm` attribute names it."""
@@ -120,6 +174,10 @@ class UiSession:
             except ConfigError as exc:
                 logger.error("sglab A/B tab: %s", exc)
         urls = self.arm_urls()
+        target_kind, urls_source = self.url_provenance(urls)
+        if urls_source == "form":
+            logger.warning("sglab: arm URLs changed in the web-UI form (%s); this run records them and cannot "
+                           "promote", ", ".join(f"{a} {u}" for a, u in urls.items()))
         arms = [info.model_copy(update={"url": urls.get(name)}) for name, info in self.stack.arms.items()]
         self.run = LiveRun(
             run_id=new_run_id(),
@@ -133,7 +191,8 @@ class UiSession:
             load_plan=self.stack.load_plan,
             confounds=self.stack.confounds,
             git_commit=git_commit(),
-            target_kind=os.environ.get(TARGET_ENV, "urls"),
+            target_kind=target_kind,
+            urls_source=urls_source,
         )
         self._rows_cache = None
         return self.run

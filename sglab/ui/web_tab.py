@@ -1,13 +1,17 @@
 """The "A/B" tab in Locust's own web UI, through its documented extension points.
 
-Importing this module (the locustfile does) registers Locust event listeners that
+`install(events)` (called by `sglab/ui/locust_plugin.py`, which `sglab ui` loads beside the locustfile)
+registers Locust event listeners that
 - add the tab and its table to the UI's template args (`extended_tabs`, `extended_tables`) and a
   download link on the "Download Data" tab (`extended_csv_files`),
 - collect every request sample the locustfile fires (`sglab_request_sample`) into a `LiveRun`
   (in distributed mode the collector forwards workers' samples to the master, which fires them again),
 - inject the table rows into `/stats/requests` as `extended_stats` (the UI polls it every 2 s),
 - serve the run as a sglab result document at `/sglab/result.json` (kind "interactive"),
-- set up the login page when Locust runs with `--web-login` (see `sglab.ui.auth`).
+- set up the login page when Locust runs with `--web-login` (see `sglab.ui.auth`),
+- refuse to serve without login on anything but loopback, and put `sglab.ui.guard` (cross-site and
+  DNS-rebinding refusals) in front of every route; a session bound by `sglab ui` refuses a /swarm form
+  that would change its stack or arm URLs.
 """
 
 from __future__ import annotations
@@ -18,11 +22,10 @@ import sys
 
 import gevent
 from flask import Response, request
-from locust import events
 
 from sglab.load.collector import get_collector
 from sglab.results.schema import RequestSample
-from sglab.ui import auth
+from sglab.ui import auth, guard
 from sglab.ui.session import UiSession
 
 logger = logging.getLogger("sglab.ui")
@@ -32,6 +35,7 @@ TAB_KEY = "sglab-ab"
 TAB_TITLE = "A/B"
 RESULT_PATH = "/sglab/result.json"
 STATS_PATH = "/stats/requests"
+SWARM_PATH = "/swarm"
 SERVER_POLL_S = 5.0
 
 TABLE_COLUMNS = [
@@ -58,7 +62,26 @@ def _session(environment) -> UiSession | None:
     return getattr(environment, "sglab_ui", None)
 
 
-@events.init.add_listener
+_installed: set[int] = set()
+
+
+def install(events) -> None:
+    """Register the tab's listeners on Locust's `events` (once per events object)."""
+    if id(events) in _installed:
+        return
+    _installed.add(id(events))
+    events.init.add_listener(_on_init)
+    events.test_start.add_listener(_on_test_start)
+    events.test_stop.add_listener(_on_test_stop)
+    events.reset_stats.add_listener(_on_reset_stats)
+
+
+def _refuse(message: str) -> None:
+    logger.error("%s", message)
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def _on_init(environment, **_kwargs) -> None:
     """Only a process serving the web UI (local or master) gets a session; headless runs, `sglab bench`
     and workers are left untouched."""
@@ -73,14 +96,17 @@ def _on_init(environment, **_kwargs) -> None:
 
 def _install_web(environment, session: UiSession) -> None:
     web_ui = environment.web_ui
+    if not web_ui.web_login and not guard.is_loopback_host(web_ui.host or ""):
+        _refuse(f"the web UI would listen on '{web_ui.host or '*'}' (not loopback) without a login; anyone who "
+                f"reaches it could start tests and save results. Fix: add --web-login (password from "
+                f"{auth.PASSWORD_ENV}), or listen on loopback only: --web-host 127.0.0.1")
     if web_ui.web_login:
         try:
             credentials = auth.credentials_from_env()
         except auth.LoginConfigError as exc:
-            logger.error("%s", exc)
-            print(f"error: {exc}", file=sys.stderr)
-            sys.exit(2)
+            _refuse(str(exc))
         auth.install_login(web_ui, credentials)
+    guard.install(web_ui)
 
     web_ui.template_args.update({
         "extended_tabs": [{"title": TAB_TITLE, "key": TAB_KEY}],
@@ -88,6 +114,22 @@ def _install_web(environment, session: UiSession) -> None:
         "extended_csv_files": [{"href": f".{RESULT_PATH}", "title": "Download the A/B run as a sglab result JSON"}],
     })
     app = web_ui.app
+
+    @app.before_request
+    def _keep_bound_arms():
+        if request.method != "POST" or not request.path.endswith(SWARM_PATH):
+            return None
+        changes = session.form_changes(request.form)
+        if not changes:
+            return None
+        binding = session.binding
+        fixed = ", ".join(f"{arm} {url}" for arm, url in binding.urls.items())
+        message = (f"refused: this `sglab ui --stack {binding.stack}` session measures its own arms ({fixed}); "
+                   f"the form's {', '.join(changes)} would measure something else. To measure other servers, "
+                   f"restart with sglab ui --stack STACK --baseline-url U --candidate-url U (docs/web-ui.md)")
+        logger.warning("sglab: %s", message)
+        return Response(json.dumps({"success": False, "message": message}), status=403,
+                        mimetype="application/json")
 
     @app.after_request
     def _add_ab_stats(response: Response) -> Response:
@@ -121,21 +163,18 @@ def _on_sample(environment, sample: RequestSample) -> None:
         session.add(sample, level=session.users_of(environment.runner, sample.arm))
 
 
-@events.test_start.add_listener
 def _on_test_start(environment, **_kwargs) -> None:
     session = _session(environment)
     if session is not None:
         gevent.spawn(session.check_live_flags, session.start_run())
 
 
-@events.test_stop.add_listener
 def _on_test_stop(environment, **_kwargs) -> None:
     session = _session(environment)
     if session is not None:
         session.stop_run()
 
 
-@events.reset_stats.add_listener
 def _on_reset_stats(**_kwargs) -> None:
     """Locust's RESET button: the A/B tab starts over with a new run (the old one is dropped, not saved)."""
     for session in _sessions:

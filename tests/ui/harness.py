@@ -22,6 +22,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = ROOT / "loadtests" / "locustfile.py"
+UI_PLUGIN = ROOT / "sglab" / "ui" / "locust_plugin.py"  # the A/B tab, loaded beside the locustfile
+REST_HEADERS = {"X-Sglab-Client": "sglab-tests"}  # how a non-browser client says so (docs/web-ui.md)
 OUTPUT_DIR = ROOT / "test-output" / "ui"
 STACK = "eagle-nccl-ll"
 WINDOW_S = "2"  # short pseudo-rounds so a test sees several within seconds
@@ -125,8 +127,10 @@ def sglab_ui_command(port: int, *args: str) -> list[str]:
     return [sys.executable, "-m", "sglab.cli", "ui", "--stack", STACK, "--web-port", str(port), *args]
 
 
-def locust_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args]
+def locust_command(*args: str, ui: bool = True) -> list[str]:
+    """Plain Locust on our locustfile; `ui` adds the A/B tab plugin (`-f locustfile.py,locust_plugin.py`)."""
+    files = f"{LOCUSTFILE},{UI_PLUGIN}" if ui else str(LOCUSTFILE)
+    return [sys.executable, "-m", "locust", "-f", files, *args]
 
 
 @contextlib.contextmanager
@@ -148,7 +152,7 @@ def _answers(url: str) -> bool:
 
 @contextlib.contextmanager
 def plain_locust(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[UiProcess]:
-    """`locust -f loadtests/locustfile.py --web-port P ...` as a user would run it."""
+    """`locust -f loadtests/locustfile.py,sglab/ui/locust_plugin.py --web-port P ...` as a user would run it."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = locust_command("--web-host", "127.0.0.1", "--web-port", str(port), *args)
@@ -160,7 +164,7 @@ def plain_locust(tmp_path: Path, *args: str, env: dict[str, str] | None = None) 
 @contextlib.contextmanager
 def locust_worker(tmp_path: Path, master_port: int) -> Iterator[Spawned]:
     """A plain `locust --worker` connected to a master on this machine."""
-    cmd = locust_command("--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port))
+    cmd = locust_command("--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port), ui=False)
     with spawned(cmd, tmp_path / "worker.log", child_env(tmp_path), what="locust worker") as child:
         yield child
 

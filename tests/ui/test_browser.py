@@ -7,16 +7,22 @@ is saved as test-output/ui/ab-tab.png for people to look at.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import html
+import http.server
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 
+import httpx
 import pytest
 
 from sglab.results.store import list_runs, load_result
 
-from .harness import ROOT, STACK, sglab_ui, wait_until
+from .harness import REST_HEADERS, ROOT, STACK, free_port, sglab_ui, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -141,3 +147,55 @@ def test_ab_tab_in_chromium(tmp_path, browser, output_dir):
     saved = load_result(runs[0])
     assert f"saved interactive run: {runs[0] / 'result.json'}" in ui.log()
     assert saved.kind == "interactive" and saved.complete
+
+
+ATTACK_PAGE = """<!doctype html><title>{name}</title>
+<form id="attack" method="POST" action="{action}">{fields}</form>
+<script>document.getElementById('attack').submit()</script>
+"""
+
+
+@contextlib.contextmanager
+def other_site(tmp_path, pages: dict[str, tuple[str, dict[str, str]]]):
+    """A second localhost origin (another port) serving pages that auto-submit a form to the UI."""
+    root = tmp_path / "other-site"
+    root.mkdir()
+    for name, (action, fields) in pages.items():
+        inputs = "".join(f'<input name="{html.escape(k)}" value="{html.escape(v)}">' for k, v in fields.items())
+        (root / name).write_text(ATTACK_PAGE.format(name=name, action=html.escape(action), fields=inputs))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_form_on_another_origin_cannot_start_or_stop_a_test(tmp_path, browser):
+    """The issue-13 attack in a real browser: a page on another localhost port posts Locust's form with a
+    swapped candidate URL, then posts STOP. Neither reaches the runner."""
+    with sglab_ui(tmp_path, "--target", "sim") as ui:
+        attack = {"user_count": "2", "spawn_rate": "2", "candidate_url": "http://127.0.0.1:9"}
+        pages = {"swarm.html": (ui.url + "/swarm", attack), "stop.html": (ui.url + "/stop", {})}
+        with other_site(tmp_path, pages) as site:
+            browser.get(site + "/swarm.html")
+            wait_until(lambda: "refused" in browser.page_source, 30, "the UI's refusal in the browser")
+            assert "cross-site" in browser.page_source
+            stats = httpx.get(ui.url + "/stats/requests", timeout=10).json()
+            assert stats["state"] == "ready" and httpx.get(ui.url + "/sglab/result.json", timeout=10).status_code == 404
+
+            assert httpx.post(ui.url + "/swarm", data={"user_count": 2, "spawn_rate": 2}, headers=REST_HEADERS,
+                              timeout=10).json()["success"]
+            wait_until(lambda: httpx.get(ui.url + "/stats/requests", timeout=10).json()["state"] == "running", 30,
+                       "the test to run")
+            browser.get(site + "/stop.html")
+            wait_until(lambda: "refused" in browser.page_source, 30, "the UI's refusal of the cross-site STOP")
+            assert httpx.get(ui.url + "/stats/requests", timeout=10).json()["state"] == "running"
+
+    runs = list_runs(STACK, ui.results_dir)  # saved at shutdown: the stack's own simulators, nothing else
+    assert len(runs) == 1, ui.log()
+    saved = load_result(runs[0])
+    assert saved.target.kind == "sim" and saved.target.urls == ui.arm_urls and saved.target.urls_source == "sglab"

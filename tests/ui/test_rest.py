@@ -11,7 +11,7 @@ import pytest
 from sglab.analysis.verdict import judge
 from sglab.cli import main
 from sglab.results.store import list_runs, load_result
-from .harness import STACK, ab_rows, sglab_ui, wait_until
+from .harness import REST_HEADERS, STACK, ab_rows, sglab_ui, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,8 @@ def test_swarm_stats_and_result_download(tmp_path):
         assert ab_rows(_stats(ui.url)) == {}
         assert httpx.get(ui.url + "/sglab/result.json", timeout=10).status_code == 404
 
-        started = httpx.post(ui.url + "/swarm", data={"user_count": 2, "spawn_rate": 2}, timeout=10).json()
+        started = httpx.post(ui.url + "/swarm", data={"user_count": 2, "spawn_rate": 2}, headers=REST_HEADERS,
+                             timeout=10).json()
         assert started["success"], started
 
         def enough_rounds():
@@ -58,7 +59,7 @@ def test_swarm_stats_and_result_download(tmp_path):
         assert running.status_code == 200
         assert running.json()["complete"] is False, "a run exported mid-test must be marked incomplete"
 
-        assert httpx.post(ui.url + "/stop", timeout=10).json()["success"]
+        assert httpx.post(ui.url + "/stop", headers=REST_HEADERS, timeout=10).json()["success"]
         download = httpx.get(ui.url + "/sglab/result.json", timeout=10)
         assert download.status_code == 200
         assert "attachment" in download.headers["content-disposition"]
@@ -111,12 +112,14 @@ def test_existing_urls_mode_uses_given_servers(tmp_path):
             assert ui.arm_urls == urls and "starting simulators" not in ui.log(), ui.log()
             page = httpx.get(ui.url + "/", timeout=10).text
             assert urls["baseline"] in page and urls["candidate"] in page
-            assert httpx.post(ui.url + "/swarm", data={"user_count": 2, "spawn_rate": 2}, timeout=10).json()["success"]
+            assert httpx.post(ui.url + "/swarm", data={"user_count": 2, "spawn_rate": 2}, headers=REST_HEADERS,
+                              timeout=10).json()["success"]
             rows = wait_until(lambda: (r := ab_rows(_stats(ui.url))).get("candidate") and r, 60,
                               "candidate samples", 1.0)
             assert rows["candidate"]["decode_tok_s"] > 0
             before = httpx.get(ui.url + "/sglab/result.json", timeout=10).json()["run_id"]
-            assert httpx.post(ui.url + "/stats/reset", timeout=10).status_code == 200  # Locust's RESET button
+            # Locust's RESET button
+            assert httpx.post(ui.url + "/stats/reset", headers=REST_HEADERS, timeout=10).status_code == 200
             after = httpx.get(ui.url + "/sglab/result.json", timeout=10).json()
             assert after["run_id"] != before and sum(len(lv["requests"]) for lv in after["levels"]) <= 2
         for url in urls.values():  # still ours, still up
@@ -141,7 +144,7 @@ def test_master_tab_collects_worker_samples(tmp_path):
             with locust_worker(tmp_path, master_port):
                 wait_until(lambda: _stats(master.url).get("worker_count") == 1, 60, "the worker to connect")
                 assert httpx.post(master.url + "/swarm", data={"user_count": 2, "spawn_rate": 2},
-                                  timeout=10).json()["success"]
+                                  headers=REST_HEADERS, timeout=10).json()["success"]
                 rows = wait_until(lambda: (r := ab_rows(_stats(master.url))).get("baseline")
                                   and r.get("candidate") and r, 60, "worker samples in the master's tab", 1.0)
                 assert rows["baseline"]["decode_tok_s"] > 0 and rows["candidate"]["decode_tok_s"] > 0
