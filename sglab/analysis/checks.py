@@ -33,6 +33,9 @@ def blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: Promoti
         out.append(Check(name="live-flags", ok=False,
                          detail="the live servers did not run what the stack declares: " + "; ".join(mismatches[:5]),
                          fix="redeploy (pulumi up) so the servers match the stack, then re-run the benchmark"))
+    if result.invalid_reason:
+        out.append(Check(name="invalid", ok=False, detail=f"the run is invalid: {result.invalid_reason}",
+                         fix=f"fix or restart that server, then re-run `sglab bench --stack {stack}`"))
     if not result.complete:
         why = f" ({result.incomplete_reason})" if result.incomplete_reason else ""
         out.append(Check(name="incomplete", ok=False, detail=f"the run is incomplete{why}",
