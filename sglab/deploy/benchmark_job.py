@@ -272,6 +272,29 @@ def summarize_result(summary_json: str | None) -> dict[str, Any]:
             "levels": gains, "break_even": economics}
 
 
+def declare_job_access(parent: pulumi.Resource, name: str, plan: Any,
+                       foundation: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    """A result-writing Job's ServiceAccount (no token unless the pod asks), Role, RoleBinding and its
+    pre-created result ConfigMaps. `plan` has service_account, role, role_binding and result_configmaps.
+    The ConfigMaps are kept when the comparison changes (history for `sglab results pull`); their data
+    belongs to the Job."""
+    child = pulumi.ResourceOptions(parent=parent, depends_on=foundation)
+    sa = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=plan.service_account["metadata"],
+                                    automount_service_account_token=False, opts=child)
+    role = k8s.rbac.v1.Role(f"{name}-role", metadata=plan.role["metadata"], rules=plan.role["rules"], opts=child)
+    binding = k8s.rbac.v1.RoleBinding(f"{name}-rolebinding", metadata=plan.role_binding["metadata"],
+                                      role_ref=plan.role_binding["roleRef"],
+                                      subjects=plan.role_binding["subjects"], opts=child)
+    results = [
+        k8s.core.v1.ConfigMap(
+            f"{name}-result" + (f"-{i}" if i else ""), metadata=manifest["metadata"],
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=foundation, retain_on_delete=True,
+                                        ignore_changes=["data", "binaryData", "metadata.annotations"]))
+        for i, manifest in enumerate(plan.result_configmaps)
+    ]
+    return [sa, role, binding, *results]
+
+
 class InClusterBenchmark(pulumi.ComponentResource):
     """The benchmark Job, its minimal RBAC, its stack file and result ConfigMaps, and the read-back."""
 
@@ -284,27 +307,14 @@ class InClusterBenchmark(pulumi.ComponentResource):
         foundation = list(foundation or [])
         child = pulumi.ResourceOptions(parent=self, depends_on=foundation)
         self.plan = plan
-        sa = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=plan.service_account["metadata"],
-                                        automount_service_account_token=False, opts=child)
-        role = k8s.rbac.v1.Role(f"{name}-role", metadata=plan.role["metadata"], rules=plan.role["rules"], opts=child)
-        binding = k8s.rbac.v1.RoleBinding(f"{name}-rolebinding", metadata=plan.role_binding["metadata"],
-                                          role_ref=plan.role_binding["roleRef"],
-                                          subjects=plan.role_binding["subjects"], opts=child)
+        access = declare_job_access(self, name, plan, foundation)
         stack_cm = k8s.core.v1.ConfigMap(f"{name}-stack", metadata=plan.stack_configmap["metadata"],
                                          data=plan.stack_configmap["data"], opts=child)
-        # Kept when the comparison changes (history for `sglab results pull`); their data belongs to the Job.
-        result_cms = [
-            k8s.core.v1.ConfigMap(
-                f"{name}-result" + (f"-{i}" if i else ""), metadata=manifest["metadata"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=foundation, retain_on_delete=True,
-                                            ignore_changes=["data", "binaryData", "metadata.annotations"]))
-            for i, manifest in enumerate(plan.result_configmaps)
-        ]
         timeout = f"{plan.await_timeout_min}m"
         self.job = k8s.batch.v1.Job(
             f"{name}-job", metadata=plan.job["metadata"], spec=plan.job["spec"],
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[*arms, sa, role, binding, stack_cm, *result_cms],
+                parent=self, depends_on=[*arms, *access, stack_cm],
                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
         namespace = plan.result_configmap["metadata"]["namespace"]
         # Keyed on the Job's status: unknown in a preview that creates the Job, so the engine skips the read of
