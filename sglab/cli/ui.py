@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="start the two simulators with the stack's launch args (default without URLs)")
     p.add_argument("--baseline-url", help="an existing baseline server (with --candidate-url)")
     p.add_argument("--candidate-url", help="an existing candidate server (with --baseline-url)")
-    p.add_argument("--web-host", default="127.0.0.1", help="interface the UI listens on (default 127.0.0.1)")
+    p.add_argument("--web-host", default="127.0.0.1",
+                   help="interface the UI listens on (default 127.0.0.1; anything but loopback needs --web-login)")
     p.add_argument("--web-port", type=int, default=8089, help="UI port (default 8089)")
     p.add_argument("--web-login", action=argparse.BooleanOptionalAction, default=False,
                    help="require a login (password from SGLAB_UI_PASSWORD, user SGLAB_UI_USERNAME, default "
