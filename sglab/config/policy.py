@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
+from sglab import metrics
 from sglab.config.base import Model
 
 
@@ -13,7 +15,8 @@ class PromotionPolicy(Model):
     """When a candidate may be promoted. Defaults are deliberately conservative."""
 
     min_gain: float = 0.005
-    metric: Literal["decode_tok_per_s", "output_tok_per_s"] = "decode_tok_per_s"
+    # Any gate-able metric of the registry (sglab/metrics); the Literal lists the built-in ones for the docs.
+    metric: Literal[tuple(metrics.gate_metric_names())] = "decode_tok_per_s"  # type: ignore[valid-type]
     levels: list[int] = Field(default_factory=lambda: [1])
     ttft_p99_max_increase: float | None = 0.5
     itl_p99_max_increase: float | None = None
@@ -24,4 +27,13 @@ class PromotionPolicy(Model):
     # How the per-round interval is computed (sglab/analysis/stats.py; docs/verdict.md measures both).
     method: Literal["paired-t", "bootstrap"] = "paired-t"
 
-
+    @field_validator("metric", mode="plain")
+    @classmethod
+    def _gate_metric(cls, value: object) -> str:
+        """Checked against the registry at validation time, so a metric declared later can gate."""
+        allowed = metrics.gate_metric_names()
+        if value not in allowed:
+            quoted = [repr(n) for n in allowed]
+            expected = " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+        return str(value)
