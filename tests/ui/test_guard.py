@@ -145,3 +145,22 @@ def test_loopback_hosts(host, loopback):
     from sglab.ui.guard import is_loopback_host
 
     assert is_loopback_host(host) is loopback
+
+
+def test_login_limiter_window_slides_and_success_clears():
+    from sglab.ui.auth import LoginLimiter
+
+    now = [0.0]
+    limiter = LoginLimiter(max_failures=3, window_s=60.0, clock=lambda: now[0])
+    for t in (0.0, 10.0, 20.0):
+        now[0] = t
+        assert limiter.retry_after_s("a") is None
+        limiter.failed("a")
+    assert limiter.retry_after_s("a") == 40  # the first failure leaves the window at t=60
+    assert limiter.retry_after_s("b") is None
+    now[0] = 60.0
+    assert limiter.retry_after_s("a") is None  # one failure aged out: one more try
+    limiter.failed("a")
+    assert limiter.retry_after_s("a") == 10
+    limiter.succeeded("a")
+    assert limiter.retry_after_s("a") is None
