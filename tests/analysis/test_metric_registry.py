@@ -79,3 +79,19 @@ def test_the_built_in_metrics_are_the_gate_metrics_and_names_are_unique() -> Non
     assert METRICS == ("decode_tok_per_s", "output_tok_per_s")
     with pytest.raises(ValueError, match="already declared"):
         metrics.register(metrics.Metric(name="decode_tok_per_s", unit="tok/s", label="x"))
+
+
+def test_a_fake_metric_reaches_compare_and_its_csv(tmp_path, capsys) -> None:
+    from sglab.cli import main
+    from sglab.results.store import write_result
+
+    with metrics.registered(FAKE):
+        run_dir = tmp_path / "fake" / "r1"
+        write_result(_run(), run_dir)
+        assert main(["compare", str(run_dir)]) == 0
+        out = capsys.readouterr().out
+        assert "fake tok/req gain" in out and out.rstrip().endswith("verdict: promote")
+        assert main(["compare", str(run_dir), "--output", "csv"]) == 0
+        header = (run_dir / "rounds.csv").read_text(encoding="utf-8").splitlines()[0]
+        assert header.endswith("decode_tok_per_s,output_tok_per_s,fake_tokens_per_request")
+        assert "fake_tokens_per_request_gain" in (run_dir / "verdict.csv").read_text(encoding="utf-8")
