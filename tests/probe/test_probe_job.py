@@ -1,0 +1,128 @@
+"""The probe Job: schema-valid for every shipped stack, on the servers' image, placement and /dev/shm, minimal RBAC,
+renamed exactly when what it measures changes, and deployed before the arms only when enabled."""
+
+from __future__ import annotations
+
+import kubernetes_validate
+import pytest
+from pulumi_harness import run_program, shipped_stacks
+
+from sglab.cli import main
+from sglab.config.arms import baseline_arm
+from sglab.config.loader import load_stack
+from sglab.deploy.probe_job import SERVICE_ACCOUNT, probe_plan
+from sglab.deploy.render import render_stack
+from sglab.probe.result import PROBE_KIND
+from sglab.probe.store import PROBE_RESULT_PARTS
+
+from .helpers import stack_with
+
+K8S_VERSIONS = ("1.31.0", "1.37.0")
+STACK = "eagle-nccl-ll"
+JOB = "kubernetes:batch/v1:Job"
+
+
+@pytest.mark.parametrize("stack_name", shipped_stacks())
+def test_every_shipped_stacks_probe_job_is_schema_valid(stack_name):
+    plan = probe_plan(load_stack(stack_name).config, stack_name)
+    assert [m["kind"] for m in plan.manifests()] == (
+        ["ServiceAccount", "Role", "RoleBinding", "ConfigMap"] + ["ConfigMap"] * PROBE_RESULT_PARTS + ["Job"])
+    for manifest in plan.manifests():
+        for version in K8S_VERSIONS:
+            kubernetes_validate.validate(manifest, version, strict=True)
+    broken = probe_plan(load_stack(stack_name).config, stack_name).job
+    broken["spec"]["template"]["spec"]["initContainers"][0]["gpuz"] = 8
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSIONS[0], strict=True)
+
+
+def _server_pod(stack_name: str) -> dict:
+    rendered = render_stack(load_stack(stack_name))
+    (deployment,) = [o for o in rendered.objects if o["kind"] in ("Deployment", "StatefulSet")
+                     and o["metadata"]["name"] == "sglang-baseline"]
+    return deployment["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("stack_name", ["eagle-default", "production"])
+def test_probe_runs_on_the_servers_image_placement_and_shm(stack_name):
+    stack = load_stack(stack_name).config
+    pod = probe_plan(stack, stack_name).job["spec"]["template"]["spec"]
+    server = _server_pod(stack_name)
+    (probe,) = pod["initContainers"]
+    (server_container,) = server["containers"]
+    assert probe["image"] == server_container["image"] == baseline_arm(stack).image
+    for key in ("nodeSelector", "tolerations", "priorityClassName", "affinity"):
+        assert pod.get(key) == server.get(key), key
+    shm = next(v for v in pod["volumes"] if v["name"] == "dshm")
+    assert shm == next(v for v in server["volumes"] if v["name"] == "dshm")
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in probe["volumeMounts"]
+    gpus = stack.placement.gpus_per_node
+    assert probe["resources"]["limits"]["nvidia.com/gpu"] == gpus == server_container["resources"]["limits"]["nvidia.com/gpu"]
+    assert "--exit-zero" in probe["command"] and "--allow-nvls" not in probe["command"]
+    (store,) = pod["containers"]
+    assert "nvidia.com/gpu" not in store["resources"].get("limits", {})
+    assert store["command"][:3] == ["sglab", "probe", "store"]
+
+
+def test_rbac_is_get_and_update_of_the_precreated_result_configmaps():
+    plan = probe_plan(load_stack(STACK).config, STACK)
+    names = [cm["metadata"]["name"] for cm in plan.result_configmaps]
+    assert names == [plan.names.result_configmap, f"{plan.names.result_configmap}-1"]
+    assert plan.role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": names,
+                                   "verbs": ["get", "update"]}]
+    assert plan.result_configmaps[0]["metadata"]["labels"]["sglab/result"] == PROBE_KIND
+    assert plan.result_configmaps[1]["metadata"]["labels"]["sglab/result"] == "part"
+    pod = plan.job["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == SERVICE_ACCOUNT and plan.service_account["automountServiceAccountToken"] is False
+    assert "sglab/role" not in plan.job["spec"]["template"]["metadata"]["labels"]  # not a load generator
+
+
+@pytest.mark.parametrize("changes, renamed", [
+    ({"nccl.NCCL_ALGO": "Tree"}, True),
+    ({"load.concurrency": [1, 4]}, True),
+    ({"image": "lmsysorg/sglang:dev"}, True),
+    ({"probe": {"rerun": "again"}}, True),
+    ({"probe": {"samples": 100}}, True),
+    ({"placement.node-selector": {"pool": "other"}}, True),
+    ({"policy.min-gain": 0.05}, False),
+    ({"benchmark-job.timeout-min": 5}, False),
+])
+def test_probe_job_is_renamed_exactly_when_what_it_measures_changes(changes, renamed):
+    before = probe_plan(load_stack(STACK).config, STACK).names.job
+    after = probe_plan(stack_with(changes), STACK).names.job
+    assert (after != before) == renamed
+
+
+def test_program_deploys_the_probe_before_the_arms_only_when_enabled():
+    off = run_program(STACK)
+    assert off.error is None and not [j for j in off.of_type(JOB) if j.inputs["metadata"]["name"].startswith("sglab-probe")]
+    on = run_program(STACK, {"probe": {"enabled": True, "timeout-min": 12}})
+    assert on.error is None
+    (job,) = [j for j in on.of_type(JOB) if j.inputs["metadata"]["name"].startswith("sglab-probe-")]
+    stack = stack_with({"probe": {"enabled": True, "timeout-min": 12}})
+    assert job.inputs["metadata"]["name"] == probe_plan(stack, STACK).names.job
+    assert job.inputs["spec"]["activeDeadlineSeconds"] == 12 * 60
+    options = on.options_of(JOB, "nccl-probe-job")
+    assert options["custom_timeouts"]["create"] == "17m"
+    probe_urn_suffix = "kubernetes:batch/v1:Job::nccl-probe-job"
+    for arm in ("baseline", "candidate"):
+        # the arm's component waits for the Job (as it waits for the namespace): its chart is created after
+        assert any(d.endswith(probe_urn_suffix) for d in on.options_of("sglab:index:SGLangServer", arm)["dependencies"])
+    assert not any(d.endswith(probe_urn_suffix)
+                   for d in off.options_of("sglab:index:SGLangServer", "baseline")["dependencies"])
+    assert on.outputs["probe_job"] == job.inputs["metadata"]["name"]
+    for manifest in [j.inputs for j in on.of_type(JOB)]:
+        for version in K8S_VERSIONS:
+            kubernetes_validate.validate({"apiVersion": "batch/v1", "kind": "Job", **manifest}, version, strict=True)
+
+
+def test_sglab_probe_nccl_prints_the_job(capsys):
+    assert main(["probe", "nccl", "--stack", STACK]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# sglab probe nccl --stack eagle-nccl-ll")
+    assert "decode sizes: 14 KiB, 42 KiB, 56 KiB, 168 KiB, 224 KiB, 672 KiB" in out
+    assert "kind: Job" in out and "NCCL_NVLS_ENABLE" in out
+    import yaml
+
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert [d["kind"] for d in docs] == [m["kind"] for m in probe_plan(load_stack(STACK).config, STACK).manifests()]
