@@ -1,15 +1,40 @@
 """Rows of the A/B tab's table: one per arm and concurrency level, then the candidate-vs-baseline row.
 
+The metric columns come from the metric registry (`sglab.metrics`): each declared metric gets a column
+with its value per arm and its gain on the comparison row, so a new metric shows up here without an edit.
 Arm rows use every measured (non-warm-up) request so far, including the pseudo-round still in
 progress; the gain row is the analysis stage's verdict over the completed pseudo-rounds.
 """
 
 from __future__ import annotations
 
-from sglab.results.schema import RequestSample, RunResult
+from sglab import metrics
 from sglab.load.summary import arm_level_summary, round_sample
+from sglab.results.schema import RequestSample, RunResult
 from sglab.ui.live import LiveRun, with_server_accept
 from sglab.ui.verdict_view import level_view
+
+# The built-in metrics keep the column keys and titles the tab has always had.
+LEGACY_COLUMNS = {
+    "decode_tok_per_s": ("decode_tok_s", "Decode tok/s (mean)"),
+    "output_tok_per_s": ("output_tok_s", "Output tok/s (aggregate)"),
+}
+
+
+def metric_column(metric: metrics.Metric) -> tuple[str, str]:
+    """(row key, column title) of one registry metric."""
+    return LEGACY_COLUMNS.get(metric.name, (metric.name, f"{metric.label[:1].upper()}{metric.label[1:]} "
+                                                         f"({metric.unit})"))
+
+
+def table_columns() -> list[tuple[str, str]]:
+    return [
+        ("arm", "Arm"), ("users", "Users"), ("requests", "Requests"), ("errors", "Errors"),
+        *(metric_column(m) for m in metrics.all_metrics()),
+        ("ttft_p50", "TTFT p50 ms"), ("ttft_p99", "TTFT p99 ms"), ("itl_p50", "ITL p50 ms"), ("itl_p99", "ITL p99 ms"),
+        ("accept_client", "Accept length (client)"), ("accept_server", "Accept length (server)"),
+        ("verdict", "Gain [95% CI] / verdict"),
+    ]
 
 
 def _round(value: float | None, digits: int = 1) -> float | None:
@@ -18,20 +43,20 @@ def _round(value: float | None, digits: int = 1) -> float | None:
 
 def arm_row(arm: str, level: int, samples: list[RequestSample], server_accept: float | None,
             *, show_level: bool) -> dict:
-    """Aggregate output tok/s is over the span from the first measured request's start to the last one's end."""
+    """Each metric over the whole span so far (first measured request's start to the last one's end)."""
     timed = [s for s in samples if s.e2e_ms is not None]
     span_s = max(s.start_s + s.e2e_ms / 1000.0 for s in timed) - min(s.start_s for s in timed) if timed else 0.0
     whole = round_sample(samples, level=level, round_index=0, position=0, arm=arm, warmup=False,
                          started_at_s=0.0, duration_s=span_s, server_accept_length=None)
     summary = with_server_accept(arm_level_summary(samples, [whole]), server_accept)
+    window = metrics.RoundWindow(requests=samples, started_at_s=0.0, duration_s=span_s)
     accept = summary.accept_length
     return {
         "arm": f"{arm} (c={level})" if show_level else arm,
         "users": level,
         "requests": summary.requests,
         "errors": summary.errors,
-        "decode_tok_s": _round(summary.decode_tok_per_s.mean),
-        "output_tok_s": _round(summary.output_tok_per_s),
+        **{metric_column(m)[0]: _round(m.compute_round(window)) for m in metrics.all_metrics()},
         "ttft_p50": _round(summary.ttft_ms.p50),
         "ttft_p99": _round(summary.ttft_ms.p99),
         "itl_p50": _round(summary.itl_ms.p50, 2),
@@ -43,7 +68,7 @@ def arm_row(arm: str, level: int, samples: list[RequestSample], server_accept: f
 
 
 def gain_row(level: int, verdict, show_level: bool, windows: int) -> dict:
-    """The running gain with its CI and the verdict wording, from `sglab.analysis.verdict.judge`."""
+    """The running gain of every metric with its CI and the verdict wording, from the analysis stage's judge."""
     view = level_view(verdict, level)
     label = "candidate vs baseline" + (f" (c={level})" if show_level else "")
     return {
@@ -51,8 +76,7 @@ def gain_row(level: int, verdict, show_level: bool, windows: int) -> dict:
         "users": level,
         "requests": None,
         "errors": None,
-        "decode_tok_s": view.decode_gain,
-        "output_tok_s": view.output_gain,
+        **{metric_column(m)[0]: view.gains.get(m.name) for m in metrics.all_metrics()},
         "ttft_p50": None,
         "ttft_p99": view.ttft_p99_delta,
         "itl_p50": None,

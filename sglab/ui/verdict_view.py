@@ -1,19 +1,26 @@
-"""The verdict as the A/B tab shows it: gains with their CI and the verdict's own sentence."""
+"""The verdict as the A/B tab shows it: every registry metric's gain with its CI, and the verdict's sentence."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 WAITING = "waiting: a verdict needs completed pseudo-rounds from both arms"
 
 
 @dataclass(frozen=True)
 class LevelView:
-    decode_gain: str | None
-    output_gain: str | None
-    ttft_p99_delta: str | None
-    itl_p99_delta: str | None
-    wording: str
+    gains: dict[str, str | None] = field(default_factory=dict)  # metric name -> "+x% [lo, hi]"
+    ttft_p99_delta: str | None = None
+    itl_p99_delta: str | None = None
+    wording: str = WAITING
+
+    @property
+    def decode_gain(self) -> str | None:
+        return self.gains.get("decode_tok_per_s")
+
+    @property
+    def output_gain(self) -> str | None:
+        return self.gains.get("output_tok_per_s")
 
 
 def _pct(value: float | None) -> str:
@@ -29,17 +36,16 @@ def _gain(gain) -> str | None:
 
 
 def level_view(verdict, level: int) -> LevelView:
-    """One concurrency level of a `sglab.analysis.verdict.Verdict` (None = nothing to judge yet)."""
+    """One concurrency level of a `sglab.results.verdict.Verdict` (None = nothing to judge yet)."""
     lv = verdict.level(level) if verdict is not None else None
     if lv is None:
-        return LevelView(None, None, None, None, WAITING)
+        return LevelView()
     if lv.gating:
         wording = verdict.sentence
     else:
         wording = f"not gating (policy levels {verdict.gating_levels}): {lv.outcome}; overall: {verdict.sentence}"
     return LevelView(
-        decode_gain=_gain(lv.decode),
-        output_gain=_gain(lv.output),
+        gains={name: _gain(gain) for name, gain in lv.gains().items()},
         ttft_p99_delta=None if lv.ttft_p99.increase is None else _pct(lv.ttft_p99.increase),
         itl_p99_delta=None if lv.itl_p99.increase is None else _pct(lv.itl_p99.increase),
         wording=wording,

@@ -27,6 +27,7 @@ from sglab.load.collector import get_collector
 from sglab.results.schema import RequestSample
 from sglab.ui import auth, guard
 from sglab.ui.session import UiSession
+from sglab.ui.table import table_columns
 
 logger = logging.getLogger("sglab.ui")
 logging.getLogger("httpx").setLevel(logging.WARNING)  # the server-info poll would log every 5 s
@@ -37,23 +38,6 @@ RESULT_PATH = "/sglab/result.json"
 STATS_PATH = "/stats/requests"
 SWARM_PATH = "/swarm"
 SERVER_POLL_S = 5.0
-
-TABLE_COLUMNS = [
-    ("arm", "Arm"),
-    ("users", "Users"),
-    ("requests", "Requests"),
-    ("errors", "Errors"),
-    ("decode_tok_s", "Decode tok/s (mean)"),
-    ("output_tok_s", "Output tok/s (aggregate)"),
-    ("ttft_p50", "TTFT p50 ms"),
-    ("ttft_p99", "TTFT p99 ms"),
-    ("itl_p50", "ITL p50 ms"),
-    ("itl_p99", "ITL p99 ms"),
-    ("accept_client", "Accept length (client)"),
-    ("accept_server", "Accept length (server)"),
-    ("verdict", "Gain [95% CI] / verdict"),
-]
-
 
 _sessions: list[UiSession] = []  # one per Environment with a web UI; reset_stats is fired without one
 
@@ -110,7 +94,7 @@ def _install_web(environment, session: UiSession) -> None:
 
     web_ui.template_args.update({
         "extended_tabs": [{"title": TAB_TITLE, "key": TAB_KEY}],
-        "extended_tables": [{"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in TABLE_COLUMNS]}],
+        "extended_tables": [{"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in table_columns()]}],
         "extended_csv_files": [{"href": f".{RESULT_PATH}", "title": "Download the A/B run as a sglab result JSON"}],
     })
     app = web_ui.app

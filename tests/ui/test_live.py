@@ -130,3 +130,26 @@ def test_table_rows_show_accept_length_for_the_candidate_only():
     assert float(gain["decode_tok_s"].split("%")[0]) == pytest.approx(11.1, abs=0.3) and "[" in gain["decode_tok_s"]
     assert gain["verdict"].split(":")[0] in ("promote", "reject", "inconclusive")
     assert gain["verdict"].endswith("(5 pseudo-rounds)")
+
+
+def test_table_columns_and_gains_come_from_the_metric_registry():
+    """A metric declared once in the registry gets a column, a value per arm and a gain, with no UI edit."""
+    from sglab import metrics
+    from sglab.ui.table import table_columns
+
+    fake = metrics.Metric(name="fake_tokens_per_request", unit="tok", label="fake tokens", direction="higher",
+                          per_request=lambda s: float(s.output_tokens) * (2.0 if s.arm == "candidate" else 1.0),
+                          can_gate=False)
+    with metrics.registered(fake):
+        columns = dict(table_columns())
+        assert columns["fake_tokens_per_request"] == "Fake tokens (tok)"
+        assert columns["decode_tok_s"] == "Decode tok/s (mean)"  # built-ins keep their keys and titles
+        run = _run()
+        _feed(run, 6.0)
+        for s in run.samples:  # the collector fills registry values at record time
+            metrics.fill_request_metrics(s)
+        result = run.to_result(now_s=106.0, as_if_stopped=True)
+        rows = {r["arm"]: r for r in table_rows(run, result, judge(result))}
+    assert rows["baseline"]["fake_tokens_per_request"] == pytest.approx(TOKENS)
+    assert rows["candidate"]["fake_tokens_per_request"] == pytest.approx(2 * TOKENS)
+    assert rows["candidate vs baseline"]["fake_tokens_per_request"].startswith("+100.0%")
