@@ -27,7 +27,7 @@ from ruamel.yaml import YAML
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import NAMESPACE
 from sglab.config.models import StackConfig
-from sglab.deploy.naming import service_url
+from sglab.deploy.naming import PROJECT_IMAGE_UID, service_url
 from sglab.deploy.objects import common_labels
 from sglab.deploy.pulumi_config import SECRET_MARKER
 from sglab.deploy.result_sink import INDEX, PART, RESULT_LABEL, RESULT_PARTS, SUMMARY_KEY, part_names
@@ -188,7 +188,8 @@ def pod_template(stack: StackConfig, stack_name: str, n: BenchmarkNames) -> dict
             "serviceAccountName": SERVICE_ACCOUNT,
             "automountServiceAccountToken": True,
             "restartPolicy": "Never",
-            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "securityContext": {"runAsNonRoot": True, "runAsUser": PROJECT_IMAGE_UID, "runAsGroup": PROJECT_IMAGE_UID,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [container],
             "volumes": [{"name": "stack", "configMap": {"name": n.stack_configmap}},
                         {"name": "tmp", "emptyDir": {}}],

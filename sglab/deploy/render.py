@@ -56,12 +56,17 @@ def render_chart(chart: Path | str, values: dict[str, Any], *, release: str, nam
 
 
 def render_stack(loaded: LoadedStack) -> RenderedStack:
-    """Namespace, HF token Secret (placeholder) and both arms' chart objects, in apply order."""
+    """Namespace, HF token Secret (placeholder), the probe Job, both arms' chart objects and the load
+    generators, in apply order."""
     stack = loaded.config
     objects: list[dict[str, Any]] = [namespace_manifest(stack, loaded.name)]
     secret = hf_token_secret_manifest(stack, loaded.name, SECRET_PLACEHOLDER)
     if secret is not None:
         objects.append(secret)
+    if stack.probe.enabled:  # the NCCL probe runs before the arms, as the program declares it
+        from sglab.deploy.probe_job import probe_plan
+
+        objects += probe_plan(stack, loaded.name).manifests()
     for release in arm_releases(stack, loaded.name):
         objects += _render_checked(loaded, release.chart, release.values, release=release.release,
                                    namespace=release.namespace, what=f"the {release.arm.role} arm")

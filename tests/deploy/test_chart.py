@@ -439,3 +439,19 @@ def test_render_out_replaces_an_earlier_render(tmp_path, capsys):
     names = sorted(p.name for p in tmp_path.iterdir())
     assert "05-deployment-stale.yaml" not in names and "notes.txt" in names
     assert names[0] == "00-namespace-sglab-eagle-default.yaml"
+
+
+def test_render_prints_the_probe_job_the_program_applies(tmp_path, monkeypatch):
+    from sglab.config.loader import load_mapping, stack_path
+    from sglab.deploy.render import render_stack
+
+    loaded = load_stack("eagle-nccl-ll")
+    raw = {k: v for k, v in loaded.raw.items() if k != "__lines__"}
+    raw["probe"] = {"enabled": True, "hidden-size": 7168}
+    printed = {(o["kind"], o["metadata"]["name"])
+               for o in render_stack(load_mapping("eagle-nccl-ll", stack_path("eagle-nccl-ll"), raw)).objects}
+    run = run_program("eagle-nccl-ll", {"probe": {"enabled": True, "hidden-size": 7168}})
+    assert run.error is None, run.error
+    applied = {(r.inputs["kind"], r.inputs["metadata"]["name"]) for r in run.applied()}
+    assert any(kind == "Job" for kind, _ in applied)
+    assert applied <= printed, applied - printed

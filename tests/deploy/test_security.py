@@ -245,3 +245,42 @@ def test_docs_say_what_is_writable_and_why():
     for phrase in ("readOnlyRootFilesystem", "/root/.triton", "/root/.cache", "/tmp", "pod-security",
                    "automountServiceAccountToken", str(MASTER_PORT)):
         assert phrase in text, phrase
+
+
+# --- the class: every pod sglab renders -----------------------------------------------------------------
+
+def _every_pod(objects: list[dict]) -> list[tuple[str, dict]]:
+    pods = [(f"{o['kind']}/{o['metadata']['name']}", o["spec"]["template"]) for o in objects
+            if o["kind"] in ("Deployment", "Job")]
+    for lws in by_kind(objects, "LeaderWorkerSet"):
+        group = lws["spec"]["leaderWorkerTemplate"]
+        pods += [(f"LeaderWorkerSet/{lws['metadata']['name']}", group[t]) for t in ("leaderTemplate", "workerTemplate")]
+    return pods
+
+
+@pytest.mark.parametrize("name", shipped_stacks())
+def test_every_rendered_pod_is_locked_down(name, monkeypatch, tmp_path):
+    """Servers, Locust, the benchmark Job and any other Job: no escalation, no capabilities, seccomp, a read-only
+    root, a token only where the pod writes through the API (the result-writing Jobs, with minimal RBAC)."""
+    from sglab.config.loader import load_mapping, stack_path
+    from sglab.deploy.render import render_stack
+
+    loaded = load_stack(name)
+    raw = {k: v for k, v in loaded.raw.items() if k != "__lines__"}
+    raw["locust"] = {**raw.get("locust", {}), "enabled": True}
+    raw["locust-password"] = {"secure": "v1:x"}
+    raw["benchmark-job"] = {**raw.get("benchmark-job", {}), "enabled": True}
+    pods = _every_pod(render_stack(load_mapping(name, stack_path(name), raw)).objects)
+    assert any(what.startswith("Job/") for what, _ in pods) and len(pods) >= 5
+    for what, pod in pods:
+        spec = pod["spec"]
+        assert spec.get("automountServiceAccountToken") is (what.startswith("Job/")), what
+        contexts = [(c, spec.get("securityContext", {})) for c in spec["containers"] + spec.get("initContainers", [])]
+        for container, pod_context in contexts:
+            security = container.get("securityContext", {})
+            assert security.get("allowPrivilegeEscalation") is False, what
+            assert security.get("capabilities") == {"drop": ["ALL"]}, what
+            assert (security.get("seccompProfile") or pod_context.get("seccompProfile")) == {"type": "RuntimeDefault"}
+            assert security.get("readOnlyRootFilesystem") is True, what
+        if not what.startswith(("Deployment/sglang-", "LeaderWorkerSet/")) or loaded.config.backend == "sim":
+            assert spec["securityContext"].get("runAsNonRoot") is True, what  # the project image's user
