@@ -31,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["nccl", "gloo"], help="nccl (GPUs, CUDA graphs) or gloo (CPU, eager)")
     p.add_argument("--world-size", type=int, help="processes (GPUs); default: the stack's gpus-per-node")
     p.add_argument("--samples", type=int, help="timed samples per size (overrides the spec)")
+    p.add_argument("--eager", action="store_true",
+                   help="no CUDA graph: time eager launches (to see what graphs remove; not what decode runs)")
     p.add_argument("--allow-nvls", action="store_true",
                    help="let a variant set NCCL_NVLS_ENABLE=1 (never on a machine whose GPUs others share)")
     p.add_argument("--exit-zero", action="store_true",
@@ -58,6 +60,8 @@ def _spec(args: argparse.Namespace) -> ProbeRunSpec:
         updates["samples"] = args.samples
     if args.allow_nvls:
         updates["allow_nvls"] = True
+    if args.eager:
+        updates["capture"] = "eager"
     if updates:
         spec = ProbeRunSpec.model_validate({**spec.model_dump(), **updates})
     return spec
@@ -95,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     out = _out_path(args, run_id)
     say = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     say(f"probe {run_id}: {len(spec.variants)} variants x {len(spec.sizes)} sizes, world size {spec.world_size}, "
-        f"backend {spec.backend}")
+        f"backend {spec.backend}, {spec.mode}")
     result = run_probe(spec, run_id=run_id, progress=say)
     write_result(result, out)
     sys.stdout.write(render_table(result))

@@ -73,8 +73,8 @@ class ProbeResult(_Model):
     warmup_replays: int
     confidence: float
     ci_method: str = "order-statistic interval of the median (binomial, distribution-free)"
-    sample_definition: str = ("one replay of ops_per_graph back-to-back all-reduces divided by ops_per_graph; "
-                              "the slowest rank's time per sample")
+    sample_definition: str = ("ops_per_graph back-to-back all-reduces (one graph replay, or as many eager calls "
+                              "until the stream is idle) divided by ops_per_graph; the slowest rank's time")
     environment: dict[str, Any] = Field(default_factory=dict)
     variants: list[VariantResult]
 
@@ -124,7 +124,7 @@ def build_result(spec: ProbeRunSpec, variants: list[VariantResult], *, run_id: s
     return ProbeResult(
         run_id=run_id, stack=spec.stack, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         complete=all(v.status == "ok" for v in variants), backend=spec.backend,
-        mode="cuda-graph" if spec.backend == "nccl" else "eager", world_size=spec.world_size,
+        mode=spec.mode, world_size=spec.world_size,
         hidden_size=spec.hidden_size, hidden_size_source=spec.hidden_size_source, dtype=spec.dtype,
         ops_per_graph=spec.ops_per_graph, samples=spec.samples, warmup_replays=spec.warmup_replays,
         confidence=spec.confidence, environment=environment, variants=variants)

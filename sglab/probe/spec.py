@@ -65,6 +65,8 @@ class ProbeRunSpec(_Strict):
     hidden_size: int = Field(ge=1)
     hidden_size_source: str
     dtype: Literal["bfloat16"] = "bfloat16"
+    # graph: as SGLang decodes (the measurement); eager: one launch per call (shows what graphs remove).
+    capture: Literal["graph", "eager"] = "graph"
     sizes: list[SizeSpec]
     variants: list[Variant]
     warmup_replays: int = Field(20, ge=1)
@@ -92,6 +94,10 @@ class ProbeRunSpec(_Strict):
                 raise ValueError(f"variants {on} set {NVLS_KEY} to something other than 0 (NVLink multicast); "
                                  "pass --allow-nvls only on a machine whose GPUs nobody else shares")
         return self
+
+    @property
+    def mode(self) -> str:
+        return "cuda-graph" if self.backend == "nccl" and self.capture == "graph" else "eager"
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:

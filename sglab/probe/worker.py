@@ -65,15 +65,18 @@ def _time_graph(x: torch.Tensor, spec: dict[str, Any]) -> list[float]:
 
 
 def _time_eager(x: torch.Tensor, spec: dict[str, Any]) -> list[float]:
-    """gloo/CPU: no graphs; a sample is ops_per_graph eager all-reduces timed with the wall clock."""
+    """No graph: a sample is ops_per_graph eager all-reduces, wall clock until the device is idle (gloo: CPU)."""
     ops = spec["ops_per_graph"]
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
     for _ in range(spec["warmup_replays"]):
         dist.all_reduce(x)
+    sync()
     times = []
     for _ in range(spec["samples"]):
         start = time.perf_counter()
         for _ in range(ops):
             dist.all_reduce(x)
+        sync()
         times.append((time.perf_counter() - start) * 1e6 / ops)
     return times
 
@@ -98,14 +101,15 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     else:
         device = torch.device("cpu")
         dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    graphs = backend == "nccl" and spec.get("capture", "graph") == "graph"
     out: dict[str, Any] = {"rank": rank, "world_size": world_size, "environment": _environment(backend),
-                           "mode": "cuda-graph" if backend == "nccl" else "eager", "sizes": []}
+                           "mode": "cuda-graph" if graphs else "eager", "sizes": []}
     try:
         for size in spec["sizes"]:
             x = torch.zeros(size["bytes"] // 2, dtype=torch.bfloat16, device=device)
             correct = _check_sum(x, world_size)
             dist.barrier()
-            times = _time_graph(x, spec) if backend == "nccl" else _time_eager(x, spec)
+            times = _time_graph(x, spec) if graphs else _time_eager(x, spec)
             out["sizes"].append({"bytes": size["bytes"], "correct": correct, "times_us": times})
             del x
             dist.barrier()
