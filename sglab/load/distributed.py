@@ -3,9 +3,18 @@
 The master owns the schedule: it sends the run settings and each phase (level, round, arm, quota)
 to every worker as Locust custom messages; a worker reports `idle` (with its samples of that phase)
 once its gate is closed or its quota is used and no request is in flight.
+
+Only expected workers count: a worker proves it is one of ours by sending the run's token
+(WORKER_TOKEN_ENV, generated per bench run; in a cluster, shared by the master and worker pods) in a
+HELLO_MESSAGE. The master ignores the stats reports, samples and idle reports of any other worker,
+leaves it out of phases and quotas, and asks it to quit.
 """
 
 from __future__ import annotations
+
+import hmac
+import logging
+import os
 
 import gevent
 
@@ -15,6 +24,10 @@ from sglab.load.settings import LoadSettings
 from sglab.results.schema import RequestSample
 
 WATCH_INTERVAL_S = 0.02
+WORKER_TOKEN_ENV = "SGLAB_WORKER_TOKEN"
+HELLO_MESSAGE = "sglab_hello"
+
+log = logging.getLogger("sglab.load")
 
 
 def on_init(environment) -> None:
@@ -23,6 +36,74 @@ def on_init(environment) -> None:
         return
     if is_worker(environment):
         _install_worker(environment)
+    elif type(runner).__name__ == "MasterRunner" and os.environ.get(WORKER_TOKEN_ENV):
+        ExpectedWorkers.install(environment, os.environ[WORKER_TOKEN_ENV])
+
+
+class _ReportsFromExpected:
+    """Stands in for `events.worker_report` on the master: reports of unexpected workers reach no listener."""
+
+    def __init__(self, hook, gate: "ExpectedWorkers") -> None:
+        self.hook = hook
+        self.gate = gate
+
+    def add_listener(self, handler):
+        return self.hook.add_listener(handler)
+
+    def remove_listener(self, handler) -> None:
+        self.hook.remove_listener(handler)
+
+    def fire(self, *, client_id, **kwargs):
+        if self.gate.accepts(client_id):
+            return self.hook.fire(client_id=client_id, **kwargs)
+        return None
+
+
+class ExpectedWorkers:
+    """The master's list of workers that said hello with the run's token."""
+
+    def __init__(self, environment, token: str) -> None:
+        self.environment = environment
+        self.runner = environment.runner
+        self.token = token
+        self.ids: set[str] = set()
+        self.refused: set[str] = set()
+        self.runner.register_message(HELLO_MESSAGE, self._on_hello)
+        events = environment.events
+        events.worker_report = _ReportsFromExpected(events.worker_report, self)
+
+    @classmethod
+    def install(cls, environment, token: str) -> "ExpectedWorkers":
+        gate = getattr(environment, "sglab_expected_workers", None)
+        if gate is None:
+            gate = cls(environment, token)
+            environment.sglab_expected_workers = gate
+        return gate
+
+    def _on_hello(self, environment, msg, **_kw) -> None:
+        given = str((msg.data or {}).get("token", ""))
+        if hmac.compare_digest(given.encode(), self.token.encode()):
+            self.ids.add(msg.node_id)
+        else:
+            self._refuse(msg.node_id)
+
+    def accepts(self, node_id: str) -> bool:
+        if node_id in self.ids:
+            return True
+        self._refuse(node_id)
+        return False
+
+    def _refuse(self, node_id: str) -> None:
+        if node_id in self.refused:
+            return
+        self.refused.add(node_id)
+        log.warning("ignoring Locust worker %s: it did not present this run's worker token", node_id)
+        try:
+            from locust.rpc import Message
+
+            self.runner.server.send_to_client(Message("quit", None, node_id))
+        except Exception:  # already gone
+            pass
 
 
 def _install_worker(environment) -> None:
@@ -42,6 +123,9 @@ def _install_worker(environment) -> None:
 
     runner.register_message(SETTINGS_MESSAGE, on_settings)
     runner.register_message(PHASE_MESSAGE, on_phase)
+    token = os.environ.get(WORKER_TOKEN_ENV)
+    if token:
+        runner.send_message(HELLO_MESSAGE, {"token": token})
 
     def watch():
         while True:
@@ -60,20 +144,23 @@ def _install_worker(environment) -> None:
 class MasterControl:
     """The master side: broadcast phases, collect idle reports and samples."""
 
-    def __init__(self, environment) -> None:
+    def __init__(self, environment, token: str) -> None:
         self.environment = environment
         self.runner = environment.runner
         self.collector = get_collector(environment)
+        self.expected = ExpectedWorkers.install(environment, token)
         self.idle: dict[int, set[str]] = {}
         self.runner.register_message(IDLE_MESSAGE, self._on_idle)
 
     def _on_idle(self, environment, msg, **_kw):
+        if not self.expected.accepts(msg.node_id):
+            return
         for raw in msg.data.get("samples", ()):
             self.collector.record(RequestSample.model_validate(raw))
         self.idle.setdefault(msg.data["serial"], set()).add(msg.node_id)
 
     def workers(self) -> list[str]:
-        return list(self.runner.clients.keys())
+        return [w for w in self.runner.clients.keys() if w in self.expected.ids]
 
     def send_settings(self, settings: LoadSettings) -> None:
         self.runner.send_message(SETTINGS_MESSAGE, settings.to_message())

@@ -12,6 +12,7 @@ dies or freezes (sglab/load/watchdog.py) ends the run at once as invalid, with t
 
 from __future__ import annotations
 
+import secrets
 import signal
 import time
 from dataclasses import dataclass, field
@@ -149,11 +150,12 @@ class BenchRun:
     def _environment(self, settings: LoadSettings) -> Environment:
         env = Environment(user_classes=[ArmUser], events=Events(), stop_timeout=SETTLE_TIMEOUT_S)
         set_settings(env, settings)
+        token = secrets.token_hex(16)  # only the workers started here may report to this master
         if self.request.workers > 0:
             from sglab.load.workers import LocalWorkers
 
             env.create_master_runner("127.0.0.1", free_port())
-            self.workers = LocalWorkers(self.request.workers, env)
+            self.workers = LocalWorkers(self.request.workers, env, token)
         else:
             env.create_local_runner()
         self.collector = get_collector(env)
@@ -162,7 +164,7 @@ class BenchRun:
         if self.workers is not None:
             from sglab.load.distributed import MasterControl
 
-            self.master = MasterControl(env)
+            self.master = MasterControl(env, token)
             self.workers.start()
             self.master.send_settings(settings)
         return env

@@ -15,6 +15,7 @@ from pathlib import Path
 import gevent
 
 from sglab.config.loader import project_root
+from sglab.load.distributed import WORKER_TOKEN_ENV
 from sglab.load.plugin import RUNNER_ENV
 
 LOCUSTFILE = Path("loadtests") / "locustfile.py"
@@ -26,15 +27,16 @@ def locustfile_path() -> Path:
 
 
 class LocalWorkers:
-    def __init__(self, count: int, environment) -> None:
+    def __init__(self, count: int, environment, token: str) -> None:
         self.count = count
         self.environment = environment
+        self.token = token  # the workers present it to the master (sglab/load/distributed.py)
         self.processes: list[subprocess.Popen] = []
 
     def start(self) -> None:
         runner = self.environment.runner
         port = runner.master_bind_port
-        env = {**os.environ, RUNNER_ENV: "1"}
+        env = {**os.environ, RUNNER_ENV: "1", WORKER_TOKEN_ENV: self.token}
         for _ in range(self.count):
             self.processes.append(subprocess.Popen(
                 [sys.executable, "-m", "locust", "-f", str(locustfile_path()), "--worker",
@@ -42,7 +44,8 @@ class LocalWorkers:
                 env=env, stdin=subprocess.DEVNULL, start_new_session=True,
             ))
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
-        while len(runner.clients.ready) + len(runner.clients.running) < self.count:
+        expected = self.environment.sglab_expected_workers.ids
+        while len(runner.clients.ready) + len(runner.clients.running) < self.count or len(expected) < self.count:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"only {len(runner.clients)} of {self.count} Locust workers connected")
             for proc in self.processes:
