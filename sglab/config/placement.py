@@ -91,19 +91,27 @@ class PodSecurity(Model):
     writable path is an emptyDir: /tmp (SGLang's ZMQ ipc sockets, temp files), /root/.cache (the SGLang
     JIT root, torch compile, FlashInfer JIT, HF modules of --trust-remote-code), /root/.triton (Triton)."""
 
-    run_as_user: Annotated[int, Field(ge=1)] | None = None
+    run_as_user: int | None = None
     read_only_root_filesystem: bool = True
     writable_paths: list[str] = Field(default_factory=lambda: ["/tmp", "/root/.cache", "/root/.triton"])
     writable_size_limit: str = "64Gi"
+
+    @field_validator("run_as_user", mode="before")
+    @classmethod
+    def _non_root(cls, value: Any) -> Any:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{value!r} is not a non-root uid (0 is root); set an integer >= 1, or leave "
+                             "run-as-user unset to keep the image's user")
+        return value
 
     @field_validator("writable_paths")
     @classmethod
     def _paths(cls, paths: list[str]) -> list[str]:
         for path in paths:
             if not path.startswith("/") or path == "/" or any(c.isspace() for c in path):
-                raise ValueError(f"{path!r} is not an absolute directory path (e.g. /tmp)")
+                raise ValueError(f"{path!r} is not an absolute directory path; write it like /tmp or /root/.cache")
         if len(set(paths)) != len(paths):
-            raise ValueError(f"{paths} lists a path twice")
+            raise ValueError(f"{paths} lists a path twice; list each directory once")
         return paths
 
     @field_validator("writable_size_limit")

@@ -138,6 +138,7 @@ def test_project_image_user_matches_the_dockerfile():
     ("pod-security", {"writable-paths": ["/tmp", "/tmp"]}, "writable-paths"),
     ("pod-security", {"writable-paths": ["/"]}, "writable-paths"),
     ("pod-security", {"run-as-user": 0}, "run-as-user"),
+    ("pod-security", {"run-as-user": True}, "run-as-user"),
     ("pod-security", {"writable-size-limit": "lots"}, "writable-size-limit"),
     ("resources", {"cpu-limit": "two"}, "cpu-limit"),
 ])
