@@ -266,6 +266,13 @@ class UiSession:
         self._rows_cache = (now, rows)
         return rows
 
+    def plot_data(self) -> dict:
+        """The gain plot's points, judged as if the test stopped now (like the table)."""
+        from sglab.ui.plot import gain_series
+
+        result = self.run.to_result(time.monotonic(), as_if_stopped=True) if self.run is not None else None
+        return gain_series(result)
+
     def poll_server_accept_length(self) -> None:
         run = self.run
         if run is None or not run.running:

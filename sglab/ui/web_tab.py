@@ -26,6 +26,7 @@ from flask import Response, request
 from sglab.load.collector import get_collector
 from sglab.results.schema import RequestSample
 from sglab.ui import auth, guard
+from sglab.ui.plot import PLOT_PATH, plot_script
 from sglab.ui.session import UiSession
 from sglab.ui.table import table_columns
 
@@ -114,6 +115,21 @@ def _install_web(environment, session: UiSession) -> None:
         logger.warning("sglab: %s", message)
         return Response(json.dumps({"success": False, "message": message}), status=403,
                         mimetype="application/json")
+
+    @app.after_request
+    def _add_plot_script(response: Response) -> Response:
+        """The gain plot's script goes into Locust's own page (its React UI renders tables only)."""
+        if request.endpoint != "locust.index" or response.status_code != 200 or response.mimetype != "text/html":
+            return response
+        html = response.get_data(as_text=True)
+        if "</body>" in html:
+            response.set_data(html.replace("</body>", plot_script(TAB_TITLE) + "</body>", 1))
+        return response
+
+    @app.route(PLOT_PATH)
+    @web_ui.auth_required_if_enabled
+    def _plot_data() -> Response:
+        return Response(json.dumps(session.plot_data()), mimetype="application/json")
 
     @app.after_request
     def _add_ab_stats(response: Response) -> Response:

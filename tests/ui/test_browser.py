@@ -39,6 +39,13 @@ const rows = [...table.querySelectorAll('tbody tr')].map(tr => [...tr.cells].map
 return {head, rows};
 """
 
+PLOT_JS = """
+const line = document.querySelector('#sglab-ab-plot-svg #sglab-ab-gain');
+if (!line) return null;
+const points = line.getAttribute('points').trim().split(/\\s+/).length;
+return points >= 2 ? {points, title: document.querySelector('#sglab-ab-plot-svg text').textContent} : null;
+"""
+
 
 def _browser_available() -> str | None:
     """None when Chromium and chromedriver are there (installing them with tools/install-browser.sh if needed)."""
@@ -123,6 +130,9 @@ def test_ab_tab_in_chromium(tmp_path, browser, output_dir):
             return rows if "[" in decode_gain and "[n/a" not in decode_gain else None
 
         rows = wait_until(table_with_gain, 90, "both arms and a gain with its CI in the A/B tab", 1.0)
+        # the live gain plot above the table: an SVG line over the pseudo-rounds, drawn from /sglab/plot.json
+        plot = wait_until(lambda: browser.execute_script(PLOT_JS), 30, "the gain plot in the A/B tab", 1.0)
+        assert plot["points"] >= 2 and "confidence sequence" in plot["title"], plot
         browser.save_screenshot(str(tmp_path / "ab-tab.png"))
         shutil.copy(tmp_path / "ab-tab.png", output_dir / "ab-tab.png")
 

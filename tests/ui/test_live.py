@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from sglab.analysis.verdict import judge
@@ -153,3 +155,28 @@ def test_table_columns_and_gains_come_from_the_metric_registry():
     assert rows["baseline"]["fake_tokens_per_request"] == pytest.approx(TOKENS)
     assert rows["candidate"]["fake_tokens_per_request"] == pytest.approx(2 * TOKENS)
     assert rows["candidate vs baseline"]["fake_tokens_per_request"].startswith("+100.0%")
+
+
+def test_gain_series_is_the_confidence_sequence_after_each_window():
+    from sglab.analysis.sequential import cs_bounds
+    from sglab.ui.plot import gain_series
+
+    run = _run(window_s=0.5)
+    _feed(run, 8.0)
+    result = run.to_result(now_s=108.0, as_if_stopped=True)
+    series = gain_series(result)
+    assert series["metric"] == "decode_tok_per_s" and series["confidence"] == 0.95
+    (level,) = series["levels"]
+    points = level["points"]
+    assert [p["rounds"] for p in points] == list(range(1, len(points) + 1)) and len(points) >= 10
+    assert points[0]["low"] is None and points[0]["high"] is None  # unbounded at first
+    assert points[-1]["low"] is not None and points[-1]["low"] < points[-1]["gain"] < points[-1]["high"]
+    assert points[-1]["gain"] == pytest.approx(20.0 / 18.0 - 1, rel=0.05)
+    # the band is sequential.cs_bounds over the paired per-window log-ratios, nothing else
+    by_round = {}
+    for r in result.level(1).rounds:
+        by_round.setdefault(r.round_index, {})[r.arm] = r.decode_tok_per_s_mean
+    logs = [math.log(v["candidate"] / v["baseline"]) for _, v in sorted(by_round.items()) if len(v) == 2]
+    _, lower, _ = cs_bounds(logs)
+    assert points[-1]["low"] == pytest.approx(math.expm1(lower[-1]), rel=1e-6)
+    assert gain_series(None)["levels"] == []
