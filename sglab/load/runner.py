@@ -15,7 +15,6 @@ from __future__ import annotations
 import secrets
 import signal
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import gevent
@@ -24,19 +23,18 @@ from locust.env import Environment
 from locust.event import Events
 
 from sglab import __version__ as sglab_version
-from sglab.config.arms import ArmSpec, attribution_arms, baseline_arm, candidate_arm, confounds
-from sglab.config.loader import LoadedStack
-from sglab.config.models import LoadPlan
+from sglab.config.arms import confounds
 from sglab.load import reports
 from sglab.load.collector import Phase, SampleCollector, get_collector
+from sglab.load.owner import this_process
 from sglab.load.profiles import LoadProfile, profile_for
 from sglab.load.progress import BenchProgress
 from sglab.load.schedule import prompt_offset, round_orders
-from sglab.load.server_info import ServerInfoError, flush_cache, get_server_info, live_mismatches, read_accept_length
+from sglab.load.request import BenchRequest, RefusedError, arm_infos, check_live_flags, stack_sim_env
+from sglab.load.server_info import flush_cache, read_accept_length
 from sglab.load.settings import LoadSettings
 from sglab.load.summary import arm_level_summary, round_sample
 from sglab.load.targets import Targets, free_port
-from sglab.load.owner import this_process
 from sglab.load.users import ArmUser, SegmentPacing, set_pacing, set_settings
 from sglab.load.watchdog import ArmWatch, stall_timeout_s, touch
 from sglab.results.schema import ArmInfo, LevelResult, RunResult, Target
@@ -45,59 +43,7 @@ from sglab.results.store import create_run_dir, git_commit, new_run_id, utc_now_
 SETTLE_TIMEOUT_S = 30.0
 POLL_S = 0.01
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal closed
-class RefusedError(Exception):
-    """The run must not start (e.g. live flags differ from the stack); message says why and the fix."""
-
-
-@dataclass
-class BenchRequest:
-    """Everything `sglab bench` decided: the plan, the arms and where they run."""
-
-    loaded: LoadedStack
-    plan: LoadPlan
-    kind: str = "ab"
-    target_kind: str = "sim"
-    urls: dict[str, str] = field(default_factory=dict)
-    sim_env: dict[str, str] = field(default_factory=dict)
-    workers: int = 0
-    out: Path | None = None
-    progress: bool = True
-    check_live_flags: bool = True
-
-    @property
-    def arms(self) -> list[ArmSpec]:
-        stack = self.loaded.config
-        if self.kind == "attribute":
-            return attribution_arms(stack)
-        if self.kind == "aa":
-            base = baseline_arm(stack)
-            return [base, base.with_name("candidate")]
-        return [baseline_arm(stack), candidate_arm(stack)]
-
-
-def arm_infos(request: BenchRequest, urls: dict[str, str]) -> list[ArmInfo]:
-    infos = []
-    for arm in request.arms:
-        role = "candidate" if arm.name != "baseline" and (arm.speculative or request.kind == "aa") else arm.role
-        infos.append(ArmInfo(name=arm.name, role=role, speculative=arm.speculative, url=urls.get(arm.name),
-                             config_hash=arm.config_hash, launch_command=arm.launch_command))
-    return infos
-
-
-def check_live_flags(request: BenchRequest, urls: dict[str, str], infos: list[ArmInfo]) -> list[str]:
-    """Read /get_server_info of every arm; return all mismatches (also recorded on the ArmInfos)."""
-    found: list[str] = []
-    for arm, info in zip(request.arms, infos):
-        try:
-            live = get_server_info(urls[arm.name])
-        except ServerInfoError as exc:
-            mismatch = [f"{arm.name}: cannot read server info ({exc})"]
-        else:
-            mismatch = live_mismatches(arm, live)
-        info.live_flags_checked = True
-        info.live_mismatches = mismatch
-        found += mismatch
-    return found
+__all__ = ["BenchRequest", "BenchRun", "RefusedError", "arm_infos", "check_live_flags", "run_bench", "stack_sim_env"]
 
 
 class BenchRun:
@@ -365,15 +311,6 @@ class BenchRun:
         result.invalid_reason = self.invalid
         self.save(result)
         return result
-
-
-def stack_sim_env(loaded: LoadedStack) -> dict[str, str]:
-    """The stack's `sim:` knobs as SGLAB_SIM_* env (arms of a `backend: sim` stack carry them already)."""
-    stack = loaded.config
-    if stack.backend == "sim":
-        return {}
-    as_sim = stack.model_copy(update={"backend": "sim"})
-    return {k: v for k, v in baseline_arm(as_sim).env.items() if k.startswith("SGLAB_SIM_")}
 
 
 def run_bench(request: BenchRequest) -> tuple[RunResult, Path]:

@@ -1,0 +1,76 @@
+"""What `sglab bench` asks for (plan, arms, target) and the checks before anything is measured."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sglab.config.arms import ArmSpec, attribution_arms, baseline_arm, candidate_arm
+from sglab.config.loader import LoadedStack
+from sglab.config.models import LoadPlan
+from sglab.load.server_info import ServerInfoError, get_server_info, live_mismatches
+from sglab.results.schema import ArmInfo
+
+
+class RefusedError(Exception):
+    """The run must not start (e.g. live flags differ from the stack); message says why and the fix."""
+
+
+@dataclass
+class BenchRequest:
+    """Everything `sglab bench` decided: the plan, the arms and where they run."""
+
+    loaded: LoadedStack
+    plan: LoadPlan
+    kind: str = "ab"
+    target_kind: str = "sim"
+    urls: dict[str, str] = field(default_factory=dict)
+    sim_env: dict[str, str] = field(default_factory=dict)
+    workers: int = 0
+    out: Path | None = None
+    progress: bool = True
+    check_live_flags: bool = True
+
+    @property
+    def arms(self) -> list[ArmSpec]:
+        stack = self.loaded.config
+        if self.kind == "attribute":
+            return attribution_arms(stack)
+        if self.kind == "aa":
+            base = baseline_arm(stack)
+            return [base, base.with_name("candidate")]
+        return [baseline_arm(stack), candidate_arm(stack)]
+
+
+def arm_infos(request: BenchRequest, urls: dict[str, str]) -> list[ArmInfo]:
+    infos = []
+    for arm in request.arms:
+        role = "candidate" if arm.name != "baseline" and (arm.speculative or request.kind == "aa") else arm.role
+        infos.append(ArmInfo(name=arm.name, role=role, speculative=arm.speculative, url=urls.get(arm.name),
+                             config_hash=arm.config_hash, launch_command=arm.launch_command))
+    return infos
+
+
+def check_live_flags(request: BenchRequest, urls: dict[str, str], infos: list[ArmInfo]) -> list[str]:
+    """Read /get_server_info of every arm; return all mismatches (also recorded on the ArmInfos)."""
+    found: list[str] = []
+    for arm, info in zip(request.arms, infos):
+        try:
+            live = get_server_info(urls[arm.name])
+        except ServerInfoError as exc:
+            mismatch = [f"{arm.name}: cannot read server info ({exc})"]
+        else:
+            mismatch = live_mismatches(arm, live)
+        info.live_flags_checked = True
+        info.live_mismatches = mismatch
+        found += mismatch
+    return found
+
+
+def stack_sim_env(loaded: LoadedStack) -> dict[str, str]:
+    """The stack's `sim:` knobs as SGLAB_SIM_* env (arms of a `backend: sim` stack carry them already)."""
+    stack = loaded.config
+    if stack.backend == "sim":
+        return {}
+    as_sim = stack.model_copy(update={"backend": "sim"})
+    return {k: v for k, v in baseline_arm(as_sim).env.items() if k.startswith("SGLAB_SIM_")}
