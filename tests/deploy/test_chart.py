@@ -352,7 +352,7 @@ def test_render_with_hf_token_shows_a_placeholder_secret(tmp_path, monkeypatch, 
 def test_args_and_env_pass_through_verbatim():
     """The chart adds no flag and mangles no value, however it would need quoting in YAML."""
     tricky = ["--json-model-override-args", '{"rope_scaling": {"factor": 2.0}}', "--log-level", "debug",
-              "--chat-template", "a: b #c", "--api-key", "'quoted'"]
+              "--chat-template", "a: b #c", "--tool-call-parser", "'quoted'"]
     stack = _stack_with(server__extra_args=tricky, env={"SGLANG_X": "yes: no # not a comment", "EMPTY": "",
                                                        "NUM": "007"})
     arm = candidate_arm(stack)

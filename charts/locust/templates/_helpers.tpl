@@ -55,24 +55,24 @@ readOnlyRootFilesystem: true
 
 {{/* The root filesystem is read-only: /tmp (Python's tempfile) is the one writable place. */}}
 {{- define "locust.volumeMounts" -}}
-- name: tmp
-  mountPath: /tmp
 {{- if .Values.stackFile.configMap }}
 - name: stack
   mountPath: {{ .Values.stackFile.mountPath | quote }}
   readOnly: true
 {{- end }}
+- name: tmp
+  mountPath: /tmp
 {{- end -}}
 
 {{- define "locust.volumes" -}}
-- name: tmp
-  emptyDir:
-    sizeLimit: 1Gi
 {{- if .Values.stackFile.configMap }}
 - name: stack
   configMap:
     name: {{ .Values.stackFile.configMap | quote }}
 {{- end }}
+- name: tmp
+  emptyDir:
+    sizeLimit: 1Gi
 {{- end -}}
 
 {{- define "locust.resources" -}}
