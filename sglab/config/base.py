@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import re
+import typing
 from typing import Any
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict
+from pydantic import AliasGenerator, BaseModel, ConfigDict, ValidationInfo, field_validator
+
+from sglab.sglang.env import NCCL_ENV_PREFIX, is_hf_token_env, is_secret_env
+from sglab.sglang.sim_knobs import is_sim_env
 
 
 class KeyedValueError(ValueError):
@@ -25,6 +29,21 @@ def _kebab(name: str) -> str:
     return name.replace("_", "-")
 
 
+def _leaf_types(annotation: Any) -> set[Any]:
+    """The scalar types a field annotation accepts, through Annotated, unions and lists."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _leaf_types(typing.get_args(annotation)[0])
+    if origin is not None and origin is not dict:
+        return set().union(*(_leaf_types(a) for a in typing.get_args(annotation)))
+    return {annotation}
+
+
+def _takes_number_not_bool(annotation: Any) -> bool:
+    leaves = _leaf_types(annotation)
+    return bool(leaves & {int, float}) and not leaves & {bool, Any}
+
+
 class Model(BaseModel):
     """Base: kebab-case keys in YAML, unknown keys refused (a typo must never be silently ignored)."""
 
@@ -34,6 +53,19 @@ class Model(BaseModel):
         populate_by_name=True,
         alias_generator=AliasGenerator(validation_alias=_kebab, serialization_alias=_kebab),
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """pydantic reads `true` as 1 for a number; in a stack file that is always a mistake."""
+        flagged = value if isinstance(value, bool) else next(
+            (v for v in value if isinstance(v, bool)), None) if isinstance(value, list) else None
+        if flagged is not None:
+            field = cls.model_fields.get(info.field_name or "")
+            if field is not None and _takes_number_not_bool(field.annotation):
+                raise ValueError(f"is a boolean ({str(flagged).lower()}), but this key takes a number; "
+                                 "write the number itself, not true/false")
+        return value
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -68,3 +100,32 @@ class SecretValue(str):
 
     def __repr__(self) -> str:
         return "SecretValue('***')"
+
+
+def check_env(env: Any, nccl_key: str) -> Any:
+    """Names of plain env variables: valid, not NCCL_* (typed under `nccl_key`), not SGLAB_SIM_*, no secret.
+
+    Runs before type coercion, so a secret's value is never echoed in an error.
+    """
+    if not isinstance(env, dict):
+        return env
+    for key in env:
+        key = str(key)
+        if is_hf_token_env(key):
+            raise KeyedValueError((key,), f"{key} carries the Hugging Face token, which must not be plain text "
+                                          "(validate and render would print it, and it would be stored in the "
+                                          "Deployment and the stack ConfigMap); delete it and set the secret: "
+                                          "pulumi config set --secret sglab:hf-token <token>")
+        if is_secret_env(key):
+            raise KeyedValueError((key,), f"{key} is named like a secret (a token, key or password), which must "
+                                          "not be plain text in the stack file; delete it: secrets reach the "
+                                          "servers only as Pulumi secrets (the HF token: pulumi config set "
+                                          "--secret sglab:hf-token <token>)")
+        if not _ENV_NAME.match(key):
+            raise KeyedValueError((key,), f"{key!r} is not a valid environment variable name; use letters, digits "
+                                          "and '_', not starting with a digit")
+        if key.startswith(NCCL_ENV_PREFIX):
+            raise KeyedValueError((key,), f"{key} belongs under {nccl_key}, where it is type-checked; move it there")
+        if is_sim_env(key):
+            raise KeyedValueError((key,), f"{key} is a simulator knob; set it under sim instead")
+    return env

@@ -6,6 +6,7 @@ callers print it and exit 2. No traceback reaches a user for bad input.
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,10 +16,11 @@ from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from sglab.config.models import KeyedValueError, StackConfig
+from sglab.config.models import SECRET_FIELDS, KeyedValueError, StackConfig
 from sglab.config.nccl import KNOWN_NCCL_KEYS, UnknownNcclKeyWarning
 from sglab.errors import ConfigError, guess
 from sglab.paths import list_stacks, project_root, stack_path, stacks_dir
+from sglab.sglang.env import is_secret_env
 
 NAMESPACE = "sglab"
 # Other namespaces a stack file may hold (provider settings); everything else is a typo.
@@ -34,10 +36,23 @@ class LoadedStack:
     raw: dict[str, Any] = field(default_factory=dict)
 
 
+# Pulumi's rule for stack names (letters, digits, '-', '_', '.'; at most 100 characters).
+_STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+
 def load_stack(name: str, root: Path | None = None, *, path: Path | None = None) -> LoadedStack:
     """Load and validate a stack by name (or an explicit file path)."""
+    if path is None and not _STACK_NAME.match(name):
+        shown = name if len(name) <= 40 else name[:40] + "..."
+        raise ConfigError(stacks_dir(root), None, f"{shown!r} ({len(name)} characters) is not a stack name",
+                          "a stack name is 1 to 100 letters, digits, '-', '_' or '.' (the file is "
+                          "stacks/Pulumi.<name>.yaml); see `sglab validate --help` or list stacks/")
     path = path or stack_path(name, root)
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except OSError as exc:
+        raise ConfigError(path, None, f"cannot read the stack file: {exc.strerror}") from None
+    if not exists:
         known = ", ".join(list_stacks(root)) or "none"
         raise ConfigError(path, None, f"stack file not found (stack '{name}')", f"known stacks: {known}; "
                           f"or create {path.name} under stacks/")
@@ -58,19 +73,83 @@ def load_mapping(name: str, path: Path, namespaced: dict[str, Any]) -> LoadedSta
     return LoadedStack(name=name, path=path, config=config, warnings=notes, raw=namespaced)
 
 
-def _read_yaml(path: Path) -> Any:
+# Shipped stacks are 1-2 KB. ruamel's round-trip parser is superlinear (measured: 115 KiB of keys in one
+# mapping take 2.7 s, 512 KiB of comments 1.8 s), so anything far beyond a real stack is refused unread.
+MAX_STACK_BYTES = 64 * 1024
+# Values after YAML aliases (&a / *a) are expanded: a 1.6 KB file of nested aliases expands to 10^9.
+MAX_EXPANDED_VALUES = 20_000
+_BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
+         (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
+def _read_text(path: Path) -> str:
+    """The file as text: bounded in size, UTF-8 (a byte-order mark of UTF-8/16/32 is honoured)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        if size > MAX_STACK_BYTES:
+            raise ConfigError(path, None, f"the stack file is {size / 1024 / 1024:.1f} MiB, larger than the "
+                              f"{MAX_STACK_BYTES // 1024} KiB a stack file may be",
+                              "a stack holds a few settings (the shipped ones are 1-2 KB): remove what is not "
+                              "sglab config (long comments, pasted data)")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_STACK_BYTES + 1)
     except OSError as exc:
         raise ConfigError(path, None, f"cannot read the stack file: {exc.strerror}") from None
+    encoding = next((name for bom, name in _BOMS if data.startswith(bom)), "utf-8")
     try:
-        return YAML(typ="rt").load(text)
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(path, None, f"not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 1]!r})",
+                          "save the file as UTF-8", line) from None
+
+
+def _read_yaml(path: Path) -> Any:
+    text = _read_text(path)
+    try:
+        document = YAML(typ="rt").load(text)
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(path, None, f"broken YAML: {problem}",
                           "fix the indentation/quoting at that line (YAML uses spaces, not tabs)", line) from None
+    except RecursionError:
+        raise ConfigError(path, None, "the YAML is nested too deeply to read",
+                          "a stack file is a few levels deep; remove the nesting") from None
+    _check_expansion(document, path)
+    return document
+
+
+def _check_expansion(document: Any, path: Path) -> None:
+    """Refuse a document whose aliases expand beyond MAX_EXPANDED_VALUES values (a "billion laughs").
+
+    Counts with memoisation on the shared nodes, so the count itself costs one pass over the file's nodes.
+    """
+    sizes: dict[int, int] = {}
+
+    def size(node: Any, depth: int) -> int:
+        if depth > 100:
+            raise ConfigError(path, None, "the YAML is nested more than 100 levels deep",
+                              "a stack file is a few levels deep; remove the nesting")
+        if not isinstance(node, (dict, list)):
+            return 1
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        children = node.values() if isinstance(node, dict) else node
+        total = 1
+        for child in children:
+            total += size(child, depth + 1)
+            if total > MAX_EXPANDED_VALUES:
+                break
+        sizes[id(node)] = total
+        return total
+
+    if size(document, 0) > MAX_EXPANDED_VALUES:
+        raise ConfigError(path, None, f"YAML aliases (&name / *name) expand this file to more than "
+                          f"{MAX_EXPANDED_VALUES} values", "write the values out, or use aliases only for a few "
+                          "repeated small blocks")
 
 
 def _sglab_keys(document: Any, path: Path) -> dict[str, Any]:
@@ -206,10 +285,12 @@ def _from_validation(exc: ValidationError, path: Path, namespaced: dict[str, Any
         expected = err.get("ctx", {}).get("expected", "")
         fix = f"use one of {expected}"
         return ConfigError(path, key, f"invalid value {err.get('input')!r}", fix, line)
-    if "nccl" in [str(p) for p in loc] and "NCCL_" in msg:
+    if "nccl" in [str(p) for p in loc] and "NCCL_" in msg and ";" not in msg:
         fix = "use one of the values NCCL documents (see docs/config.md#nccl)"
     if kind.endswith("_type") or kind.endswith("_parsing"):
-        return ConfigError(path, key, f"{msg} (got {err.get('input')!r})", "give a value of that type", line)
+        secret = any(is_secret_env(str(p)) or str(p).replace("-", "_") in SECRET_FIELDS for p in loc)
+        got = "" if secret else f" (got {err.get('input')!r})"
+        return ConfigError(path, key, f"{msg}{got}", "give a value of that type", line)
     if ";" in msg and fix is None:
         problem, _, rest = msg.partition(";")
         return ConfigError(path, key, problem.strip(), rest.strip(), line)

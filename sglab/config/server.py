@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sglab.config.base import KeyedValueError, Model
+from sglab.config.base import KeyedValueError, Model, check_env
 from sglab.config.nccl import NcclEnv
 from sglab.sglang import flags, rules
 
@@ -28,7 +28,7 @@ def check_extra_args(args: list[str]) -> list[str]:
         flags.decode(args)
     except flags.FlagError as exc:
         raise ValueError(f"{exc}; fix the argument list (SGLang's launch_server would refuse it)") from None
-    conflict = flags.managed_conflict(args)
+    conflict = flags.secret_conflict(args) or flags.managed_conflict(args)
     if conflict:
         raise ValueError(conflict)
     return args
@@ -119,6 +119,16 @@ class SpeculativeSpec(Model):
                 f"({auto} for most models, {llama} for Llama/Grok), so the benchmark would not say what "
                 "it measured; set all three"
             )
+        too_big = rules.out_of_bounds(steps, topk, draft)
+        if too_big is not None:
+            name, value, bound = too_big
+            key = {"num_steps": "num-steps", "eagle_topk": "eagle-topk", "num_draft_tokens": "num-draft-tokens"}[name]
+            raise KeyedValueError(
+                key,
+                f"{key} is {value}, beyond what SGLang can run (it allocates draft slots and CUDA graphs for the "
+                f"whole draft shape; published EAGLE-3 setups use under 10 steps, topk 10, 64 draft tokens); "
+                f"use at most {bound}"
+            )
         adjusted = rules.adjusted_num_draft_tokens(steps, topk, draft)
         if adjusted != draft:
             raise KeyedValueError(
@@ -147,6 +157,11 @@ class CandidateConfounds(Model):
     nccl: NcclEnv | None = None
     env: dict[str, str] | None = None
     server: ServerOverrides | None = None
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, env: Any) -> Any:
+        return check_env(env, "candidate.confounds.nccl")
 
 
 class CandidateSpec(Model):

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from sglab.config.base import _DNS_LABEL, _ENV_NAME, KeyedValueError, Model, SecretValue, _kebab
+from sglab.config.base import _DNS_LABEL, KeyedValueError, Model, SecretValue, _kebab, check_env
 from sglab.config.jobs import BenchmarkJob, LocustSpec
 from sglab.config.loadplan import LoadPlan
 from sglab.config.nccl import NcclEnv
@@ -17,8 +17,6 @@ from sglab.config.probe import ProbeSpec
 from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
 from sglab.config.sim import SimSpec
 from sglab.sglang import rules
-from sglab.sglang.env import NCCL_ENV_PREFIX
-from sglab.sglang.sim_knobs import is_sim_env
 
 # StackConfig fields that must be Pulumi secrets (`{secure: ...}` in the stack file, `--secret` in Pulumi).
 SECRET_FIELDS = ("hf_token", "locust_password")
@@ -62,22 +60,10 @@ class StackConfig(Model):
             raise ValueError(f"{value!r} is not a valid namespace (lowercase letters, digits and '-', max 63)")
         return value
 
-    @field_validator("env")
+    @field_validator("env", mode="before")
     @classmethod
-    def _env(cls, env: dict[str, str]) -> dict[str, str]:
-        for key in env:
-            if not _ENV_NAME.match(key):
-                raise KeyedValueError((key,), f"{key!r} is not a valid environment variable name")
-            if key.startswith(NCCL_ENV_PREFIX):
-                raise KeyedValueError(key, f"{key} belongs under nccl, where it is type-checked; move it there")
-            if key == "HF_TOKEN":
-                raise KeyedValueError(
-                    key,
-                    "HF_TOKEN must not be plain text; set it as a secret: pulumi config set --secret sglab:hf-token"
-                )
-            if is_sim_env(key):
-                raise KeyedValueError(key, f"{key} is a simulator knob; set it under sim instead")
-        return {k: str(v) for k, v in env.items()}
+    def _env(cls, env: Any) -> Any:
+        return check_env(env, "nccl")
 
     @field_validator(*SECRET_FIELDS)
     @classmethod

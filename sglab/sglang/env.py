@@ -23,3 +23,23 @@ def without_server_env(environ: Mapping[str, str], *also: str) -> dict[str, str]
 def nccl_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The NCCL_* part of an environment, sorted by name."""
     return {k: v for k, v in sorted(environ.items()) if k.startswith(NCCL_ENV_PREFIX)}
+
+
+# Variables that carry a secret by their name. The Hugging Face token has its own Pulumi secret
+# (sglab:hf-token); huggingface_hub reads HF_TOKEN and the older HUGGING_FACE_HUB_TOKEN, and tools
+# around it use the other spellings.
+HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_TOKEN", "HUGGINGFACE_TOKEN", "HUGGINGFACEHUB_API_TOKEN",
+                "HF_API_TOKEN", "HF_HUB_ACCESS_TOKEN")
+# Any other variable whose name ends like this is treated as a secret too (OPENAI_API_KEY, WANDB_API_KEY, ...).
+SECRET_ENV_SUFFIXES = ("_TOKEN", "_API_KEY", "_APIKEY", "_SECRET", "_SECRET_KEY", "_ACCESS_KEY", "_PRIVATE_KEY",
+                       "_PASSWORD", "_PASSWD", "_CREDENTIALS")
+
+
+def is_hf_token_env(name: str) -> bool:
+    return name.upper() in HF_TOKEN_ENV
+
+
+def is_secret_env(name: str) -> bool:
+    """True when a variable of this name carries a secret and must never be plain text or printed."""
+    upper = name.upper()
+    return upper in HF_TOKEN_ENV or upper.endswith(SECRET_ENV_SUFFIXES)

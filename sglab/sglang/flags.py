@@ -96,6 +96,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--log-level", default="info"),
     Flag("--api-key", secret=True),
     Flag("--admin-api-key", secret=True),
+    Flag("--ssl-keyfile-password", secret=True),
     Flag("--enable-metrics", None, False, managed_by="server.enable-metrics"),
     Flag("--decode-log-interval", int, 40),
     Flag("--enable-cache-report", None, False),
@@ -237,6 +238,25 @@ def managed_conflict(argv: Sequence[str]) -> str | None:
             return f"{option} is managed by sglab; {where} (extra-args must not set it)"
         return (f"{option} is an {how} of {managed.name} to SGLang's parser, and {managed.name} is managed by sglab; "
                 f"{where} (extra-args must not set it by any spelling)")
+    return None
+
+
+def secret_conflict(argv: Sequence[str]) -> str | None:
+    """Why argv would put a secret in plain text (a secret-bearing flag by any spelling), or None.
+
+    The message is 'problem; fix' and never contains the value.
+    """
+    for token in argv:
+        if not _is_option(token):
+            continue
+        option = token.partition("=")[0]
+        found = spelled_as(option)
+        if found is not None and found[0].secret:
+            spelled = "" if found[1] == "name" else f" (SGLang reads it as {found[0].name})"
+            return (f"{option}{spelled} carries a secret, which would be printed in the launch command and stored "
+                    "in plain text in the Deployment and the stack ConfigMap; remove it from extra-args: secrets "
+                    "reach the servers only as Pulumi secrets (the HF token: pulumi config set --secret "
+                    "sglab:hf-token <token>)")
     return None
 
 

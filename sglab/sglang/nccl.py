@@ -116,6 +116,8 @@ def normalise(name: str, value: Any) -> str:
     var = nccl_var(name)
     if var is None:
         return _scalar_text(name, value)
+    if var.kind == "int" and isinstance(value, bool):
+        raise NcclValueError(f"{str(value).lower()} is a boolean, but {name} takes an integer; write the number")
     if var.kind in ("int", "switch") and isinstance(value, str):
         stripped = value.strip()
         value = int(stripped) if re.fullmatch(r"-?[0-9]+", stripped) else value

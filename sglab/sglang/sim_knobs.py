@@ -42,11 +42,11 @@ class SimKnob:
     def check(self, value: Any) -> None:
         """ValueError when a value is outside the knob's bounds."""
         if self.ge is not None and value < self.ge:
-            raise ValueError(f"{self.flag} / {self.env} must be >= {self.ge:g}, got {value}")
+            raise ValueError(f"{self.name} ({self.flag} / {self.env}) must be >= {self.ge:g}, got {value}")
         if self.gt is not None and value <= self.gt:
-            raise ValueError(f"{self.flag} / {self.env} must be > {self.gt:g}, got {value}")
+            raise ValueError(f"{self.name} ({self.flag} / {self.env}) must be > {self.gt:g}, got {value}")
         if self.le is not None and value > self.le:
-            raise ValueError(f"{self.flag} / {self.env} must be <= {self.le:g}, got {value}")
+            raise ValueError(f"{self.name} ({self.flag} / {self.env}) must be <= {self.le:g}, got {value}")
 
 
 SIM_KNOBS: tuple[SimKnob, ...] = (

@@ -148,6 +148,11 @@ def _resolve_speculative(values: dict[str, Any], notes: list[str]) -> SpecSetup 
     if steps < 1 or topk < 1 or draft < 1:
         raise SimArgsError("--speculative-num-steps, --speculative-eagle-topk and --speculative-num-draft-tokens "
                            "must be >= 1")
+    too_big = rules.out_of_bounds(steps, topk, draft)
+    if too_big is not None:
+        name, value, bound = too_big
+        raise SimArgsError(f"--speculative-{name.replace('_', '-')} {value} is beyond what SGLang can run; "
+                           f"use at most {bound}")
     if rules.adjusted_num_draft_tokens(steps, topk, draft) != draft:
         notes.append("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
                      "speculative_eagle_topk == 1")

@@ -126,3 +126,10 @@ def test_list_valued_flags_and_abbreviations_are_read_like_sglang():
     assert config.max_running_requests == 64 and config.server_args["tp_size"] == 2
     with pytest.raises(SystemExit):
         parse_sim_args(["--model-path", "m", "--enable", "x"], env={})  # ambiguous, as in SGLang
+
+
+def test_an_unrealistic_draft_shape_is_refused_before_anything_is_allocated():
+    eagle = ["--model-path", "m", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d"]
+    with pytest.raises(SimArgsError, match="at most 32"):
+        parse_sim_args(eagle + ["--speculative-num-steps", "1000000000", "--speculative-eagle-topk", "1",
+                                "--speculative-num-draft-tokens", "1000000001"], env={})
