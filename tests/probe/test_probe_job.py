@@ -126,3 +126,31 @@ def test_sglab_probe_nccl_prints_the_job(capsys):
 
     docs = [d for d in yaml.safe_load_all(out) if d]
     assert [d["kind"] for d in docs] == [m["kind"] for m in probe_plan(load_stack(STACK).config, STACK).manifests()]
+
+
+def test_shipped_modules_import_only_stdlib_torch_pydantic_and_each_other():
+    """What the Job mounts into the server image must not need the rest of sglab (checked statically; the gloo
+    smoke test runs them from the materialized ConfigMap too)."""
+    import ast
+    import sys
+    from pathlib import Path
+
+    from sglab.deploy.probe_job import SHIPPED_MODULES
+
+    here = Path(__file__).resolve().parents[2] / "sglab" / "probe"
+    allowed = {f"sglab.probe.{m}" for m in SHIPPED_MODULES} | {"sglab.probe"}
+    bad = []
+    for module in SHIPPED_MODULES:
+        tree = ast.parse((here / f"{module}.py").read_text())
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
+            for name in names:
+                top = name.split(".")[0]
+                if name.startswith("sglab"):
+                    if name not in allowed:
+                        bad.append(f"{module}: {name}")
+                elif top not in sys.stdlib_module_names and top not in ("torch", "pydantic", "__future__"):
+                    bad.append(f"{module}: {name}")
+    # nccl.py's --stack path reaches for the loader and results store only when sglab is installed
+    assert sorted(bad) == ["nccl: sglab.config.loader", "nccl: sglab.probe.plan", "nccl: sglab.results.store"]
