@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ from pathlib import Path
 import httpx
 
 from sglab.config.arms import ArmSpec
+from sglab.netutil import free_port
+from sglab.sglang.env import without_server_env
 
 HEALTH_TIMEOUT_S = 60.0
 PARENT_PID_ENV = "SGLAB_PARENT_PID"  # read by sglab/sim/server.py: exit when this process is gone
@@ -29,12 +30,6 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 class TargetError(Exception):
     pass
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def local_args(args: tuple[str, ...] | list[str], port: int) -> list[str]:
@@ -89,8 +84,7 @@ def die_with_parent(parent_pid: int):
 
 def start_sim(arm: ArmSpec, *, extra_env: dict[str, str] | None = None, log_dir: Path | None = None) -> SimProcess:
     port = free_port()
-    inherited = {k: v for k, v in os.environ.items()
-                 if not k.startswith(("NCCL_", "SGLAB_SIM_")) and k != PARENT_PID_ENV}
+    inherited = {k: v for k, v in without_server_env(os.environ).items() if k != PARENT_PID_ENV}
     env = {**inherited, **arm.env, **(extra_env or {})}  # the server sees exactly the arm's env
     env[PARENT_PID_ENV] = str(os.getpid())
     log_path = log_dir / f"sim-{arm.name}.log" if log_dir else None

@@ -10,7 +10,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,9 @@ from pathlib import Path
 
 import httpx
 
+from sglab.netutil import free_port
+from sglab.sglang.env import without_server_env
+
 ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = ROOT / "loadtests" / "locustfile.py"
 UI_PLUGIN = ROOT / "sglab" / "ui" / "locust_plugin.py"  # the A/B tab, loaded beside the locustfile
@@ -28,12 +30,6 @@ OUTPUT_DIR = ROOT / "test-output" / "ui"
 STACK = "eagle-nccl-ll"
 WINDOW_S = "2"  # short pseudo-rounds so a test sees several within seconds
 STOP_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_until(check: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.5):
@@ -52,7 +48,7 @@ def wait_until(check: Callable[[], object], timeout_s: float, what: str, interva
 
 def child_env(tmp_path: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The test's environment minus anything that would steer the child (UI, NCCL, simulator knobs)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLAB_UI_", "NCCL_", "SGLAB_SIM_"))}
+    env = without_server_env(os.environ, "SGLAB_UI_")
     env.update({"SGLAB_RESULTS_DIR": str(tmp_path / "results"), "SGLAB_UI_WINDOW_S": WINDOW_S,
                 "PYTHONUNBUFFERED": "1"})
     env.update(extra or {})
