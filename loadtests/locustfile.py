@@ -8,6 +8,7 @@ beside this file (`-f loadtests/locustfile.py,sglab/ui/locust_plugin.py`); nothi
 """
 
 import os
+import sys
 
 from locust import events
 
@@ -15,6 +16,18 @@ from sglab.load import plugin
 from sglab.load.users import BaselineUser, CandidateUser
 
 plugin.install(events)
+
+UI_PLUGIN_MODULE = "sglab.ui.web_tab"  # checked by name only: this file must not import the UI
+
+
+@events.init.add_listener
+def _login_needs_the_ui_plugin(environment, **_kwargs) -> None:
+    """`--web-login` is implemented by the UI plugin; without it Locust's login would protect nothing."""
+    web_ui = environment.web_ui
+    if web_ui is not None and web_ui.web_login and UI_PLUGIN_MODULE not in sys.modules:
+        sys.stderr.write("error: --web-login needs sglab's UI plugin, which provides the login; run "
+                         "locust -f loadtests/locustfile.py,sglab/ui/locust_plugin.py ...\n")
+        sys.exit(2)
 
 if os.environ.get(plugin.RUNNER_ENV):
     # distributed `sglab bench` workers: one user class follows the master's phase (arm, level, round)

@@ -164,3 +164,12 @@ def test_login_limiter_window_slides_and_success_clears():
     assert limiter.retry_after_s("a") == 10
     limiter.succeeded("a")
     assert limiter.retry_after_s("a") is None
+
+
+def test_login_without_the_ui_plugin_is_refused(tmp_path):
+    """The login lives in the UI plugin: plain `-f loadtests/locustfile.py --web-login` must not serve unprotected."""
+    env = child_env(tmp_path, {"SGLAB_UI_PASSWORD": PASSWORD})
+    out = run_to_exit(locust_command("--web-login", "--web-host", "127.0.0.1", "--web-port", str(free_port()),
+                                     ui=False), env, timeout_s=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "sglab/ui/locust_plugin.py" in out.stderr
