@@ -33,6 +33,7 @@ LOGIN_SECRET = f"{RELEASE}-web-login"
 LOGIN_SECRET_KEY = "password"
 STACK_CONFIGMAP = f"{RELEASE}-stack"
 PASSWORD_CONFIG_KEY = "locust-password"
+UI_PLUGIN = "sglab/ui/locust_plugin.py"  # the A/B tab and its login; the master loads it beside the locustfile
 
 
 def web_service(release: str = RELEASE) -> str:
@@ -66,6 +67,7 @@ def chart_values(stack: StackConfig, stack_name: str) -> dict[str, Any]:
         "partOf": PART_OF,
         "image": {"name": locust.image or stack.project_image, "pullPolicy": stack.image_pull_policy},
         "locustfile": locust.locustfile,
+        "uiPlugin": UI_PLUGIN,
         "targets": {
             "baselineUrl": service_url(stack.namespace, "baseline", base.port),
             "candidateUrl": service_url(stack.namespace, "candidate", cand.port),
