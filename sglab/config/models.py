@@ -12,7 +12,8 @@ from sglab.config.base import (_CPU, _DNS_LABEL, _DNS_SUBDOMAIN, _ENV_NAME, _LAB
                                KeyedValueError, Model, SecretValue, _check_labels, _kebab)
 from sglab.config.jobs import BenchmarkJob, LocustSpec, _PodRequests
 from sglab.config.loadplan import LoadPlan, PromptSpec
-from sglab.config.placement import DisruptionBudget, NetworkPolicySpec, Placement, Resources, Rollout, Toleration
+from sglab.config.placement import (DisruptionBudget, NetworkPolicySpec, Placement, PodSecurity, Resources, Rollout,
+                                    Toleration)
 from sglab.config.policy import PromotionPolicy
 from sglab.config.server import (DRAFT_MODEL_ALGORITHMS, FORCES_MAX_RUNNING, MANAGED_FLAGS,
                                  SGLANG_FORCED_MAX_RUNNING_REQUESTS, CandidateConfounds, CandidateSpec, ModelSpec,
@@ -23,7 +24,7 @@ from sglab.config.stack import SECRET_FIELDS, StackConfig
 __all__ = [
     "BenchmarkJob", "CandidateConfounds", "CandidateSpec", "DRAFT_MODEL_ALGORITHMS", "DisruptionBudget",
     "FORCES_MAX_RUNNING", "KeyedValueError", "LoadPlan", "LocustSpec", "MANAGED_FLAGS", "Model", "ModelSpec",
-    "ModelVolume", "NetworkPolicySpec", "Placement", "PromotionPolicy", "PromptSpec", "Resources", "Rollout",
+    "ModelVolume", "NetworkPolicySpec", "Placement", "PodSecurity", "PromotionPolicy", "PromptSpec", "Resources", "Rollout",
     "SECRET_FIELDS", "SGLANG_FORCED_MAX_RUNNING_REQUESTS", "SecretValue", "ServerFlags", "ServerOverrides",
     "SimFaults", "SimSpec", "SpeculativeAlgorithm", "SpeculativeSpec", "StackConfig", "Toleration",
     "_CPU", "_DNS_LABEL", "_DNS_SUBDOMAIN", "_ENV_NAME", "_LABEL_NAME", "_LABEL_VALUE", "_PodRequests", "_QUANTITY",

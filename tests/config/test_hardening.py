@@ -209,10 +209,15 @@ def test_a_300_character_stack_name_is_a_clean_error(stacks, capsys):
     assert "stack name" in err and "\n  fix: " in err
 
 
-def test_a_closed_stdout_pipe_ends_quietly():
-    reader = subprocess.Popen([sys.executable, "-m", "sglab.cli", "validate", "--stack", "eagle-nccl-ll"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    reader.stdout.close()  # what `| head -0` does
-    _, err = reader.communicate(timeout=60)
+def test_a_closed_stdout_pipe_ends_quietly(tmp_path):
+    import os
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # what `| head -0` does: nobody reads
+    with open(tmp_path / "stderr", "wb") as stderr:
+        reader = subprocess.Popen([sys.executable, "-m", "sglab.cli", "validate", "--stack", "eagle-nccl-ll"],
+                                  stdout=write_end, stderr=stderr)
+        os.close(write_end)
+        reader.wait(timeout=60)
+    err = (tmp_path / "stderr").read_bytes()
     assert b"Traceback" not in err and b"BrokenPipe" not in err, err
     assert reader.returncode != 0 or err == b""
