@@ -155,6 +155,20 @@ def test_without_login_there_is_no_secret_and_no_login_flag():
     assert PASSWORD_ENV not in {e["name"] for e in container(master)["env"]}
 
 
+def test_without_login_the_master_listens_on_loopback_only():
+    """The UI plugin refuses an open bind without login (exit 2), so a no-login master binds 127.0.0.1
+    (reached by `kubectl port-forward`) and its readiness cannot probe the web port over the pod IP."""
+    run = locust_run({"web-login": False}, secrets=None)
+    master = next(d for d in by_kind(render(chart_inputs(run)), "Deployment")
+                  if d["metadata"]["name"].endswith("-master"))
+    args = container(master)["args"]
+    assert args[args.index("--web-host") + 1] == "127.0.0.1"
+    assert container(master)["readinessProbe"]["tcpSocket"]["port"] != "web"
+    logged_in = next(d for d in by_kind(render(chart_inputs(locust_run())), "Deployment")
+                     if d["metadata"]["name"].endswith("-master"))
+    assert "--web-host" not in container(logged_in)["args"]
+
+
 @pytest.mark.parametrize("service_type", ["ClusterIP", "NodePort", "LoadBalancer"])
 def test_only_the_web_service_follows_service_type(service_type):
     services = by_kind(render(chart_inputs(locust_run({"service-type": service_type}))), "Service")
