@@ -69,3 +69,18 @@ def out_of_bounds(num_steps: int, eagle_topk: int, num_draft_tokens: int) -> tup
         if value > SHAPE_BOUNDS[name]:
             return name, value, SHAPE_BOUNDS[name]
     return None
+
+
+# --speculative-adaptive (SGLang PR #21599): EMA-driven num_steps, one CUDA graph per tier. Only EAGLE/EAGLE3
+# with eagle-topk 1; any other configuration silently falls back to static speculation (#23289).
+ADAPTIVE_FLAG = "--speculative-adaptive"
+ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
+
+
+def adaptive_fallback(algorithm: str, eagle_topk: int) -> str | None:
+    """Why SGLang would silently run this configuration static despite --speculative-adaptive, or None."""
+    if canonical_algorithm(algorithm) not in ADAPTIVE_ALGORITHMS:
+        return f"algorithm {algorithm} is not EAGLE/EAGLE3"
+    if eagle_topk != 1:
+        return f"eagle-topk is {eagle_topk}, not 1"
+    return None

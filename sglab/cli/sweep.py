@@ -1,0 +1,176 @@
+"""`sglab sweep --stack S`: find the best candidate of the stack's `sglab:sweep` grid, then confirm it.
+
+    sglab sweep --stack eagle-sweep --quick            # the quick-arms subset on simulators (2 cores)
+    sglab sweep --stack eagle-sweep --list             # the grid: arms and skipped combinations
+    sglab sweep --stack eagle-sweep --resume RUN       # continue an interrupted sweep
+    sglab sweep --stack eagle-sweep --probe PROBE_RUN  # leave out NCCL variants the probe shows slower
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from sglab.cli import UsageError
+from sglab.config.loader import load_stack
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="sweep the stack's sglab:sweep grid against one baseline, confirm the winner")
+    p.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml) with sglab:sweep")
+    p.add_argument("--quick", action="store_true",
+                   help="CI preset on simulators: sweep.quick-arms only, the bench's --quick plan (10x speed)")
+    p.add_argument("--list", action="store_true", help="print the expanded grid (arms, skipped with reasons); run nothing")
+    p.add_argument("--resume", metavar="RUN", help="continue the interrupted sweep RUN (its run id or directory)")
+    p.add_argument("--max-rounds", type=int, help="rounds at most per gated level (default: sweep.max-rounds)")
+    p.add_argument("--round-s", type=float, help="seconds per arm per round")
+    p.add_argument("--probe", metavar="RUN", help="an NCCL probe run: skip variants it shows slower than the default")
+    p.add_argument("--no-prune", action="store_true", help="with --probe: keep every NCCL variant (opt out)")
+    p.add_argument("--no-confirm", action="store_true", help="stop after the sweep (no confirmation A/B)")
+    p.add_argument("--time-scale", type=float, help="simulator time scale (default: the stack's; --quick: 10)")
+    p.add_argument("--out", help="results root (default: results/ or $SGLAB_RESULTS_DIR)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+from sglab.sweep.grid import QUICK_REASON  # noqa: E402
+
+
+def _skip_variants(loaded, args) -> dict[str, str]:
+    if not args.probe or args.no_prune:
+        return {}
+    from sglab.probe.prune import prune_variants
+    from sglab.probe.result import load_probe
+
+    try:
+        probe = load_probe(args.probe)
+    except ValueError as exc:
+        raise UsageError(f"--probe {args.probe}: {exc}") from None
+    decision = prune_variants(probe, loaded.config.sweep.variants())
+    for note in decision.notes:
+        print(f"probe: {note}", file=sys.stderr)
+    return {s.name: s.reason for s in decision.skipped}
+
+
+def _grid(loaded, args):
+    from sglab.sweep.grid import expand, quick_subset
+
+    grid = expand(loaded, skip_variants=_skip_variants(loaded, args))
+    if args.quick:
+        try:
+            grid = quick_subset(grid, loaded.config.sweep)
+        except ValueError as exc:
+            raise UsageError(f"{loaded.path}: sweep.quick-arms: {exc}") from None
+    return grid
+
+
+def _run_dir(loaded, args) -> Path:
+    from sglab.results.store import results_root
+
+    given = Path(args.resume)
+    if given.is_dir():
+        return given
+    path = (Path(args.out) if args.out else results_root()) / loaded.name / args.resume
+    if not path.is_dir():
+        raise UsageError(f"--resume {args.resume}: no sweep run at {path}")
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_stack(args.stack)
+    if loaded.config.sweep is None:
+        raise UsageError(f"{loaded.path}: stack '{loaded.name}' has no sglab:sweep section; declare the grid "
+                         "(see stacks/Pulumi.eagle-sweep.yaml and docs/sweep.md)")
+    grid = _grid(loaded, args)
+    print(f"sglab sweep {loaded.name}: {len(grid.arms)} arms, {len(grid.skipped)} skipped", file=sys.stderr)
+    quick_left = [s for s in grid.skipped if s.reason == QUICK_REASON]
+    for s in grid.skipped:
+        if s.reason != QUICK_REASON:
+            print(f"  skipped {s.name}: {s.reason}", file=sys.stderr)
+    if quick_left:
+        print(f"  left out by --quick (not in sweep.quick-arms): {len(quick_left)}", file=sys.stderr)
+    if args.list:
+        for a in grid.arms:
+            print(f"{a.name}  {a.config_hash[:12]}")
+        return 0
+    if not grid.arms:
+        raise UsageError(f"{loaded.path}: sweep: every combination of the grid was skipped (see above)")
+    import locust  # noqa: F401  (gevent monkey-patching before the runner's imports)
+
+    from sglab.load.targets import TargetError
+    from sglab.results.store import load_result
+    from sglab.sweep.confirm import run_confirmation
+    from sglab.sweep.outputs import ranking_table, write_outputs
+    from sglab.sweep.run import resume_sweep, run_sweep
+    from sglab.sweep.state import load_state
+
+    progress = not args.no_progress and sys.stderr.isatty()
+    out = Path(args.out) if args.out else None
+    try:
+        if args.resume:
+            run_dir = _run_dir(loaded, args)
+            state, result = load_state(run_dir), load_result(run_dir)
+            if state.status in ("running", "interrupted"):
+                state, result, run_dir = resume_sweep(loaded, grid if not state.quick else _quick(loaded, args),
+                                                      run_dir, result, state, progress=progress)
+        else:
+            plan, sim_env = _plan(loaded, args)
+            state, result, run_dir = run_sweep(loaded, grid, plan, quick=args.quick, sim_env=sim_env, out=out,
+                                               progress=progress)
+    except (TargetError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if state.status == "interrupted":
+        return 130
+    if state.winner and state.confirmation is None and not args.no_confirm:
+        print(f"sweep winner {state.winner}: confirmation A/B on fresh rounds", file=sys.stderr)
+        state.status = "confirming"
+        state.save(run_dir)
+        confirmation, confirm_dir = run_confirmation(loaded, state, out=out, progress=progress)
+        state.save(run_dir)
+        print(f"confirmation: {confirm_dir / 'result.json'}")
+    write_outputs(state, result, run_dir, gpus_per_arm=_gpus(loaded))
+    print(ranking_table(state))
+    print(f"sweep: {run_dir}")
+    if state.status == "confirmed":
+        print(f"promote the winner: sglab promote --stack {loaded.name} --result {state.confirmation['path']}")
+    return 0
+
+
+def _quick(loaded, args):
+    args.quick = True
+    return _grid(loaded, args)
+
+
+def _gpus(loaded) -> int | None:
+    p = loaded.config.placement
+    return p.gpus_per_node * p.nodes or None
+
+
+def _plan(loaded, args):
+    from pydantic import ValidationError
+
+    from sglab.config.loader import ConfigError
+    from sglab.load.schedule import QUICK_SIM_TIME_SCALE, plan_for
+
+    overrides = {}
+    if args.round_s is not None:
+        overrides["round_duration_s"] = args.round_s
+    try:
+        plan = plan_for(loaded, quick=args.quick, overrides=overrides)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        raise ConfigError(loaded.path, "load." + ".".join(str(p) for p in err["loc"]), err["msg"]) from None
+    if args.max_rounds is not None:
+        if args.max_rounds < 2:
+            raise UsageError("--max-rounds must be >= 2")
+        object.__setattr__(loaded.config.sweep, "max_rounds", args.max_rounds)
+    sim_env = {}
+    if args.time_scale is not None:
+        if args.time_scale <= 0:
+            raise UsageError("--time-scale must be > 0")
+        sim_env["SGLAB_SIM_TIME_SCALE"] = f"{args.time_scale:g}"
+    elif args.quick:
+        sim_env["SGLAB_SIM_TIME_SCALE"] = f"{QUICK_SIM_TIME_SCALE:g}"
+    return plan, sim_env

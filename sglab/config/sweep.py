@@ -1,0 +1,66 @@
+"""`sglab:sweep`: a grid of speculative candidates measured against one baseline (`sglab sweep`, docs/sweep.md).
+
+The grid is declared here; its expansion into arms (SGLang's rules applied, invalid combinations
+listed and skipped, never adjusted) is sglab/sweep/grid.py.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from sglab.config.base import KeyedValueError, Model
+from sglab.config.nccl import NcclEnv
+
+_VARIANT_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9.]{0,30}[A-Za-z0-9])?$")
+DEFAULT_VARIANT = "default"  # the stack's own NCCL settings (sglab:nccl), the baseline's
+STEPS_PLUS_ONE = "steps+1"
+
+
+class SweepSpec(Model):
+    """The grid (every list's product), the run's bounds, and a --quick subset for 2-core simulator runs."""
+
+    num_steps: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)  # empty: the candidate's
+    eagle_topk: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)  # empty: the candidate's
+    # A list of values, or "steps+1" (one value per num-steps: what SGLang runs with eagle-topk 1).
+    num_draft_tokens: list[Annotated[int, Field(ge=1)]] | Literal["steps+1"] = Field(default_factory=list)
+    speculative_adaptive: list[bool] = Field(default_factory=lambda: [False])
+    # Named NCCL settings for the candidates only (the baseline keeps sglab:nccl); "default" = sglab:nccl.
+    nccl_variants: dict[str, NcclEnv] = Field(default_factory=dict)
+    # Candidate deployments at once on a cluster (the rest in later waves); simulators: processes at once.
+    parallel_arms: Annotated[int, Field(ge=1)] = 4
+    max_rounds: Annotated[int, Field(ge=2)] = 32
+    confirm_rounds: Annotated[int, Field(ge=2)] | None = None  # None: load.rounds
+    # `sglab sweep --quick`: these arm names only (after expansion); empty: the whole grid.
+    quick_arms: list[str] = Field(default_factory=list)
+
+    @field_validator("nccl_variants")
+    @classmethod
+    def _names(cls, variants: dict[str, NcclEnv]) -> dict[str, NcclEnv]:
+        for name in variants:
+            if not _VARIANT_NAME.match(name):
+                raise KeyedValueError((name,), f"variant name {name!r} must be 1-32 letters, digits, '-' or '.' "
+                                      "(it becomes part of the arm names)")
+            if name == DEFAULT_VARIANT and variants[name].as_env():
+                raise KeyedValueError((name,), f"'{DEFAULT_VARIANT}' is the stack's own sglab:nccl; give it no "
+                                      "settings (write `default: {}`) or rename the variant")
+        return variants
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "SweepSpec":
+        for key in ("num_steps", "eagle_topk", "speculative_adaptive"):
+            values = getattr(self, key)
+            if len(set(values)) != len(values):
+                raise KeyedValueError(key.replace("_", "-"), f"{key.replace('_', '-')} lists a value twice: "
+                                      f"{values}; list each value once")
+        if isinstance(self.num_draft_tokens, list) and len(set(self.num_draft_tokens)) != len(self.num_draft_tokens):
+            raise KeyedValueError("num-draft-tokens", f"num-draft-tokens lists a value twice: {self.num_draft_tokens}")
+        return self
+
+    def variants(self) -> dict[str, dict[str, str]]:
+        """Variant name -> the NCCL_* env it adds to the candidate ("default" adds nothing)."""
+        if not self.nccl_variants:
+            return {DEFAULT_VARIANT: {}}
+        return {name: env.as_env() for name, env in self.nccl_variants.items()}

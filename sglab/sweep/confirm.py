@@ -1,0 +1,68 @@
+"""The winner's confirmation A/B: a normal `kind: ab` run of the winner against the baseline, on fresh rounds.
+
+The sweep's rounds picked the winner, so they are not its evidence (winner's curse). The confirmation
+runs the winner as the stack's candidate (sglab/sweep/grid.py arm_stack with the NCCL variant in
+sglab:nccl for both arms, so the gain is speculation's own and no confound blocks it), with a new
+seed (new prompts and round orders) and sweep.confirm-rounds rounds at the gated levels, and is
+judged by the normal verdict. The result records which sweep arm it confirms (`result.sweep`);
+`sglab promote --stack S --result <confirmation run>` promotes that arm's serving config.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sglab.config.loader import LoadedStack
+from sglab.config.models import LoadPlan
+from sglab.load.request import BenchRequest
+from sglab.results.store import write_result
+from sglab.sweep.grid import arm_stack
+from sglab.sweep.state import SweepState
+
+SEED_OFFSET = 7919  # the confirmation's seed: the sweep's + this (fresh prompts and orders, reproducible)
+
+
+def winner_stack(loaded: LoadedStack, arm: dict[str, Any]) -> LoadedStack:
+    """The stack with the sweep arm as its candidate, as the confirmation and its promotion read it."""
+    return arm_stack(loaded, num_steps=arm["num_steps"], eagle_topk=arm["eagle_topk"],
+                     num_draft_tokens=arm["num_draft_tokens"], adaptive=arm["adaptive"], nccl=arm["nccl"],
+                     shared_nccl=True)
+
+
+def confirmation_plan(loaded: LoadedStack, state: SweepState) -> LoadPlan:
+    plan = LoadPlan.model_validate(state.plan)
+    spec = loaded.config.sweep
+    rounds = spec.confirm_rounds if spec and spec.confirm_rounds else plan.rounds
+    return plan.model_copy(update={"seed": plan.seed + SEED_OFFSET, "rounds": rounds})
+
+
+def sweep_record(state: SweepState) -> dict[str, Any]:
+    arm = state.arm(state.winner or "")
+    assert arm is not None
+    return {"sweep_run_id": state.run_id, "arm": arm, "selected_by": state.records,
+            "note": "confirmation of the sweep's winner on fresh rounds; promote with "
+                    f"`sglab promote --stack {state.stack} --result <this run>`"}
+
+
+def run_confirmation(loaded: LoadedStack, state: SweepState, *, out: Path | None = None,
+                     progress: bool = False) -> tuple[Any, Path]:
+    """Run and judge the confirmation; returns (result, run_dir) with result.sweep recorded."""
+    from sglab.cli.bench import judge_and_report
+    from sglab.load.runner import run_bench
+
+    arm = state.arm(state.winner or "")
+    if arm is None:
+        raise ValueError(f"sweep {state.run_id} has no winner to confirm")
+    stack = winner_stack(loaded, arm)
+    request = BenchRequest(loaded=stack, plan=confirmation_plan(loaded, state), kind="ab",
+                           target_kind=state.target if state.target == "sim" else "urls",
+                           sim_env=dict(state.sim_env), out=out, progress=progress)
+    result, run_dir = run_bench(request)
+    result.sweep = sweep_record(state)
+    write_result(result, run_dir, overwrite=True)
+    outcome = judge_and_report(result, run_dir) if result.complete else None
+    state.confirmation = {"run_id": result.run_id, "path": str(run_dir), "outcome": outcome,
+                          "complete": result.complete, "sentence": (result.verdict or {}).get("sentence")}
+    state.status = "confirmed" if outcome == "promote" else "not-confirmed"
+    return result, run_dir

@@ -1,0 +1,37 @@
+"""What `sglab promote` needs from a sweep's confirmation run: the stack as the confirmed arm.
+
+A confirmation result (`result.sweep` set) is evidence for the sweep arm it confirms, not for the
+stack's own candidate, so it is only accepted when named explicitly (`--result`); the arm is rebuilt
+from the stack as it is now (sglab/sweep/confirm.py winner_stack) and promote then compares config
+hashes exactly as for any run, so a stack edited since the confirmation is refused as stale.
+"""
+
+from __future__ import annotations
+
+from sglab.config.loader import ConfigError, LoadedStack
+from sglab.results.schema import RunResult
+
+ARM_KEYS = ("name", "num_steps", "eagle_topk", "num_draft_tokens", "adaptive", "nccl")
+
+
+def confirmed_source(source: LoadedStack, result: RunResult, *, explicit: bool
+                     ) -> tuple[LoadedStack | None, tuple[str, str] | None]:
+    """(the stack with the confirmed arm as candidate, None) or (None, (why, fix)) when refused."""
+    from sglab.sweep.confirm import winner_stack
+
+    record = result.sweep or {}
+    arm = record.get("arm")
+    run = result.run_id
+    if not isinstance(arm, dict) or any(k not in arm for k in ARM_KEYS):
+        return None, (f"run {run} says it confirms a sweep arm but does not record which one completely",
+                      "re-run the sweep's confirmation (`sglab sweep --resume <sweep run>`)")
+    if not explicit:
+        return None, (f"the newest run {run} is the confirmation of sweep arm {arm['name']} "
+                      f"(sweep {record.get('sweep_run_id')}), not of the stack's own candidate",
+                      f"promote it explicitly: sglab promote --stack {source.name} --result <that run's "
+                      "directory>, or run `sglab bench` for the stack's candidate")
+    try:
+        return winner_stack(source, arm), None
+    except ConfigError as exc:
+        return None, (f"sweep arm {arm['name']} cannot be rebuilt from stack '{source.name}' as it is now: "
+                      f"{exc.problem}", "re-run the sweep against the current stack")

@@ -1,0 +1,55 @@
+"""A sweep's saved state (sweep.json beside its result.json), written after every round.
+
+The measurements themselves are the run's result.json (kind `sweep`); the elimination records here
+are recomputed from it at every round and on resume (evidence recomputed, never trusted), and kept so
+the outputs and a reader see every look without rerunning the statistics.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from sglab.results.store import write_json_atomic
+
+STATE_FILE = "sweep.json"
+Status = Literal["running", "interrupted", "swept", "no-winner", "confirming", "confirmed", "not-confirmed"]
+
+
+class SweepState(BaseModel):
+    run_id: str
+    stack: str
+    quick: bool = False
+    metric: str
+    gated_levels: list[int]
+    max_rounds: int
+    arms: list[dict[str, Any]]  # SweepArm.record() of every candidate
+    skipped: list[dict[str, str]] = Field(default_factory=list)  # name, reason
+    notes: list[str] = Field(default_factory=list)
+    baseline_hash: str
+    records: dict[str, dict] = Field(default_factory=dict)  # level (str) -> EliminationRecord
+    contenders: list[str] = Field(default_factory=list)  # not eliminated at any gated level so far
+    status: Status = "running"
+    winner: str | None = None
+    winner_cleared_min: bool = False
+    confirmation: dict[str, Any] | None = None  # run_id, path, outcome, sentence
+    plan: dict[str, Any] = Field(default_factory=dict)  # the load plan the sweep ran (its --quick etc.)
+    sim_env: dict[str, str] = Field(default_factory=dict)
+    target: str = "sim"
+
+    def arm(self, name: str) -> dict[str, Any] | None:
+        return next((a for a in self.arms if a["name"] == name), None)
+
+    def save(self, run_dir: Path) -> Path:
+        return write_json_atomic(run_dir / STATE_FILE, self.model_dump(mode="json"), overwrite=True)
+
+
+def load_state(run_dir: Path) -> SweepState:
+    path = run_dir / STATE_FILE
+    try:
+        return SweepState.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} does not exist: {run_dir} is not a sweep run") from None
