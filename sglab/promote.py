@@ -23,11 +23,14 @@ from filelock import FileLock, Timeout
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
-from sglab.analysis.verdict import Verdict, judge
-from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm
+from sglab.analysis.verdict import Verdict
+from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm, confounds
 from sglab.config.loader import ConfigError, LoadedStack, load_stack, project_root, stack_path
+from sglab.results.records import Confound
 from sglab.results.schema import RunResult
 from sglab.results.store import git_commit, latest_complete, load_result, results_root, utc_now_iso
+from sglab.promote_evidence import (PromotionRefused, check_evidence, check_launch_commands,
+                                   judge_under_policies, refuse_on_verdict)
 from sglab.sglang import sim_knobs
 
 # The keys a promotion owns in the target stack; everything else there is the target's own.
@@ -36,15 +39,6 @@ PROMOTED_KEYS = ("image", "model", "server", "env", "nccl", "candidate")
 TARGET_OWNED = {"model": ("volume",)}
 LOG_NAME = "promotions.jsonl"
 SIM_ENV_PREFIX = sim_knobs.SIM_ENV_PREFIX
-
-
-class PromotionRefused(Exception):
-    """Why a promotion cannot happen and what would fix it; the CLI prints both and exits 2."""
-
-    def __init__(self, why: str, fix: str):
-        self.why = why
-        self.fix = fix
-        super().__init__(f"{why}\n  fix: {fix}")
 
 
 @dataclass
@@ -167,22 +161,6 @@ def find_evidence(stack: str, *, results_base: Path | None, result_path: Path | 
     return found
 
 
-def _refuse_on_verdict(stack: str, verdict: Verdict) -> None:
-    if verdict.outcome == "promote":
-        return
-    if verdict.blockers:
-        fix = "; ".join(b.fix for b in verdict.blockers if b.fix) or f"re-run `sglab bench --stack {stack}`"
-    elif verdict.outcome == "reject":
-        fix = ("the candidate does not beat the baseline by the policy's margin: change the candidate "
-               f"(e.g. candidate.speculative) and re-run `sglab bench --stack {stack}`")
-    elif verdict.more_rounds:
-        fix = (f"measure more: about {verdict.more_rounds} more rounds would likely decide (raise load.rounds) "
-               f"and re-run `sglab bench --stack {stack}`")
-    else:
-        fix = "the gain sits at the policy's minimum; more rounds are unlikely to decide it"
-    raise PromotionRefused(f"run {verdict.run_id} does not support promotion: {verdict.sentence}", fix)
-
-
 def promote(stack: str, *, target: str = "production", root: Path | None = None, results_base: Path | None = None,
             result_path: Path | None = None, dry_run: bool = False, lock_timeout_s: float = 60.0) -> Promotion:
     """Promote `stack`'s candidate into `stacks/Pulumi.<target>.yaml`; raises PromotionRefused."""
@@ -198,6 +176,8 @@ def promote(stack: str, *, target: str = "production", root: Path | None = None,
         raise PromotionRefused(f"run {result.run_id} is a '{result.kind}' run; only A/B runs are evidence",
                                f"run `sglab bench --stack {stack}` (without --aa/--attribute)")
 
+    check_evidence(source, result)
+
     benchmarked = {name: result.config_hash.get(name) for name in ("baseline", "candidate")}
     now = {"baseline": baseline_arm(source.config).config_hash, "candidate": candidate_arm(source.config).config_hash}
     stale = [name for name in now if benchmarked[name] != now[name]]
@@ -206,9 +186,11 @@ def promote(stack: str, *, target: str = "production", root: Path | None = None,
             f"stale evidence: the {' and '.join(stale)} arm of stack '{stack}' changed since run {result.run_id} "
             f"(config hash {', '.join(f'{n} {str(benchmarked[n])[:12]} -> {now[n][:12]}' for n in stale)})",
             f"re-run `sglab bench --stack {stack}` so the evidence matches the config, then promote")
+    check_launch_commands(source, result)
 
-    verdict = judge(result, source.config.policy)
-    _refuse_on_verdict(stack, verdict)
+    # Confounds from the stack's arms (they hash to what was benchmarked); the file's own list is not read.
+    judged = result.model_copy(update={"confounds": [Confound(**c.as_dict()) for c in confounds(source.config)]})
+    verdict = judge_under_policies(source, judged)
 
     target_path = stack_path(target, root)
     try:
@@ -249,6 +231,7 @@ def promote(stack: str, *, target: str = "production", root: Path | None = None,
                         "output_gain": lv.output.estimate, "output_ci": [lv.output.low, lv.output.high],
                         "rounds": lv.decode.rounds} for lv in verdict.levels],
             "config_hash": benchmarked, "git_commit": git_commit(root), "result_git_commit": result.git_commit,
+            "integrity": result.integrity.model_dump(mode="json", include={"algorithm", "digest", "key_id"}),
             "target_sha256_before": _sha256(before), "target_sha256_after": _sha256(after),
         }
 

@@ -1,17 +1,97 @@
 """The checks of a verdict: blockers (the evidence is unfit: never promote) and guards (fail -> reject).
 
-Blockers: an A/A run, declared confounds, live-flag mismatches, an incomplete run, a gating level
-missing or without enough rounds or requests, a baseline failing requests, a guard that could not be
-measured. Guards: the candidate's error rate and its TTFT/ITL p99 growth at the gating levels.
+Blockers: an A/A run, confounds (recomputed from the recorded launch commands, never read from the
+file alone), live flags not checked or mismatched, an incomplete run, a result that does not match its
+own plan (`evidence_problems`), a gating level missing or without enough rounds or requests, a
+baseline failing requests, a guard that could not be measured. Guards: the candidate's error rate and
+its TTFT/ITL p99 growth at the gating levels. `policy_weakenings` says how a policy is laxer than the
+one a run was judged under (promotion refuses it).
 """
 
 from __future__ import annotations
 
+import re
+import shlex
+
+from sglab.analysis.samples import comparison_arms
+from sglab.config.arms import ArmSpec, arm_differences
 from sglab.config.models import PromotionPolicy
+from sglab.results.records import Confound
 from sglab.results.schema import RunResult
 from sglab.results.verdict import Check, LevelVerdict, pct
+from sglab.sglang.flags import FlagError
 
 UNMEASURABLE = "cannot be checked"
+# What legitimately differs between the arms' launch commands: the speculative block (left out by
+# arm_differences) and where each server listens.
+PER_ARM_FLAGS = ("server --host", "server --port")
+_ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_SHOWN = 3
+
+
+def _arm_from_command(name: str, command: str) -> ArmSpec:
+    """An ArmSpec read back from ArmSpec.launch_command: leading NAME=value words are the env, the
+    arguments start at the first --flag (the program before it is not compared)."""
+    words = shlex.split(command)
+    env: dict[str, str] = {}
+    while words and _ENV_WORD.match(words[0]):
+        key, _, value = words.pop(0).partition("=")
+        env[key] = value
+    start = next((i for i, w in enumerate(words) if w.startswith("--")), len(words))
+    return ArmSpec(name=name, role="baseline", speculative=False, image="", command=(), args=tuple(words[start:]),
+                   env=env)
+
+
+def launch_confounds(result: RunResult) -> list[Confound]:
+    """The differences between the compared arms' recorded launch commands (raises ValueError when one
+    cannot be read as SGLang would read it)."""
+    base, cand = comparison_arms(result)
+    commands = {name: result.arm(name).launch_command for name in (base, cand)}
+    try:
+        arms = {name: _arm_from_command(name, text) for name, text in commands.items()}
+    except ValueError as exc:
+        raise ValueError(f"a launch command is not valid shell syntax ({exc})") from None
+    found = arm_differences(arms[base], arms[cand])
+    return [Confound(**c.as_dict()) for c in found if c.key not in PER_ARM_FLAGS]
+
+
+def _confound_check(result: RunResult) -> Check | None:
+    stack = result.stack
+    fix = ("give both arms these settings (move them out of candidate.confounds)"
+           + ("" if result.kind == "attribute" else f", or size them with `sglab bench --stack {stack} --attribute`"))
+    if result.kind == "aa":
+        return None
+    try:
+        found = {c.key: c for c in launch_confounds(result)}
+    except (ValueError, FlagError) as exc:
+        return Check(name="confounds", ok=False, detail=f"the recorded launch commands cannot be compared: {exc}",
+                     fix=f"re-run `sglab bench --stack {stack}` with a stack whose extra-args SGLang accepts")
+    for declared in result.confounds:
+        found.setdefault(declared.key, declared)
+    if not found:
+        return None
+    keys = ", ".join(str(c.key) for c in found.values())
+    return Check(name="confounds", ok=False,
+                 detail=f"the candidate differs from the baseline beyond speculation ({keys}), so the "
+                        "gain cannot be credited to speculation", fix=fix)
+
+
+def _live_check(result: RunResult) -> list[Check]:
+    out: list[Check] = []
+    unchecked = [a.name for a in result.arms if not a.live_flags_checked]
+    if unchecked and result.kind != "aa":
+        out.append(Check(name="live-flags", ok=False,
+                         detail=f"the live flags of {', '.join(unchecked)} were not checked (the check was skipped "
+                                "or could not read the server), so nothing shows the servers ran what the stack "
+                                "declares",
+                         fix=f"re-run `sglab bench --stack {result.stack}` without --skip-live-check, against "
+                             "servers whose /get_server_info answers"))
+    mismatches = list(result.live_mismatches) + [m for a in result.arms for m in a.live_mismatches]
+    if mismatches:
+        out.append(Check(name="live-flags", ok=False,
+                         detail="the live servers did not run what the stack declares: " + "; ".join(mismatches[:5]),
+                         fix="redeploy (pulumi up) so the servers match the stack, then re-run the benchmark"))
+    return out
 
 
 def blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: PromotionPolicy) -> list[Check]:
@@ -20,19 +100,10 @@ def blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: Promoti
     if result.kind == "aa":
         out.append(Check(name="aa", ok=False, detail="A/A run: both arms are the baseline; it tests the "
                          "decision rule and can never promote", fix=f"run `sglab bench --stack {stack}`"))
-    if result.confounds:
-        keys = ", ".join(str(c.key) for c in result.confounds)
-        out.append(Check(name="confounds", ok=False,
-                         detail=f"the candidate differs from the baseline beyond speculation ({keys}), so the "
-                                "gain cannot be credited to speculation",
-                         fix="give both arms these settings (move them out of candidate.confounds)"
-                             + ("" if result.kind == "attribute" else
-                                f", or size them with `sglab bench --stack {stack} --attribute`")))
-    mismatches = list(result.live_mismatches) + [m for a in result.arms for m in a.live_mismatches]
-    if mismatches:
-        out.append(Check(name="live-flags", ok=False,
-                         detail="the live servers did not run what the stack declares: " + "; ".join(mismatches[:5]),
-                         fix="redeploy (pulumi up) so the servers match the stack, then re-run the benchmark"))
+    confounded = _confound_check(result)
+    if confounded is not None:
+        out.append(confounded)
+    out += _live_check(result)
     if result.invalid_reason:
         out.append(Check(name="invalid", ok=False, detail=f"the run is invalid: {result.invalid_reason}",
                          fix=f"fix or restart that server, then re-run `sglab bench --stack {stack}`"))
@@ -40,6 +111,7 @@ def blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: Promoti
         why = f" ({result.incomplete_reason})" if result.incomplete_reason else ""
         out.append(Check(name="incomplete", ok=False, detail=f"the run is incomplete{why}",
                          fix=f"re-run `sglab bench --stack {stack}` to completion"))
+    out += evidence_problems(result)
     for c in policy.levels:
         lv = levels.get(c)
         if lv is None:
@@ -105,3 +177,149 @@ def guards(levels: dict[int, LevelVerdict], policy: PromotionPolicy) -> list[Che
 def unable_to_measure(guard: Check) -> bool:
     """A guard that could not be evaluated (no samples): a blocker, not a failure."""
     return UNMEASURABLE in guard.detail
+
+
+# ---- the result against its own plan ---------------------------------------------------------------
+
+def planned_schedule(result: RunResult) -> tuple[dict[int, int] | None, str | None]:
+    """(level -> measured rounds the run planned, a disagreement between the recorded schedule and the
+    recorded load plan). The bench runner records the schedule; for older files it is read from the
+    plan the way the runner applies it (load.rounds at gated levels, load.ungated-rounds elsewhere)."""
+    recorded = result.integrity.schedule if result.integrity is not None else None
+    plan = result.load_plan
+    derived = None
+    if plan is not None and plan.rounds is not None and not plan.get("interactive"):
+        profile = plan.get("profile") or "concurrency"
+        levels = plan.concurrency if profile == "concurrency" else (plan.get("rate") or {}).get("levels") \
+            if profile == "rate" else None
+        gated = (result.policy.levels if result.policy is not None else None) or PromotionPolicy().levels
+        if levels:
+            derived = {lv: plan.rounds if plan.ungated_rounds is None or lv in gated else plan.ungated_rounds
+                       for lv in levels}
+    if recorded is not None and derived is not None and recorded != derived:
+        return recorded, (f"the recorded schedule {_levels_text(recorded)} does not match the load plan it "
+                          f"recorded, which gives {_levels_text(derived)}")
+    return (recorded if recorded is not None else derived), None
+
+
+def _levels_text(schedule: dict[int, int]) -> str:
+    return ", ".join(f"level {lv}: {n} rounds" for lv, n in sorted(schedule.items()))
+
+
+def _schedule_problems(result: RunResult) -> list[str]:
+    schedule, disagreement = planned_schedule(result)
+    out = [disagreement] if disagreement else []
+    if schedule is None or not result.complete:
+        return out  # an incomplete run is blocked as such; an interactive one has no schedule
+    arms = [a.name for a in result.arms]
+    for level, rounds in sorted(schedule.items()):
+        lv = result.level(level)
+        if lv is None:
+            out.append(f"level {level} was planned ({rounds} rounds) but is not in the result")
+            continue
+        have = {(r.arm, r.round_index) for r in lv.rounds if not r.warmup}
+        for index in range(rounds):
+            missing = [arm for arm in arms if (arm, index) not in have]
+            if missing:
+                out.append(f"level {level}: round {index + 1}/{rounds} of {', '.join(missing)} is missing")
+        extra = sorted({i for _, i in have if i >= rounds})
+        if extra:
+            out.append(f"level {level}: rounds beyond the planned {rounds} are recorded ({len(extra)})")
+    for lv in result.levels:
+        if lv.concurrency not in schedule:
+            out.append(f"level {lv.concurrency} is in the result but not in its plan ({_levels_text(schedule)})")
+    return out
+
+
+def _completeness_problems(result: RunResult) -> list[str]:
+    if not result.complete:
+        return []
+    out = []
+    plan = result.load_plan
+    duration = plan.round_duration_s if plan is not None else None
+    for lv in result.levels:
+        for r in lv.rounds:
+            where = f"level {lv.concurrency} {'warm-up' if r.warmup else f'round {r.round_index + 1}'} {r.arm}"
+            if not r.complete:
+                out.append(f"{where} was cut short (interrupted)")
+            elif duration and not r.warmup and r.window_s is not None and r.window_s < duration * 0.999:
+                out.append(f"{where} measured {r.window_s:.2f} s of its {duration:g} s round (cut short)")
+    return out
+
+
+def _count_problems(result: RunResult) -> list[str]:
+    """Per round: the counts it records = the request samples it holds (errors included); per arm and
+    level: the summary = its measured rounds; with round-requests: every round = its quota."""
+    out = []
+    plan = result.load_plan
+    # Segments end at their quota under these profiles (a trace's rounds end with the trace instead).
+    fixed = plan is not None and (plan.get("profile") or "concurrency") in ("concurrency", "rate")
+    quota = plan.round_requests if fixed else None
+    warmup_quota = plan.warmup_requests if fixed else None
+    for lv in result.levels:
+        held: dict[tuple[str, int, bool], list[int]] = {}
+        for s in lv.requests:
+            n = held.setdefault((s.arm, s.round_index, s.warmup), [0, 0])
+            n[0] += 1
+            n[1] += s.error is not None
+        for r in lv.rounds:
+            where = f"level {lv.concurrency} {'warm-up' if r.warmup else f'round {r.round_index + 1}'} {r.arm}"
+            n, errors = held.get((r.arm, r.round_index, r.warmup), [0, 0])
+            if lv.requests and (n, errors) != (r.requests, r.errors):
+                out.append(f"{where} records {r.requests} requests ({r.errors} errors) but holds {n} request "
+                           f"samples ({errors} with an error)")
+            want = warmup_quota if r.warmup else quota
+            if want is not None and r.complete and not (r.warmup and not want) and r.requests != want:
+                out.append(f"{where} has {r.requests} requests, not the {want} of load."
+                           f"{'warmup-requests' if r.warmup else 'round-requests'}")
+        for arm, summary in lv.arms.items():
+            measured = [r for r in lv.rounds if r.arm == arm and not r.warmup]
+            if measured and (summary.requests, summary.errors) != (sum(r.requests for r in measured),
+                                                                  sum(r.errors for r in measured)):
+                out.append(f"level {lv.concurrency} {arm}: the summary counts {summary.requests} requests "
+                           f"({summary.errors} errors), its rounds {sum(r.requests for r in measured)} "
+                           f"({sum(r.errors for r in measured)} errors)")
+    return out
+
+
+def evidence_problems(result: RunResult) -> list[Check]:
+    """Blockers for a result that does not match its own plan: a planned level or round missing, a
+    'complete' run with a segment cut short, counts that disagree with the request samples kept."""
+    fix = (f"re-run `sglab bench --stack {result.stack}`: a result whose contents disagree with its own plan "
+           "was cut short or edited, and cannot be evidence")
+    out = []
+    for name, problems in (("plan", _schedule_problems(result)), ("complete", _completeness_problems(result)),
+                           ("counts", _count_problems(result))):
+        if problems:
+            more = f" (and {len(problems) - _SHOWN} more)" if len(problems) > _SHOWN else ""
+            out.append(Check(name=f"evidence-{name}", ok=False,
+                             detail="the result does not match its own plan: " + "; ".join(problems[:_SHOWN]) + more,
+                             fix=fix))
+    return out
+
+
+# ---- a policy laxer than the recorded one ----------------------------------------------------------
+
+def _key(field: str) -> str:
+    return "policy." + field.replace("_", "-")
+
+
+def policy_weakenings(recorded: PromotionPolicy, now: PromotionPolicy) -> list[str]:
+    """`policy.<key>: ...` for every dimension in which `now` would let more runs through than `recorded`."""
+    out = []
+    for field in ("min_gain", "confidence", "min_rounds", "min_requests"):
+        if getattr(now, field) < getattr(recorded, field):
+            out.append(f"{_key(field)}: {getattr(now, field)} is lower than the recorded {getattr(recorded, field)}")
+    if now.error_cap > recorded.error_cap:
+        out.append(f"{_key('error_cap')}: {now.error_cap} is higher than the recorded {recorded.error_cap}")
+    for field in ("ttft_p99_max_increase", "itl_p99_max_increase"):
+        was, cap = getattr(recorded, field), getattr(now, field)
+        if was is not None and (cap is None or cap > was):
+            out.append(f"{_key(field)}: {'no cap' if cap is None else cap} is laxer than the recorded {was}")
+    dropped = [lv for lv in recorded.levels if lv not in now.levels]
+    if dropped:
+        out.append(f"{_key('levels')}: {now.levels} no longer gates {dropped} (recorded {recorded.levels})")
+    for field in ("metric", "method"):
+        if getattr(now, field) != getattr(recorded, field):
+            out.append(f"{_key(field)}: {getattr(now, field)} is not the recorded {getattr(recorded, field)}")
+    return out

@@ -80,6 +80,19 @@ def _sim_env(pairs: list[str], time_scale: float | None) -> dict[str, str]:
     return env
 
 
+def _refuse_ungated_run(loaded, plan) -> None:
+    """A run that skips a level the policy gates could only end inconclusive: refuse it before measuring."""
+    from sglab.load.profiles import profile_for
+
+    profile = profile_for(plan)
+    measured = profile.levels()
+    unmeasured = [level for level in loaded.config.policy.levels if level not in measured]
+    if unmeasured:
+        raise UsageError(f"policy.levels gates {unmeasured}, which this {profile.name} run would not measure "
+                         f"(levels {measured}), so it could never promote; fix: keep {unmeasured} in "
+                         f"--concurrency (or --rates), or change policy.levels in {loaded.path}")
+
+
 def build_request(args: argparse.Namespace):
     from pathlib import Path
 
@@ -121,6 +134,7 @@ def build_request(args: argparse.Namespace):
         err = exc.errors(include_url=False)[0]
         raise ConfigError(loaded.path, "load." + ".".join(str(p) for p in err["loc"]),
                           f"{err['msg']} (after command-line overrides)", "check --rounds/--concurrency/--round-*") from None
+    _refuse_ungated_run(loaded, plan)
     sim_env = _sim_env(args.sim_env, args.time_scale) if target == "sim" else {}
     if args.quick and target == "sim" and "SGLAB_SIM_TIME_SCALE" not in sim_env:
         sim_env["SGLAB_SIM_TIME_SCALE"] = f"{QUICK_SIM_TIME_SCALE:g}"

@@ -14,7 +14,8 @@ def add_output_arguments(p: argparse.ArgumentParser, *, default: str) -> None:
     p.add_argument("--out", type=Path, default=None, help="directory for file outputs (default: the run directory)")
 
 
-def print_outputs(args: argparse.Namespace, formats: str) -> int:
+def print_outputs(args: argparse.Namespace, formats: str, prepare=None) -> int:
+    """`prepare(result) -> result`, if given, runs on the loaded result before it is judged (compare's checks)."""
     from sglab.analysis.verdict import judge
     from sglab.cli import UsageError
     from sglab.report import outputs
@@ -27,6 +28,8 @@ def print_outputs(args: argparse.Namespace, formats: str) -> int:
     if not chosen:
         raise UsageError(f"--output: give a format ({', '.join(outputs.names())})")
     result = load_result(args.result)
+    if prepare is not None:
+        result = prepare(result)
     run_dir = args.result if args.result.is_dir() else args.result.parent
     ctx = outputs.OutputContext(result=result, verdict=judge(result), run_dir=run_dir, out_dir=args.out or run_dir)
     for output in chosen:

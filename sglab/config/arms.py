@@ -194,7 +194,12 @@ def _server_flags(args: tuple[str, ...]) -> dict[str, str]:
 
 def confounds(stack: StackConfig) -> list[Confound]:
     """Every difference between baseline and candidate besides --speculative-*, computed from the arms."""
-    base, cand = baseline_arm(stack), candidate_arm(stack)
+    return arm_differences(baseline_arm(stack), candidate_arm(stack))
+
+
+def arm_differences(base: ArmSpec, cand: ArmSpec) -> list[Confound]:
+    """Image, launch flags as SGLang reads them (whole lists, aliases, abbreviations; --speculative-* aside)
+    and env that differ between two arms; also used on the launch commands a result recorded."""
     found: list[Confound] = []
     if base.image != cand.image:
         found.append(Confound("image", base.image, cand.image))

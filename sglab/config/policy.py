@@ -14,16 +14,17 @@ from sglab.config.base import Model
 class PromotionPolicy(Model):
     """When a candidate may be promoted. Defaults are deliberately conservative."""
 
-    min_gain: float = 0.005
+    # Finite numbers only (NaN compares false and would pass every gate); a negative min-gain would promote losers.
+    min_gain: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.005
     # Any gate-able metric of the registry (sglab/metrics); the Literal lists the built-in ones for the docs.
     metric: Literal[tuple(metrics.gate_metric_names())] = "decode_tok_per_s"  # type: ignore[valid-type]
-    levels: list[int] = Field(default_factory=lambda: [1])
-    ttft_p99_max_increase: float | None = 0.5
-    itl_p99_max_increase: float | None = None
-    error_cap: Annotated[float, Field(ge=0, le=1)] = 0.01
+    levels: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] = Field(default_factory=lambda: [1])
+    ttft_p99_max_increase: Annotated[float, Field(allow_inf_nan=False)] | None = 0.5
+    itl_p99_max_increase: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    error_cap: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.01
     min_rounds: Annotated[int, Field(ge=2)] = 3
     min_requests: Annotated[int, Field(ge=1)] = 20
-    confidence: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
+    confidence: Annotated[float, Field(gt=0.5, lt=1, allow_inf_nan=False)] = 0.95
     # How the per-round interval is computed (sglab/analysis/stats.py; docs/verdict.md measures both).
     method: Literal["paired-t", "bootstrap"] = "paired-t"
 

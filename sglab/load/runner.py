@@ -37,6 +37,7 @@ from sglab.load.summary import arm_level_summary, round_sample
 from sglab.load.targets import Targets, free_port
 from sglab.load.users import ArmUser, SegmentPacing, set_pacing, set_settings
 from sglab.load.watchdog import ArmWatch, stall_timeout_s, touch
+from sglab.results.integrity import planned
 from sglab.results.schema import ArmInfo, LevelResult, RunResult, Target
 from sglab.results.store import create_run_dir, git_commit, new_run_id, utc_now_iso, write_result
 
@@ -80,6 +81,7 @@ class BenchRun:
             arms=infos, config_hash={a.name: a.config_hash for a in self.request.arms},
             confounds=[c.as_dict() for c in confounds(stack.config)] if self.request.kind != "aa" else [],
             live_mismatches=mismatches,
+            integrity=planned({level: self.rounds_at(level) for level in self.profile.levels()}),  # what it will measure
             load_plan=self.plan.model_dump(mode="json", by_alias=False),
             policy=stack.config.policy.model_dump(mode="json", by_alias=False),
             loadgen={"tool": "locust", "locust_version": locust_version, "user_class": "FastHttpUser",

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from sglab.results.integrity import IntegrityRecord
 from sglab.results.records import Confound, RecordedLoadPlan, RecordedPolicy
 
 SCHEMA_VERSION = 1
@@ -161,6 +162,8 @@ class RunResult(Schema):
     loadgen: dict = Field(default_factory=dict, description="load generator: tool, version, user class, workers")
     verdict: dict | None = Field(None, description="snapshot of sglab.results.verdict.Verdict when the run ended; "
                                  "never trusted (compare and promote recompute it)")
+    integrity: IntegrityRecord | None = Field(None, description="digest (or HMAC) over the document and the "
+                                              "planned schedule, set on every save (sglab/results/integrity.py)")
 
     @field_validator("load_plan", "policy", mode="before")
     @classmethod

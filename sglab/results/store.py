@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from sglab.errors import ConfigError
 from sglab.paths import project_root
+from sglab.results.integrity import sealed_document
 from sglab.results.schema import SCHEMA_VERSION, RunResult
 
 RESULT_FILE = "result.json"
@@ -77,8 +78,9 @@ def write_json_atomic(path: Path, payload: dict | list, *, overwrite: bool = Fal
 
 
 def write_result(result: RunResult, run_dir: Path, *, overwrite: bool = False) -> Path:
-    """Write result.json into its run directory. `overwrite` is only for the run's own progressive saves."""
-    return write_json_atomic(run_dir / RESULT_FILE, result.model_dump(mode="json"), overwrite=overwrite)
+    """Write result.json into its run directory, sealed (sglab/results/integrity.py). `overwrite` is only
+    for the run's own progressive saves."""
+    return write_json_atomic(run_dir / RESULT_FILE, sealed_document(result), overwrite=overwrite)
 
 
 def load_result(path: Path | str) -> RunResult:

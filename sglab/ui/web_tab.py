@@ -150,7 +150,9 @@ def _install_web(environment, session: UiSession) -> None:
         if result is None:
             return Response(json.dumps({"error": "no test has run yet; start a swarm first"}), status=404,
                             mimetype="application/json")
-        body = json.dumps(result.model_dump(mode="json"), indent=1)
+        from sglab.results.integrity import sealed_document
+
+        body = json.dumps(sealed_document(result), indent=1)  # carries its integrity record, like a saved result
         return Response(body, mimetype="application/json", headers={
             "Content-Disposition": f"attachment; filename=sglab-{result.stack}-{result.run_id}.json"})
 

@@ -40,7 +40,8 @@ def _run(rounds: int = 6, metric: str = "fake_tokens_per_request") -> RunResult:
     level.requests = collector.samples()
     for arm in TOKENS:
         level.arms[arm] = arm_level_summary(collector.samples(arm), [s for s in level.rounds if s.arm == arm])
-    arms = [ArmInfo(name=a, role=a, speculative=a == "candidate", config_hash=a, launch_command="x") for a in TOKENS]
+    arms = [ArmInfo(name=a, role=a, speculative=a == "candidate", config_hash=a, launch_command="x",
+                    live_flags_checked=True) for a in TOKENS]
     return RunResult(run_id="r1", stack="fake", started_at="2026-01-01T00:00:00Z", complete=True,
                      target=Target(kind="sim"), arms=arms, config_hash={a: a for a in TOKENS}, levels=[level],
                      policy={"metric": metric, "levels": [1], "min_requests": 5})

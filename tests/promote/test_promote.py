@@ -14,8 +14,9 @@ import pytest
 
 from sglab.analysis.synthetic import synthetic_result
 from sglab.cli import main
-from sglab.config import baseline_arm, candidate_arm, load_stack, project_root
+from sglab.config import baseline_arm, candidate_arm, confounds, load_stack, project_root
 from sglab.promote import PromotionRefused, promote
+from sglab.results.integrity import planned
 from sglab.results.store import create_run_dir, write_result
 from sglab.sglang.sim_knobs import is_sim_env
 
@@ -34,9 +35,14 @@ def root(tmp_path: Path) -> Path:
 def bench(root: Path, stack: str, *, gain: float = 0.06, run_id: str = "20260101T000000Z-aaaaaa", **kw) -> Path:
     """A synthetic result for `stack` whose config hashes match the stack as it is now."""
     config = load_stack(stack, root).config
-    hashes = {"baseline": baseline_arm(config).config_hash, "candidate": candidate_arm(config).config_hash}
+    arms = {"baseline": baseline_arm(config), "candidate": candidate_arm(config)}
+    hashes = {name: arm.config_hash for name, arm in arms.items()}
+    kw.setdefault("policy", config.policy.model_dump(mode="json"))
     result = synthetic_result(stack=stack, gain=gain, config_hash=hashes, run_id=run_id, levels=(1, 4),
-                              with_requests=False, **{**QUIET, **kw})
+                              **{**QUIET, **kw})
+    for info in result.arms:  # as the bench runner records them
+        info.launch_command = arms[info.name].launch_command
+    result.integrity = planned({level.concurrency: 6 for level in result.levels})
     run_dir = create_run_dir(stack, run_id, root / "results")
     write_result(result, run_dir)
     return run_dir
@@ -76,7 +82,13 @@ def test_promotion_writes_the_candidate_and_keeps_everything_else(root: Path) ->
 
 
 def test_confounds_fold_into_the_shared_config(root: Path) -> None:
-    # article-replay's NCCL env is a candidate-only confound; force a clean result to test the folding.
+    # article-replay's NCCL env is a candidate-only confound (never promotable, tests/promote/test_evidence.py);
+    # here the shared config holds the same values, so the declared block is no difference and folds away.
+    stack_file = root / "stacks" / "Pulumi.article-replay.yaml"
+    stack_file.write_text(stack_file.read_text().replace(
+        "  sglab:candidate:\n",
+        "  sglab:nccl:\n    NCCL_PROTO: LL\n    NCCL_ALGO: Ring\n    NCCL_P2P_LEVEL: SYS\n  sglab:candidate:\n", 1))
+    assert confounds(load_stack("article-replay", root).config) == []
     bench(root, "article-replay")
     done = promote("article-replay", root=root, dry_run=True)
     assert "NCCL_PROTO: LL" in done.diff

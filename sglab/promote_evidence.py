@@ -1,0 +1,108 @@
+"""What promotion checks about its evidence before writing anything (sglab/promote.py calls these).
+
+The result must be what it claims: sealed at bench time and unchanged since (sglab/results/integrity.py),
+with its request samples, measured on the stack's own servers (an interactive run: sglab/ui/provenance.py),
+launched with exactly the commands the stack gives, and judged under the policy recorded with it, which
+the stack's policy may tighten but never loosen. Confounds and the plan consistency of the result are
+blockers of the verdict itself (sglab/analysis/checks.py).
+"""
+
+from __future__ import annotations
+
+from sglab.analysis.checks import policy_weakenings
+from sglab.analysis.verdict import Verdict, judge, policy_of
+from sglab.config.arms import baseline_arm, candidate_arm
+from sglab.config.loader import ConfigError, LoadedStack
+from sglab.results import integrity
+from sglab.results.schema import RunResult
+
+
+class PromotionRefused(Exception):
+    """Why a promotion cannot happen and what would fix it; the CLI prints both and exits 2."""
+
+    def __init__(self, why: str, fix: str):
+        self.why = why
+        self.fix = fix
+        super().__init__(f"{why}\n  fix: {fix}")
+
+
+def _rerun(stack: str) -> str:
+    return f"re-run the benchmark (`sglab bench --stack {stack}`) with this sglab, then promote that run"
+
+
+def stack_service_urls(source: LoadedStack) -> dict[str, str]:
+    """The in-cluster URLs of the stack's arms (what an in-cluster interactive run must have measured)."""
+    from sglab.deploy.naming import service_url
+
+    config = source.config
+    return {role: service_url(config.namespace, role, config.server.port) for role in ("baseline", "candidate")}
+
+
+def check_evidence(source: LoadedStack, result: RunResult) -> None:
+    """The result is sealed and unchanged, holds its samples, records its policy, and measured the stack."""
+    stack, run = source.name, result.run_id
+    if result.kind == "interactive":
+        from sglab.ui.provenance import refusal
+
+        found = refusal(result, stack_service_urls(source) if result.target.kind == "in-cluster" else None)
+        if found is not None:
+            raise PromotionRefused(found.problem, found.fix)
+    problem = integrity.verify(result)
+    if problem is not None:
+        raise PromotionRefused(f"run {run} cannot be trusted as evidence: {problem}", _rerun(stack))
+    bare = [lv.concurrency for lv in result.levels if lv.rounds and not lv.requests]
+    if bare:
+        raise PromotionRefused(f"run {run} holds no request samples at level(s) {bare}, so its round counts "
+                               "cannot be checked against the requests sent", _rerun(stack))
+    if result.policy is None:
+        raise PromotionRefused(f"run {run} records no promotion policy, so what it was judged under is unknown",
+                               _rerun(stack))
+
+
+def check_launch_commands(source: LoadedStack, result: RunResult) -> None:
+    """The launch commands recorded in the result are the stack's (its config hashes already match)."""
+    for arm in (baseline_arm(source.config), candidate_arm(source.config)):
+        info = result.arm(arm.name)
+        if info is None or info.launch_command != arm.launch_command:
+            raise PromotionRefused(
+                f"the recorded launch command of the {arm.name} arm of run {result.run_id} is not the one stack "
+                f"'{source.name}' gives, though its config hash is (the result was edited)", _rerun(source.name))
+
+
+def refuse_on_verdict(stack: str, verdict: Verdict, under: str = "") -> None:
+    if verdict.outcome == "promote":
+        return
+    if verdict.blockers:
+        fix = "; ".join(b.fix for b in verdict.blockers if b.fix) or f"re-run `sglab bench --stack {stack}`"
+    elif verdict.outcome == "reject":
+        fix = ("the candidate does not beat the baseline by the policy's margin: change the candidate "
+               f"(e.g. candidate.speculative) and re-run `sglab bench --stack {stack}`")
+    elif verdict.more_rounds:
+        fix = (f"measure more: about {verdict.more_rounds} more rounds would likely decide (raise load.rounds) "
+               f"and re-run `sglab bench --stack {stack}`")
+    else:
+        fix = "the gain sits at the policy's minimum; more rounds are unlikely to decide it"
+    raise PromotionRefused(f"run {verdict.run_id} does not support promotion{under}: {verdict.sentence}", fix)
+
+
+def judge_under_policies(source: LoadedStack, result: RunResult) -> Verdict:
+    """The verdict under the recorded policy; the stack's policy must not be weaker in any key, and where it
+    is stricter the run must pass it too."""
+    stack = source.name
+    try:
+        recorded = policy_of(result)
+    except ConfigError as exc:
+        raise PromotionRefused(f"run {result.run_id} records an invalid policy: {exc}", _rerun(stack)) from None
+    now = source.config.policy
+    weaker = policy_weakenings(recorded, now)
+    if weaker:
+        keys = ", ".join(w.split(":")[0].removeprefix("policy.") for w in weaker)
+        raise PromotionRefused(
+            f"the stack's policy is weaker than the one run {result.run_id} was judged under: " + "; ".join(weaker),
+            f"restore {keys} under sglab:policy in {source.path.name} (a policy cannot be loosened after the "
+            f"bench), or re-run `sglab bench --stack {stack}` so the new policy is recorded with the run")
+    verdict = judge(result, recorded)
+    refuse_on_verdict(stack, verdict)
+    if now.model_dump() != recorded.model_dump():
+        refuse_on_verdict(stack, judge(result, now), under=" under the stack's policy (stricter than the recorded one)")
+    return verdict
