@@ -4,6 +4,8 @@
     sglab bench --stack eagle-nccl-ll --quick               # CI-sized (about a minute)
     sglab bench --stack X --baseline-url U --candidate-url U  # an existing deployment
     sglab bench --stack X --aa | --attribute                # A/A check | four-arm attribution
+    sglab bench --stack X --profile rate --rates 2,8        # open loop: Poisson arrivals at 2 and 8 req/s
+    sglab bench --stack X --profile trace --trace T.jsonl   # replay a JSONL trace at its arrival times
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ungated-rounds", type=int,
                    help="rounds at the other levels, which only show the crossover (default: load.ungated-rounds)")
     p.add_argument("--concurrency", help="comma-separated levels, e.g. 1,4 (default: the stack's)")
+    p.add_argument("--profile", help="load profile: concurrency (closed loop, default), rate (open loop), "
+                   "trace (replay); default: the stack's load.profile")
+    p.add_argument("--rates", help="rate profile: comma-separated requests/s, e.g. 1,4,16 (default: load.rate.levels)")
+    p.add_argument("--arrival", choices=["poisson", "constant"], help="rate profile: arrival process")
+    p.add_argument("--max-in-flight", type=int, help="rate/trace profile: cap on requests in flight")
+    p.add_argument("--trace", help="trace profile: JSONL trace file (timestamp_s, prompt|messages, output_tokens)")
+    p.add_argument("--trace-time-scale", type=float, help="trace profile: replay speed-up (2 = twice as fast)")
     p.add_argument("--seed", type=int, help="seed of the round order and prompt offsets")
     p.add_argument("--round-s", type=float, help="seconds per arm per round")
     p.add_argument("--round-requests", type=int, help="requests per arm per round (instead of --round-s)")
@@ -54,16 +63,48 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _levels(text: str | None) -> list[int] | None:
+def _levels(text: str | None, option: str = "--concurrency") -> list[int] | None:
     if not text:
         return None
     try:
         levels = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise UsageError(f"--concurrency {text!r}: give comma-separated integers, e.g. 1,4,16") from None
+        raise UsageError(f"{option} {text!r}: give comma-separated integers, e.g. 1,4,16") from None
     if not levels or any(c < 1 for c in levels):
-        raise UsageError(f"--concurrency {text!r}: levels must be integers >= 1")
+        raise UsageError(f"{option} {text!r}: levels must be integers >= 1")
     return levels
+
+
+def _profile_overrides(args: argparse.Namespace) -> dict:
+    from pathlib import Path
+
+    in_flight = args.max_in_flight
+    if in_flight is not None and in_flight < 1:
+        raise UsageError("--max-in-flight must be >= 1")
+    if args.trace_time_scale is not None and args.trace_time_scale <= 0:
+        raise UsageError("--trace-time-scale must be > 0")
+    profile = args.profile or ("trace" if args.trace else "rate" if args.rates else None)
+    return {"profile": profile, "rate.levels": _levels(args.rates, "--rates"), "rate.arrival": args.arrival,
+            "rate.max_in_flight": in_flight if profile == "rate" else None,
+            "trace.max_in_flight": in_flight if profile == "trace" else None,
+            "trace.file": str(Path(args.trace).resolve()) if args.trace else None,
+            "trace.time_scale": args.trace_time_scale}
+
+
+def _check_profile(loaded, plan, workers: int) -> None:
+    """The profile exists, its own input (a trace file) reads, and it can run as asked; else ConfigError/UsageError."""
+    from sglab.errors import ConfigError
+    from sglab.load.profiles import profile_for, profile_names
+
+    try:
+        profile = profile_for(plan)
+    except ValueError:
+        raise ConfigError(loaded.path, "load.profile", f"unknown load profile {plan.profile!r}",
+                          f"use one of: {', '.join(profile_names())}") from None
+    profile.prompts(loaded.path.parent.parent)
+    if workers and not profile.distributable:
+        raise UsageError(f"--workers: the {profile.name} profile's arrival schedule runs in one process; "
+                         "leave --workers out (one process sends thousands of requests per second)")
 
 
 def _sim_env(pairs: list[str], time_scale: float | None) -> dict[str, str]:
@@ -121,7 +162,7 @@ def build_request(args: argparse.Namespace):
     overrides = {"concurrency": _levels(args.concurrency), "rounds": args.rounds,
                  "ungated_rounds": args.ungated_rounds, "seed": args.seed,
                  "warmup_requests": args.warmup_requests, "max_new_tokens": args.max_new_tokens,
-                 "request_timeout_s": args.request_timeout_s}
+                 "request_timeout_s": args.request_timeout_s, **_profile_overrides(args)}
     if args.round_s is not None and args.round_requests is not None:
         raise UsageError("give --round-s or --round-requests, not both")
     if args.round_s is not None:
@@ -134,6 +175,7 @@ def build_request(args: argparse.Namespace):
         err = exc.errors(include_url=False)[0]
         raise ConfigError(loaded.path, "load." + ".".join(str(p) for p in err["loc"]),
                           f"{err['msg']} (after command-line overrides)", "check --rounds/--concurrency/--round-*") from None
+    _check_profile(loaded, plan, args.workers)
     _refuse_ungated_run(loaded, plan)
     sim_env = _sim_env(args.sim_env, args.time_scale) if target == "sim" else {}
     if args.quick and target == "sim" and "SGLAB_SIM_TIME_SCALE" not in sim_env:
@@ -173,9 +215,13 @@ def run(args: argparse.Namespace) -> int:
     from sglab.load.runner import RefusedError, run_bench
     from sglab.load.targets import TargetError
 
+    from sglab.load.profiles import profile_for
+
     arms = ", ".join(a.name for a in request.arms)
+    profile = profile_for(request.plan)
     print(f"sglab bench {request.loaded.name}: {request.kind} run, arms {arms}, target {request.target_kind}, "
-          f"levels {request.plan.concurrency}, {request.plan.rounds} rounds at gated levels "
+          f"{profile.name} profile, levels {profile.levels()} ({profile.level_label}), "
+          f"{request.plan.rounds} rounds at gated levels "
           f"{request.loaded.config.policy.levels}, {request.plan.ungated_rounds or request.plan.rounds} elsewhere",
           file=sys.stderr)
     try:

@@ -32,6 +32,9 @@ class Prompt:
     index: int
     text: str
     approx_tokens: int
+    output_tokens: int | None = None  # this request's length (a trace's); None: the plan's max_new_tokens
+    messages: tuple[dict[str, str], ...] | None = None  # chat messages as given (a trace's); None: one user turn
+    category: str | None = None
 
 
 def build_prompts(spec: PromptSpec, base_dir: Path | None = None) -> list[Prompt]:

@@ -35,8 +35,8 @@ from sglab.load.server_info import flush_cache, read_accept_length
 from sglab.load.settings import LoadSettings
 from sglab.load.summary import arm_level_summary, round_sample
 from sglab.load.targets import Targets, free_port
-from sglab.load.users import ArmUser, SegmentPacing, set_pacing, set_settings
-from sglab.load.watchdog import ArmWatch, stall_timeout_s, touch
+from sglab.load.users import ArmUser, SegmentPacing, get_pacing, set_pacing, set_settings
+from sglab.load.watchdog import ArmWatch, stall_timeout_s, touch, wire_count
 from sglab.results.integrity import planned
 from sglab.results.schema import ArmInfo, LevelResult, RunResult, Target
 from sglab.results.store import create_run_dir, git_commit, new_run_id, utc_now_iso, write_result
@@ -139,6 +139,12 @@ class BenchRun:
             self.master.send_phase(phase, self.master.split_quota(quota) if quota is not None else None)
         return phase
 
+    def _wake_waiting(self) -> None:
+        """Requests waiting for their start time in a closed segment are not sent."""
+        pacing = get_pacing(self.env) if self.env is not None else None
+        if pacing is not None:
+            pacing.closed.set()
+
     def _segment_done(self, phase: Phase) -> bool:
         if self.master is not None:
             return self.master.all_idle(phase.serial)
@@ -148,6 +154,7 @@ class BenchRun:
 
     def _close(self, phase: Phase) -> None:
         self.collector.close()
+        self._wake_waiting()
         if self.master is not None:
             from dataclasses import replace
 
@@ -161,7 +168,12 @@ class BenchRun:
         flushed = flush_cache(url)
         quota = plan.warmup_requests if warmup else plan.round_requests
         duration = None if warmup or plan.round_requests is not None else plan.round_duration_s
-        offset = prompt_offset(plan.seed, level, round_index, len(self.env.sglab_settings.prompts))
+        scheduled = self.profile.pacing(level, round_index).requests()  # a trace: its length
+        if scheduled is not None and not warmup:
+            quota = scheduled if quota is None else min(quota, scheduled)
+        count = len(self.env.sglab_settings.prompts)
+        offset = self.profile.prompt_offset(level, round_index, count)
+        offset = prompt_offset(plan.seed, level, round_index, count) if offset is None else offset
         started = time.time()
         phase = self._phase(level=level, round_index=round_index, warmup=warmup, arm=arm, prompt_offset=offset,
                             request_quota=quota, open=True)
@@ -257,6 +269,7 @@ class BenchRun:
             if self.interrupted is None:
                 self.interrupted = f"invalid: {self.invalid}"
             self.collector.close()
+            self._wake_waiting()
             if self.env is not None:
                 self.env.stop_timeout = 0  # users stuck on the dead arm are stopped, not waited for
 
@@ -264,8 +277,11 @@ class BenchRun:
         processes = {sim.arm.name: sim.process for sim in self.targets.processes}
         return ArmWatch(self.env, self.targets.urls, processes, stall_s=stall_timeout_s(self.plan.request_timeout_s),
                         on_failure=self._on_arm_failure,
-                        active=lambda: (self.collector.phase.arm if self.collector.phase.open or
-                                        self.collector.in_flight else None, self.collector.in_flight)).start()
+                        active=self._active_arm).start()
+
+    def _active_arm(self) -> tuple[str | None, int]:
+        arm = self.collector.phase.arm
+        return (arm, wire_count(self.env, arm)) if arm is not None else (None, 0)
 
     def execute(self, result: RunResult, run_dir: Path) -> RunResult:
         """Run every level; on SIGINT/SIGTERM/SIGHUP or a dead arm stop cleanly and keep what was measured."""
@@ -273,7 +289,7 @@ class BenchRun:
         self.save(result)
         settings = LoadSettings.from_plan(self.plan, urls=self.targets.urls, stack=self.request.loaded.name,
                                           model=self.request.loaded.config.model.served_model_name or "default",
-                                          base_dir=self.request.loaded.path.parent.parent)
+                                          base_dir=self.request.loaded.path.parent.parent, profile=self.profile)
         handlers = [gevent.signal_handler(sig, self._on_signal, sig) for sig in STOP_SIGNALS]
         watch = None
         try:

@@ -25,13 +25,23 @@ QUICK_SIM_TIME_SCALE = 10.0
 
 
 def plan_for(loaded: LoadedStack, *, quick: bool = False, overrides: dict | None = None) -> LoadPlan:
-    """The stack's load plan, with the --quick preset and explicit command-line overrides applied."""
+    """The stack's load plan, with the --quick preset and explicit command-line overrides applied.
+
+    Overrides of the profiles' own sections are dotted (`rate.levels`, `trace.file`).
+    """
     data = loaded.config.load.model_dump()
     if quick:
         data.update(QUICK_PLAN)
         levels = set(QUICK_PLAN["concurrency"]) | set(loaded.config.policy.levels)
         data["concurrency"] = sorted(levels)
-    for key, value in (overrides or {}).items():
+        data["rate"] = {**data["rate"], "levels": sorted(levels)}  # the same levels, read as requests/s
+    overrides = dict(overrides or {})
+    for key in [k for k in overrides if "." in k]:
+        value = overrides.pop(key)
+        section, field = key.split(".", 1)
+        if value is not None:
+            data[section] = {**data[section], field: value}
+    for key, value in overrides.items():
         if value is not None or key in ("round_duration_s", "round_requests"):
             data[key] = value
     if overrides and overrides.get("round_requests") is not None and "round_duration_s" not in overrides:

@@ -32,35 +32,43 @@ class LoadSettings:
 
     @classmethod
     def from_plan(cls, plan: LoadPlan, *, urls: dict[str, str] | None = None, model: str = "default",
-                  stack: str | None = None, base_dir: Path | None = None) -> "LoadSettings":
+                  stack: str | None = None, base_dir: Path | None = None,
+                  profile: LoadProfile | None = None) -> "LoadSettings":
+        profile = profile or profile_for(plan)
         return cls(
             endpoint=plan.endpoint,
             max_new_tokens=plan.max_new_tokens,
             request_timeout_s=plan.request_timeout_s,
-            prompts=build_prompts(plan.prompts, base_dir),
+            prompts=profile.prompts(base_dir) or build_prompts(plan.prompts, base_dir),
             urls=dict(urls or {}),
             model=model,
             stack=stack,
             plan=plan.model_dump(mode="json", by_alias=False),
-            profile=profile_for(plan),
+            profile=profile,
         )
 
     @property
     def path(self) -> str:
         return GENERATE_PATH if self.endpoint == "generate" else CHAT_PATH
 
+    def output_tokens(self, prompt: Prompt) -> int:
+        """Tokens this request must stream: the prompt's own length (a trace's) or the plan's max_new_tokens."""
+        return prompt.output_tokens or self.max_new_tokens
+
     def payload(self, prompt: Prompt) -> dict:
-        """Fixed output length on both arms: max_new_tokens with ignore_eos, greedy sampling."""
+        """Fixed output length on both arms: the request's length with ignore_eos, greedy sampling."""
+        tokens = self.output_tokens(prompt)
         if self.endpoint == "generate":
             return {
                 "text": prompt.text,
-                "sampling_params": {"max_new_tokens": self.max_new_tokens, "ignore_eos": True, "temperature": 0.0},
+                "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True, "temperature": 0.0},
                 "stream": True,
             }
+        messages = [dict(m) for m in prompt.messages] if prompt.messages else [{"role": "user", "content": prompt.text}]
         return {
             "model": self.model,
-            "messages": [{"role": "user", "content": prompt.text}],
-            "max_tokens": self.max_new_tokens,
+            "messages": messages,
+            "max_tokens": tokens,
             "ignore_eos": True,
             "temperature": 0.0,
             "stream": True,

@@ -17,9 +17,10 @@ sets the users per level, and `SegmentPacing` tells a user when the n-th request
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import gevent
+from gevent.event import Event
 from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 from locust.exception import StopUser
@@ -28,7 +29,7 @@ from sglab.load.collector import SampleCollector, Ticket, get_collector
 from sglab.load.profiles import CLOSED_LOOP, Pacing
 from sglab.load.settings import LoadSettings
 from sglab.load.stream_parser import StreamMetrics, StreamParser
-from sglab.load.watchdog import touch
+from sglab.load.watchdog import on_wire, touch
 from sglab.results.schema import RequestSample
 
 TOKENS_REQUEST_TYPE = "TOKENS"
@@ -59,11 +60,16 @@ def set_settings(environment, settings: LoadSettings) -> None:
 
 @dataclass(frozen=True)
 class SegmentPacing:
-    """The profile's schedule for the segment with phase `serial`, opened at `opened_epoch`."""
+    """The profile's schedule for the segment with phase `serial`, opened at `opened_epoch`.
+
+    `closed` is set by the runner when the segment's gate closes: requests still waiting for their
+    start time wake up at once and are not sent.
+    """
 
     serial: int
     opened_epoch: float
     pacing: Pacing = CLOSED_LOOP
+    closed: Event = field(default_factory=Event, compare=False)
 
 
 def set_pacing(environment, pacing: SegmentPacing) -> None:
@@ -129,11 +135,12 @@ class StreamingUser(FastHttpUser):
             gevent.sleep(IDLE_SLEEP_S)
             return
         try:
-            ticket = self.wait_for_start(ticket, index)
-            sample = self.run_request(ticket)
+            started = self.wait_for_start(ticket, index)
+            sample = self.run_request(started) if started is not None else None
         finally:
             self.collector.release(ticket)
-        self.back_off(sample.error)
+        if sample is not None:
+            self.back_off(sample.error)
 
     def back_off(self, error: str | None) -> None:
         """Bounded exponential wait after connection failures; reset by any answer."""
@@ -144,8 +151,11 @@ class StreamingUser(FastHttpUser):
         self.connect_backoff_s = min(high, max(low, 2 * self.connect_backoff_s))
         gevent.sleep(self.connect_backoff_s)
 
-    def wait_for_start(self, ticket: Ticket, index: int) -> Ticket:
-        """Hold the request until the profile's start time for it (closed loop: no wait)."""
+    def wait_for_start(self, ticket: Ticket, index: int) -> Ticket | None:
+        """Hold the request until the profile's start time for it (closed loop: no wait).
+
+        None: the segment's gate closed while it waited (its arrival fell after the round), so it is not sent.
+        """
         pacing = get_pacing(self.environment)
         if pacing is None or pacing.serial != ticket.serial:
             return ticket
@@ -154,7 +164,10 @@ class StreamingUser(FastHttpUser):
             return ticket
         delay = pacing.opened_epoch + offset - time.time()
         if delay > 0:
-            gevent.sleep(delay)
+            pacing.closed.wait(delay)
+        phase = self.collector.phase
+        if phase.serial != ticket.serial or not phase.open:
+            return None
         from dataclasses import replace
 
         return replace(ticket, started_epoch=time.time())
@@ -163,8 +176,16 @@ class StreamingUser(FastHttpUser):
         return self.host
 
     def run_request(self, ticket: Ticket) -> RequestSample:
+        on_wire(self.environment, ticket.arm, +1)
+        try:
+            return self._run_request(ticket)
+        finally:
+            on_wire(self.environment, ticket.arm, -1)
+
+    def _run_request(self, ticket: Ticket) -> RequestSample:
         settings = self.settings
         prompt = settings.prompts[ticket.prompt_index]
+        expected = settings.output_tokens(prompt)
         url = self.base_url(ticket.arm) + settings.path
         name = f"{ticket.arm} {settings.path}" + (" [warm-up]" if ticket.warmup else "")
         parser = StreamParser(settings.endpoint)
@@ -184,9 +205,8 @@ class StreamingUser(FastHttpUser):
                 metrics = parser.finish(time.perf_counter() - start)
                 if error is None:
                     error = metrics.error
-                if error is None and metrics.output_tokens != settings.max_new_tokens:
-                    error = (f"wrong token count: got {metrics.output_tokens}, "
-                             f"expected {settings.max_new_tokens}")
+                if error is None and metrics.output_tokens != expected:
+                    error = f"wrong token count: got {metrics.output_tokens}, expected {expected}"
                 resp.request_meta["response_time"] = (time.perf_counter() - start) * 1000
                 resp.request_meta["response_length"] = metrics.bytes_received
                 if error:
@@ -201,7 +221,7 @@ class StreamingUser(FastHttpUser):
                 response_length=0, exception=RequestTimeout(error), context={})
         finally:
             timeout.close()
-        sample = _sample(ticket, prompt.index, metrics, settings.max_new_tokens, error, self.collector)
+        sample = _sample(ticket, prompt.index, metrics, expected, error, self.collector)
         if not error and not ticket.warmup:
             self._fire_token_rows(ticket.arm, metrics)
         touch(self.environment, ticket.arm)

@@ -8,8 +8,9 @@ every POLL_S:
 - a simulator we started has exited (its process, no guessing);
 - `/health` has not answered 200 for HEALTH_GRACE_S in a row (refused, 5xx or no answer in
   HEALTH_REQUEST_TIMEOUT_S: a stopped process still accepts connections but never replies);
-- the active arm has requests in flight but nothing arrived (no chunk, no request ended) for the
-  plan's stall timeout (`stall_timeout_s`): a server whose /health lies.
+- the active arm has requests on the wire but nothing arrived (no chunk, no request ended) for the
+  plan's stall timeout (`stall_timeout_s`), counted from the latest request start: a server whose
+  /health lies.
 
 The first sign found is reported once through `on_failure(arm, what)`; the runner ends the run as
 invalid. The progress board is per process: in distributed mode only the first two signs apply.
@@ -49,6 +50,18 @@ def touch(environment, arm: str) -> None:
 
 def last_progress(environment, arm: str) -> float | None:
     return environment.__dict__.get("sglab_arm_progress", {}).get(arm)
+
+
+def on_wire(environment, arm: str, delta: int) -> None:
+    """Requests of `arm` actually sent and not ended (an open-loop request waiting for its time is not)."""
+    board = environment.__dict__.setdefault("sglab_arm_on_wire", {})
+    board[arm] = max(0, board.get(arm, 0) + delta)
+    if delta > 0:
+        touch(environment, arm)  # the stall clock runs from the request's start, not the arm's idle time
+
+
+def wire_count(environment, arm: str) -> int:
+    return environment.__dict__.get("sglab_arm_on_wire", {}).get(arm, 0)
 
 
 def exit_description(returncode: int) -> str:

@@ -9,6 +9,7 @@ runner's job, so a profile only decides *how much* load and *when*.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Any, ClassVar
 
 
@@ -53,3 +54,14 @@ class LoadProfile(ABC):
     def level_for_users(self, user_count: int) -> int:
         """An interactive run (Locust's own user count, no runner): the level those users represent."""
         return user_count
+
+    def prompts(self, base_dir: Path | None = None) -> list | None:
+        """The profile's own requests (a trace's), as sglab.load.prompts.Prompt; None: the plan's prompt set."""
+        return None
+
+    def prompt_offset(self, level: int, round_index: int, count: int) -> int | None:
+        """Where a round starts in the prompt list (the same for every arm); None: the seeded schedule's offset."""
+        return None
+
+    #: False where the schedule is global to the segment (open loop): Locust workers would each replay it.
+    distributable: ClassVar[bool] = True
