@@ -36,6 +36,14 @@ class SweepSpec(Model):
     # `sglab sweep --quick`: these arm names only (after expansion); empty: the whole grid.
     quick_arms: list[str] = Field(default_factory=list)
 
+    @field_validator("num_draft_tokens", mode="before")
+    @classmethod
+    def _draft(cls, value: object) -> object:
+        if isinstance(value, str) and value != STEPS_PLUS_ONE:
+            raise ValueError(f"is {value!r}: give a list of integers, or {STEPS_PLUS_ONE!r} (one value per "
+                             "num-steps, what SGLang runs with eagle-topk 1)")
+        return value
+
     @field_validator("nccl_variants")
     @classmethod
     def _names(cls, variants: dict[str, NcclEnv]) -> dict[str, NcclEnv]:
