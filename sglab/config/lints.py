@@ -1,16 +1,9 @@
 """Lints over a stack's effective arms (env + launch args) that need no GPU: NCCL settings that cannot work.
 
-Facts checked in SGLang's source (python/sglang/srt/...):
-- distributed/device_communicators/custom_all_reduce.py: `CustomAllreduce._MAX_CAR_SIZE = 8192 * 1024`;
-  `should_custom_ar` takes any all-reduce with `inp_size < max_size` when the TP group is 2 GPUs or fully
-  NVLinked, for world sizes 2, 4, 6, 8 on one node. It is on unless `--disable-custom-all-reduce`.
-  Decode all-reduces (~14 KB to ~1 MB) therefore never reach NCCL while it is on.
-- entrypoints/engine.py `_set_envs_and_config`: in the v0.5 line the server sets
-  `NCCL_CUMEM_ENABLE = int(--enable-symm-mem)` and `NCCL_NVLS_ENABLE = int(--enable-nccl-nvls)` (the latter
-  unless --enable-symm-mem) unconditionally, overwriting the pod's values; newer releases keep a value
-  from the env unless --enable-nccl-nvls / --enable-symm-mem is given, which then wins.
-- NCCL_PROTO=LL128 forced where NCCL would not choose it has silent data-corruption reports
-  (NVIDIA/nccl #281, #1261, #831): it needs an explicit `sglab:accept-lints: [nccl-proto-ll128]`.
+The SGLang facts they rest on (its custom all-reduce and the NCCL variables it sets from its own flags) are
+in the SGLang contract, sglab/sglang/collectives.py. NCCL_PROTO=LL128 forced where NCCL would not choose it
+has silent data-corruption reports (NVIDIA/nccl #281, #1261, #831): it needs an explicit
+`sglab:accept-lints: [nccl-proto-ll128]`.
 """
 
 from __future__ import annotations
@@ -18,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Protocol
 
-CUSTOM_ALL_REDUCE_MAX_BYTES = 8192 * 1024
-CUSTOM_ALL_REDUCE_WORLD_SIZES = (2, 4, 6, 8)
-DISABLE_CUSTOM_ALL_REDUCE = "--disable-custom-all-reduce"
-SGLANG_ENV_FLAGS = {"NCCL_NVLS_ENABLE": "--enable-nccl-nvls", "NCCL_CUMEM_ENABLE": "--enable-symm-mem"}
-# NCCL_* keys that do not steer a single-node all-reduce (logging, inter-node transports) or have their own lint.
-_NOT_ALL_REDUCE_TUNING = ("NCCL_DEBUG", "NCCL_IB_", "NCCL_SOCKET_", "NCCL_NET", *SGLANG_ENV_FLAGS)
+from sglab.sglang import collectives
+
+# NCCL_* keys that do not steer a single-node all-reduce (logging, inter-node transports); the ones SGLang
+# sets itself have their own lint.
+_NOT_ALL_REDUCE_TUNING = ("NCCL_DEBUG", "NCCL_IB_", "NCCL_SOCKET_", "NCCL_NET")
 
 LintCode = Literal["custom-all-reduce-shadows-nccl", "sglang-overwrites-nccl-env", "nccl-proto-ll128"]
 Severity = Literal["error", "warning", "note"]
@@ -70,17 +62,19 @@ def _tp_size(flags: dict[str, str]) -> int:
 
 
 def _custom_all_reduce(env: dict[str, str], flags: dict[str, str]) -> list[_Finding]:
-    tuned = sorted(k for k in env if k.startswith("NCCL_") and not k.startswith(_NOT_ALL_REDUCE_TUNING))
+    skip = (*_NOT_ALL_REDUCE_TUNING, *collectives.SGLANG_OWNED_NCCL_ENV)
+    tuned = sorted(k for k in env if k.startswith("NCCL_") and not k.startswith(skip))
     multi_node = flags.get("--nnodes", "1") not in ("1", "true")
-    if not tuned or DISABLE_CUSTOM_ALL_REDUCE in flags or multi_node:
+    disable = collectives.DISABLE_CUSTOM_ALL_REDUCE_FLAG
+    if not tuned or disable in flags or multi_node:
         return []
-    if _tp_size(flags) not in CUSTOM_ALL_REDUCE_WORLD_SIZES:
+    if _tp_size(flags) not in collectives.CUSTOM_ALL_REDUCE_WORLD_SIZES:
         return []
     settings = " ".join(f"{k}={env[k]}" for k in tuned)
     return [_Finding(
         "custom-all-reduce-shadows-nccl", "warning", None,
-        f"{settings} set while SGLang's custom all-reduce is on (no {DISABLE_CUSTOM_ALL_REDUCE}): on a "
-        f"fully NVLinked node it takes every all-reduce under {CUSTOM_ALL_REDUCE_MAX_BYTES // (1024 * 1024)} MiB, "
+        f"{settings} set while SGLang's custom all-reduce is on (no {disable}): on a fully NVLinked node it "
+        f"takes every all-reduce under {collectives.CUSTOM_ALL_REDUCE_MAX_BYTES // (1024 * 1024)} MiB, "
         "which is all of the decode path (about 14 KB to 1 MB), so these NCCL values likely change nothing there "
         "(only larger, prefill all-reduces reach NCCL)",
         "set server.disable-custom-all-reduce: true (both arms) so NCCL carries the decode all-reduces, or drop "
@@ -89,19 +83,20 @@ def _custom_all_reduce(env: dict[str, str], flags: dict[str, str]) -> list[_Find
 
 def _sglang_owned(env: dict[str, str]) -> list[_Finding]:
     out = []
-    for key, flag in SGLANG_ENV_FLAGS.items():
+    for key, flag in collectives.SGLANG_OWNED_NCCL_ENV.items():
         if key not in env:
             continue
         if env[key] == "1":
             fix = f"remove {key} and add {flag} to server.extra-args"
-            if flag == "--enable-symm-mem":
-                fix += " (it also enables NCCL_NVLS_ENABLE)"
+            also = collectives.ALSO_ENABLES.get(flag, ())
+            if also:
+                fix += f" (it also enables {', '.join(also)})"
         else:
             fix = f"remove {key}: {env[key]} is what SGLang sets itself unless {flag} is given"
         out.append(_Finding(
             "sglang-overwrites-nccl-env", "warning", key,
             f"{key}={env[key]} in the pod env: SGLang sets {key} itself from {flag} (v0.5.x overwrites the pod's "
-            f"value every time; newer releases whenever {flag} or --enable-symm-mem is given), so this value is "
+            f"value every time; newer releases whenever {flag} or a flag implying it is given), so this value is "
             "silently replaced or depends on the SGLang version", fix))
     return out
 

@@ -27,10 +27,11 @@ from ruamel.yaml import YAML
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import NAMESPACE
 from sglab.config.models import StackConfig
+from sglab.deploy.jobs import job_access
 from sglab.deploy.naming import PROJECT_IMAGE_UID, service_url
 from sglab.deploy.objects import common_labels
 from sglab.deploy.pulumi_config import SECRET_MARKER
-from sglab.deploy.result_sink import INDEX, PART, RESULT_LABEL, RESULT_PARTS, SUMMARY_KEY, part_names
+from sglab.deploy.result_sink import INDEX, RESULT_PARTS, SUMMARY_KEY, part_names
 
 HASH_CHARS = 12
 SERVICE_ACCOUNT = "sglab-bench"
@@ -206,22 +207,10 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     def meta(name: str, extra: dict[str, str] | None = None) -> dict[str, Any]:
         return {"name": name, "namespace": ns, "labels": {**labels, **(extra or {})}}
 
-    service_account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(SERVICE_ACCOUNT),
-                       "automountServiceAccountToken": False}
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(SERVICE_ACCOUNT),
-            "rules": role_rules(n.result_configmap)}
-    role_binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(SERVICE_ACCOUNT),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SERVICE_ACCOUNT},
-        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": ns}],
-    }
+    access = job_access(meta, ns, SERVICE_ACCOUNT, part_names(n.result_configmap, RESULT_PARTS), index_label=INDEX,
+                        job=n.job)  # sglab/deploy/jobs.py: shared with the probe Job
     stack_configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(n.stack_configmap),
                        "data": {f"Pulumi.{stack_name}.yaml": stack_file_text(stack)}}
-    result_configmaps = [
-        {"apiVersion": "v1", "kind": "ConfigMap",
-         "metadata": {**meta(part, {RESULT_LABEL: INDEX if i == 0 else PART}), "annotations": {"sglab/job": n.job}}}
-        for i, part in enumerate(part_names(n.result_configmap, RESULT_PARTS))
-    ]
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -232,8 +221,8 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
             "template": pod_template(stack, stack_name, n),
         },
     }
-    return BenchmarkPlan(n, service_account, role, role_binding, stack_configmap, result_configmaps, job,
-                         job_cfg.timeout_min + AWAIT_SLACK_MIN)
+    return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,
+                         access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN)
 
 
 def _level_rows(verdict: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -6,6 +6,9 @@ probe's own modules (stdlib + torch + pydantic) come from a ConfigMap mounted on
 spec beside them. Two steps in one pod: the probe as an init container holding all of a node's GPUs, then
 the project image's `sglab probe store` writing the result into ConfigMaps the program pre-creates (the
 same sink as the benchmark Job, so `sglab results pull` finds it); its Role may only get and update them.
+Locked down like the servers: the probe step runs as sglab:pod-security says the servers run (no escalation,
+no capabilities, seccomp, read-only root with its writable paths as emptyDirs), the store step as the project
+image's user; no container but the store step gets an API token (a projected volume, no automount).
 Named after a hash of the spec and the pod template: it runs again exactly when what it measures changes.
 """
 
@@ -22,9 +25,12 @@ import pulumi_kubernetes as k8s
 
 from sglab.config.arms import baseline_arm
 from sglab.config.models import StackConfig
+from sglab.deploy.benchmark_job import declare_job_access
+from sglab.deploy.jobs import JobAccess, api_token_mount, api_token_volume, job_access
+from sglab.deploy.naming import PROJECT_IMAGE_UID
 from sglab.deploy.objects import common_labels
-from sglab.deploy.result_sink import PART, RESULT_LABEL, part_names
 from sglab.deploy.values import chart_values
+from sglab.results.sink import part_names
 from sglab.probe.plan import needs_nvls, probe_spec
 from sglab.probe.result import PROBE_KIND
 from sglab.probe.store import PROBE_RESULT_PARTS
@@ -36,9 +42,12 @@ RESULTS_DIR = "/probe-results"
 RESULT_FILE = f"{RESULTS_DIR}/probe.json"
 SPEC_KEY = "spec.json"
 COMPONENT_LABEL = "sglab/probe"
-# The probe's modules as they run inside the server image (sglab/probe/__init__.py documents the rule).
+# The probe's modules as they run inside the server image (sglab/probe/__init__.py documents the rule), and
+# the one part of the SGLang contract they read (which NCCL variables SGLang sets itself).
 SHIPPED_MODULES = ("__init__", "sizes", "stats", "spec", "worker", "runner", "result", "table", "nccl")
+SHIPPED_CONTRACT = ("collectives",)
 PACKAGE_INIT = '"""sglab: only the NCCL probe modules, mounted into the server image by the probe Job."""\n'
+CONTRACT_INIT = '"""sglab.sglang: only what the NCCL probe reads, mounted into the server image by the probe Job."""\n'
 STORE_CPU, STORE_MEMORY = "100m", "256Mi"
 AWAIT_SLACK_MIN = 5
 SERVER_CHART_NAME = "sglang-server"
@@ -46,14 +55,17 @@ SERVER_CHART_NAME = "sglang-server"
 
 @dataclass(frozen=True)
 class ProbeNames:
+    """The names of one probe's objects, all from its digest."""
+
     digest: str
-    job: str
-    result_configmap: str
-    source_configmap: str
 
     @classmethod
     def of(cls, digest: str) -> "ProbeNames":
-        return cls(digest, f"sglab-probe-{digest}", f"sglab-probe-result-{digest}", f"sglab-probe-src-{digest}")
+        return cls(digest)
+
+    job = property(lambda self: f"sglab-probe-{self.digest}")
+    result_configmap = property(lambda self: f"sglab-probe-result-{self.digest}")
+    source_configmap = property(lambda self: f"sglab-probe-src-{self.digest}")
 
 
 _PLACEHOLDER = ProbeNames.of("{probe}")
@@ -61,10 +73,12 @@ _PLACEHOLDER = ProbeNames.of("{probe}")
 
 def source_files() -> dict[str, str]:
     """ConfigMap key -> file text of the probe modules (keys cannot hold '/': items map them to paths)."""
-    here = Path(__file__).resolve().parents[1] / "probe"
-    files = {"sglab.__init__.py": PACKAGE_INIT}
+    here = Path(__file__).resolve().parents[1]
+    files = {"sglab.__init__.py": PACKAGE_INIT, "sglab.sglang.__init__.py": CONTRACT_INIT}
     for module in SHIPPED_MODULES:
-        files[f"sglab.probe.{module}.py"] = (here / f"{module}.py").read_text(encoding="utf-8")
+        files[f"sglab.probe.{module}.py"] = (here / "probe" / f"{module}.py").read_text(encoding="utf-8")
+    for module in SHIPPED_CONTRACT:
+        files[f"sglab.sglang.{module}.py"] = (here / "sglang" / f"{module}.py").read_text(encoding="utf-8")
     return files
 
 
@@ -102,6 +116,23 @@ def probe_command(stack: StackConfig) -> list[str]:
     return command
 
 
+LOCKED_DOWN = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+               "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def probe_security(security: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The probe container's securityContext, writable mounts and their emptyDirs, from the server chart's
+    `security` values (sglab:pod-security): the servers' image runs the way the servers run it."""
+    context: dict[str, Any] = {**LOCKED_DOWN, "readOnlyRootFilesystem": security["readOnlyRootFilesystem"]}
+    if security["runAsUser"] != "":
+        uid = security["runAsUser"]
+        context.update({"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid})
+    mounts = [{"name": f"writable-{i}", "mountPath": path} for i, path in enumerate(security["writablePaths"])]
+    volumes = [{"name": f"writable-{i}", "emptyDir": {"sizeLimit": security["writableSizeLimit"]}}
+               for i in range(len(security["writablePaths"]))]
+    return context, mounts, volumes
+
+
 def pod_template(stack: StackConfig, stack_name: str, n: ProbeNames) -> dict[str, Any]:
     arm = baseline_arm(stack)
     server = chart_values(stack, arm, stack_name=stack_name)  # the arms' own image and placement values
@@ -112,6 +143,7 @@ def pod_template(stack: StackConfig, stack_name: str, n: ProbeNames) -> dict[str
         resources["requests"]["cpu"] = server["resources"]["cpu"]
     if server["resources"]["memory"]:
         resources["requests"]["memory"] = resources["limits"]["memory"] = server["resources"]["memory"]
+    probe_context, writable_mounts, writable_volumes = probe_security(server["security"])
     probe = {
         "name": "probe",
         "image": server["image"]["name"],
@@ -122,7 +154,8 @@ def pod_template(stack: StackConfig, stack_name: str, n: ProbeNames) -> dict[str
         "resources": {k: v for k, v in resources.items() if v},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
                          {"name": "probe-src", "mountPath": SOURCE_MOUNT, "readOnly": True},
-                         {"name": "results", "mountPath": RESULTS_DIR}],
+                         {"name": "results", "mountPath": RESULTS_DIR}, *writable_mounts],
+        "securityContext": probe_context,
     }
     store = {
         "name": "store",
@@ -133,13 +166,15 @@ def pod_template(stack: StackConfig, stack_name: str, n: ProbeNames) -> dict[str
                 {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
         "resources": {"requests": {"cpu": STORE_CPU, "memory": STORE_MEMORY}, "limits": {"memory": STORE_MEMORY}},
         "volumeMounts": [{"name": "results", "mountPath": RESULTS_DIR, "readOnly": True},
-                         {"name": "tmp", "mountPath": "/tmp"}],
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}},
+                         {"name": "tmp", "mountPath": "/tmp"}, api_token_mount()],
+        "securityContext": {**LOCKED_DOWN, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+                            "runAsUser": PROJECT_IMAGE_UID, "runAsGroup": PROJECT_IMAGE_UID},
     }
     spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
-        "automountServiceAccountToken": True,
+        # Only the store step calls the API (its projected token); the probe runs in the servers' image.
+        "automountServiceAccountToken": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "restartPolicy": "Never",
         "enableServiceLinks": False,
         "initContainers": [probe],
@@ -151,6 +186,8 @@ def pod_template(stack: StackConfig, stack_name: str, n: ProbeNames) -> dict[str
                 {"key": SPEC_KEY, "path": SPEC_KEY}]}},
             {"name": "results", "emptyDir": {}},
             {"name": "tmp", "emptyDir": {}},
+            api_token_volume(),
+            *writable_volumes,
         ],
     }
     if server["nodeSelector"]:
@@ -175,54 +212,37 @@ def probe_hash(stack: StackConfig, stack_name: str) -> str:
 
 @dataclass(frozen=True)
 class ProbePlan:
+    """The probe Job and its companions as manifests (`sglab probe nccl` prints them, the program applies them)."""
+
     names: ProbeNames
-    service_account: dict[str, Any]
-    role: dict[str, Any]
-    role_binding: dict[str, Any]
+    access: JobAccess
     source_configmap: dict[str, Any]
-    result_configmaps: list[dict[str, Any]]
     job: dict[str, Any]
     await_timeout_min: int
 
     def manifests(self) -> list[dict[str, Any]]:
-        return [self.service_account, self.role, self.role_binding, self.source_configmap, *self.result_configmaps,
-                self.job]
+        a = self.access
+        return [a.service_account, a.role, a.role_binding, self.source_configmap, *a.result_configmaps, self.job]
 
 
 def probe_plan(stack: StackConfig, stack_name: str) -> ProbePlan:
-    """The probe Job and its companions as manifests (`sglab probe nccl` prints them, the program applies them)."""
     n = ProbeNames.of(probe_hash(stack, stack_name))
     labels = {**common_labels(stack_name), "app.kubernetes.io/component": "probe", COMPONENT_LABEL: n.digest}
 
     def meta(name: str, extra: dict[str, str] | None = None) -> dict[str, Any]:
         return {"name": name, "namespace": stack.namespace, "labels": {**labels, **(extra or {})}}
 
-    results = part_names(n.result_configmap, PROBE_RESULT_PARTS)
-    service_account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(SERVICE_ACCOUNT),
-                       "automountServiceAccountToken": False}
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(SERVICE_ACCOUNT),
-            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": results,
-                       "verbs": ["get", "update"]}]}
-    role_binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(SERVICE_ACCOUNT),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SERVICE_ACCOUNT},
-        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": stack.namespace}],
-    }
+    access = job_access(meta, stack.namespace, SERVICE_ACCOUNT, part_names(n.result_configmap, PROBE_RESULT_PARTS),
+                        index_label=PROBE_KIND, job=n.job)
     source_configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(n.source_configmap),
                         "data": {**source_files(), SPEC_KEY: spec_json(stack, stack_name)}}
-    result_configmaps = [
-        {"apiVersion": "v1", "kind": "ConfigMap",
-         "metadata": {**meta(part, {RESULT_LABEL: PROBE_KIND if i == 0 else PART}), "annotations": {"sglab/job": n.job}}}
-        for i, part in enumerate(results)
-    ]
     job = {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {**meta(n.job), "annotations": {"sglab/result-configmap": n.result_configmap}},
         "spec": {"backoffLimit": 0, "activeDeadlineSeconds": stack.probe.timeout_min * 60,
                  "template": pod_template(stack, stack_name, n)},
     }
-    return ProbePlan(n, service_account, role, role_binding, source_configmap, result_configmaps, job,
-                     stack.probe.timeout_min + AWAIT_SLACK_MIN)
+    return ProbePlan(n, access, source_configmap, job, stack.probe.timeout_min + AWAIT_SLACK_MIN)
 
 
 class InClusterProbe(pulumi.ComponentResource):
@@ -234,26 +254,14 @@ class InClusterProbe(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         foundation = list(foundation or [])
-        child = pulumi.ResourceOptions(parent=self, depends_on=foundation)
-        sa = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=plan.service_account["metadata"],
-                                        automount_service_account_token=False, opts=child)
-        role = k8s.rbac.v1.Role(f"{name}-role", metadata=plan.role["metadata"], rules=plan.role["rules"], opts=child)
-        binding = k8s.rbac.v1.RoleBinding(f"{name}-rolebinding", metadata=plan.role_binding["metadata"],
-                                          role_ref=plan.role_binding["roleRef"],
-                                          subjects=plan.role_binding["subjects"], opts=child)
+        access = declare_job_access(self, name, plan.access, foundation)
         source = k8s.core.v1.ConfigMap(f"{name}-src", metadata=plan.source_configmap["metadata"],
-                                       data=plan.source_configmap["data"], opts=child)
-        results = [
-            k8s.core.v1.ConfigMap(
-                f"{name}-result" + (f"-{i}" if i else ""), metadata=manifest["metadata"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=foundation, retain_on_delete=True,
-                                            ignore_changes=["data", "binaryData", "metadata.annotations"]))
-            for i, manifest in enumerate(plan.result_configmaps)
-        ]
+                                       data=plan.source_configmap["data"],
+                                       opts=pulumi.ResourceOptions(parent=self, depends_on=foundation))
         timeout = f"{plan.await_timeout_min}m"
         self.job = k8s.batch.v1.Job(
             f"{name}-job", metadata=plan.job["metadata"], spec=plan.job["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*foundation, sa, role, binding, source, *results],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*foundation, *access, source],
                                         custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
         self.job_name = pulumi.Output.from_input(plan.names.job)
         self.result_configmap = pulumi.Output.from_input(plan.names.result_configmap)

@@ -2,9 +2,9 @@
 
 Variants: `nccl-default` (NCCL chooses; only the keys SGLang sets itself), the arms' own NCCL env
 (`arms` when both share it, else `baseline` / `candidate`) and any `sglab:probe.variants`. Every variant
-carries NCCL_NVLS_ENABLE and NCCL_CUMEM_ENABLE with the values SGLang would give the server from its
-flags (--enable-nccl-nvls, --enable-symm-mem), so the probe runs what the server runs; a variant that
-would enable NVLink multicast needs --allow-nvls.
+carries the NCCL variables SGLang sets itself (NCCL_NVLS_ENABLE, NCCL_CUMEM_ENABLE) with the values it
+would give the server from its flags (sglab/sglang/collectives.py), so the probe runs what the server runs;
+a variant that would enable NVLink multicast needs --allow-nvls.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm, parse_launch
 from sglab.config.models import StackConfig
 from sglab.errors import ConfigError
 from sglab.probe.sizes import decode_steps, hidden_size_for, message_sizes, sweep_sizes
-from sglab.probe.spec import CUMEM_KEY, DEFAULT_VARIANT, NVLS_KEY, ProbeRunSpec, SizeSpec, Variant
+from sglab.probe.spec import DEFAULT_VARIANT, NVLS_KEY, ProbeRunSpec, SizeSpec, Variant
+from sglab.sglang import collectives
 
 # Algorithms whose draft layer runs on the target's TP group with the target's hidden size.
 DRAFT_LAYER_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
@@ -21,11 +22,8 @@ CPU_WORLD_SIZE = 2
 
 
 def sglang_forced_env(args: tuple[str, ...] | list[str]) -> dict[str, str]:
-    """The NVLS/cuMem values SGLang's _set_envs_and_config gives the server for these launch args."""
-    flags = parse_launch_args(list(args))
-    symm = "--enable-symm-mem" in flags
-    nvls = "--enable-nccl-nvls" in flags or symm
-    return {CUMEM_KEY: "1" if symm else "0", NVLS_KEY: "1" if nvls else "0"}
+    """The NCCL values SGLang's _set_envs_and_config gives the server for these launch args."""
+    return collectives.sglang_nccl_env(parse_launch_args(list(args)))
 
 
 def _nccl_of(arm: ArmSpec) -> dict[str, str]:

@@ -13,10 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-NVLS_KEY = "NCCL_NVLS_ENABLE"
-CUMEM_KEY = "NCCL_CUMEM_ENABLE"
-# Set by SGLang itself from its flags (--enable-nccl-nvls, --enable-symm-mem), so part of every variant.
-SGLANG_OWNED_KEYS = (NVLS_KEY, CUMEM_KEY)
+from sglab.sglang.collectives import NVLS_ENV as NVLS_KEY, SGLANG_OWNED_NCCL_ENV
+
+# Set by SGLang itself from its flags, so part of every variant (the probe Job ships collectives.py too).
+SGLANG_OWNED_KEYS = tuple(SGLANG_OWNED_NCCL_ENV)
 DEFAULT_VARIANT = "nccl-default"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
 

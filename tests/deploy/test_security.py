@@ -271,11 +271,19 @@ def test_every_rendered_pod_is_locked_down(name, monkeypatch, tmp_path):
     raw["locust"] = {**raw.get("locust", {}), "enabled": True}
     raw["locust-password"] = {"secure": "v1:x"}
     raw["benchmark-job"] = {**raw.get("benchmark-job", {}), "enabled": True}
+    raw["probe"] = {**raw.get("probe", {}), "enabled": True, "hidden-size": 7168}
     pods = _every_pod(render_stack(load_mapping(name, stack_path(name), raw)).objects)
-    assert any(what.startswith("Job/") for what, _ in pods) and len(pods) >= 5
+    assert any(what.startswith("Job/sglab-probe-") for what, _ in pods) and len(pods) >= 6
     for what, pod in pods:
         spec = pod["spec"]
-        assert spec.get("automountServiceAccountToken") is (what.startswith("Job/")), what
+        tokens = {v["name"] for v in spec.get("volumes", [])
+                  if any("serviceAccountToken" in s for s in v.get("projected", {}).get("sources", []))}
+        has_token = spec.get("automountServiceAccountToken") is True or bool(tokens)
+        assert has_token is what.startswith("Job/"), what
+        if tokens:  # a projected token instead of automount: never in an init container (the probe's, say)
+            assert spec["automountServiceAccountToken"] is False, what
+            assert not [c for c in spec.get("initContainers", [])
+                        if any(m["name"] in tokens for m in c.get("volumeMounts", []))], what
         contexts = [(c, spec.get("securityContext", {})) for c in spec["containers"] + spec.get("initContainers", [])]
         for container, pod_context in contexts:
             security = container.get("securityContext", {})
@@ -284,4 +292,6 @@ def test_every_rendered_pod_is_locked_down(name, monkeypatch, tmp_path):
             assert (security.get("seccompProfile") or pod_context.get("seccompProfile")) == {"type": "RuntimeDefault"}
             assert security.get("readOnlyRootFilesystem") is True, what
         if not what.startswith(("Deployment/sglang-", "LeaderWorkerSet/")) or loaded.config.backend == "sim":
-            assert spec["securityContext"].get("runAsNonRoot") is True, what  # the project image's user
+            for container in spec["containers"]:  # the project image's user (an init container may run the servers')
+                effective = {**spec["securityContext"], **container.get("securityContext", {})}
+                assert effective.get("runAsNonRoot") is True, what

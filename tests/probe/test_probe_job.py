@@ -66,15 +66,85 @@ def test_probe_runs_on_the_servers_image_placement_and_shm(stack_name):
 
 def test_rbac_is_get_and_update_of_the_precreated_result_configmaps():
     plan = probe_plan(load_stack(STACK).config, STACK)
-    names = [cm["metadata"]["name"] for cm in plan.result_configmaps]
+    access = plan.access
+    names = [cm["metadata"]["name"] for cm in access.result_configmaps]
     assert names == [plan.names.result_configmap, f"{plan.names.result_configmap}-1"]
-    assert plan.role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": names,
-                                   "verbs": ["get", "update"]}]
-    assert plan.result_configmaps[0]["metadata"]["labels"]["sglab/result"] == PROBE_KIND
-    assert plan.result_configmaps[1]["metadata"]["labels"]["sglab/result"] == "part"
+    assert access.role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": names,
+                                     "verbs": ["get", "update"]}]
+    assert access.result_configmaps[0]["metadata"]["labels"]["sglab/result"] == PROBE_KIND
+    assert access.result_configmaps[1]["metadata"]["labels"]["sglab/result"] == "part"
     pod = plan.job["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == SERVICE_ACCOUNT and plan.service_account["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == SERVICE_ACCOUNT and access.service_account["automountServiceAccountToken"] is False
     assert "sglab/role" not in plan.job["spec"]["template"]["metadata"]["labels"]  # not a load generator
+
+
+def _token_readers(pod: dict) -> list[str]:
+    tokens = {v["name"] for v in pod["volumes"]
+              if any("serviceAccountToken" in s for s in v.get("projected", {}).get("sources", []))}
+    return [c["name"] for c in pod.get("initContainers", []) + pod["containers"]
+            if any(m["name"] in tokens for m in c.get("volumeMounts", []))]
+
+
+def test_only_the_store_step_gets_an_api_token():
+    pod = probe_plan(load_stack(STACK).config, STACK).job["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert _token_readers(pod) == ["store"]
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "api-token"]
+    assert mount == {"name": "api-token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                     "readOnly": True}  # where the kubernetes client's in-cluster config reads token, CA, namespace
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "api-token"]
+    paths = [s.get("serviceAccountToken", {}).get("path") or s.get("configMap", {}).get("items", [{}])[0].get("path")
+             or s["downwardAPI"]["items"][0]["path"] for s in volume["projected"]["sources"]]
+    assert paths == ["token", "ca.crt", "namespace"]
+
+
+LOCKED_DOWN = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+               "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _writable(pod: dict, container: dict) -> dict[str, dict]:
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    return {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"] if not m.get("readOnly")}
+
+
+@pytest.mark.parametrize("stack_name", shipped_stacks())
+def test_probe_pod_is_locked_down_like_the_servers(stack_name):
+    stack = load_stack(stack_name).config
+    pod = probe_plan(stack, stack_name).job["spec"]["template"]["spec"]
+    (probe,), (store,) = pod["initContainers"], pod["containers"]
+    server = _server_pod(stack_name)
+    (server_container,) = server["containers"]
+    for container in (probe, store):
+        assert {k: container["securityContext"][k] for k in LOCKED_DOWN} == LOCKED_DOWN
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    # the probe runs the servers' image as the servers run it: same user, same writable paths
+    server_user = {k: v for k, v in {**server.get("securityContext", {}), **server_container["securityContext"]}.items()
+                   if k in ("runAsUser", "runAsGroup", "runAsNonRoot")}
+    assert {k: v for k, v in probe["securityContext"].items() if k in server_user or k.startswith("runAs")} == server_user
+    server_writable = _writable(server, server_container)
+    probe_writable = _writable(pod, probe)
+    assert set(probe_writable) == set(server_writable) | {"/probe-results"}
+    for path in stack.pod_security.writable_paths:
+        assert probe_writable[path]["emptyDir"] == server_writable[path]["emptyDir"], path
+    assert store["securityContext"]["runAsNonRoot"] is True and set(_writable(pod, store)) == {"/tmp"}
+
+
+def test_probe_security_follows_pod_security():
+    stack = stack_with({"pod-security": {"run-as-user": 1000, "read-only-root-filesystem": False,
+                                         "writable-paths": ["/tmp", "/home/sglang/.cache"],
+                                         "writable-size-limit": "8Gi"}})
+    plan = probe_plan(stack, STACK)
+    pod = plan.job["spec"]["template"]["spec"]
+    (probe,) = pod["initContainers"]
+    context = probe["securityContext"]
+    assert (context["runAsUser"], context["runAsGroup"], context["runAsNonRoot"]) == (1000, 1000, True)
+    assert context["readOnlyRootFilesystem"] is False
+    writable = _writable(pod, probe)
+    assert set(writable) == {"/dev/shm", "/probe-results", "/tmp", "/home/sglang/.cache"}
+    assert writable["/home/sglang/.cache"]["emptyDir"] == {"sizeLimit": "8Gi"}
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(plan.job, version, strict=True)
+    assert plan.names.job != probe_plan(load_stack(STACK).config, STACK).names.job  # its pod changed: a new Job
 
 
 @pytest.mark.parametrize("changes, renamed", [
@@ -135,13 +205,14 @@ def test_shipped_modules_import_only_stdlib_torch_pydantic_and_each_other():
     import sys
     from pathlib import Path
 
-    from sglab.deploy.probe_job import SHIPPED_MODULES
+    from sglab.deploy.probe_job import SHIPPED_CONTRACT, SHIPPED_MODULES
 
-    here = Path(__file__).resolve().parents[2] / "sglab" / "probe"
-    allowed = {f"sglab.probe.{m}" for m in SHIPPED_MODULES} | {"sglab.probe"}
+    root = Path(__file__).resolve().parents[2] / "sglab"
+    shipped = [f"probe.{m}" for m in SHIPPED_MODULES] + [f"sglang.{m}" for m in SHIPPED_CONTRACT]
+    allowed = {f"sglab.{m}" for m in shipped} | {"sglab.probe", "sglab.sglang"}
     bad = []
-    for module in SHIPPED_MODULES:
-        tree = ast.parse((here / f"{module}.py").read_text())
+    for module in shipped:
+        tree = ast.parse((root / (module.replace(".", "/") + ".py")).read_text())
         for node in ast.walk(tree):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
@@ -149,8 +220,8 @@ def test_shipped_modules_import_only_stdlib_torch_pydantic_and_each_other():
                 top = name.split(".")[0]
                 if name.startswith("sglab"):
                     if name not in allowed:
-                        bad.append(f"{module}: {name}")
+                        bad.append(f"{module.split('.')[1]}: {name}")
                 elif top not in sys.stdlib_module_names and top not in ("torch", "pydantic", "__future__"):
-                    bad.append(f"{module}: {name}")
+                    bad.append(f"{module.split('.')[1]}: {name}")
     # nccl.py's --stack path reaches for the loader and results store only when sglab is installed
     assert sorted(bad) == ["nccl: sglab.config.loader", "nccl: sglab.probe.plan", "nccl: sglab.results.store"]

@@ -1,0 +1,64 @@
+"""What the result-writing Jobs (the benchmark Job, the NCCL probe Job) share.
+
+Each has a ServiceAccount with no token of its own, a Role that may only get and update the Job's
+pre-created result ConfigMaps (index and parts: `create` cannot be limited by name), its RoleBinding, and
+those ConfigMaps. A pod whose only API client is one container gets the API token through a projected
+volume mounted in that container alone, instead of `automountServiceAccountToken` for every container.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from sglab.results.sink import PART, RESULT_LABEL
+
+Meta = Callable[..., dict[str, Any]]  # meta(name, extra_labels=None) -> object metadata
+TOKEN_VOLUME = "api-token"
+TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"  # where the kubernetes client looks in-cluster
+TOKEN_EXPIRATION_S = 3600  # the kubelet refreshes it before it expires
+
+
+@dataclass(frozen=True)
+class JobAccess:
+    """The manifests `declare_job_access` (benchmark_job.py) applies for a result-writing Job."""
+
+    service_account: dict[str, Any]
+    role: dict[str, Any]
+    role_binding: dict[str, Any]
+    result_configmaps: list[dict[str, Any]]
+
+
+def job_access(meta: Meta, namespace: str, service_account: str, result_names: list[str], *, index_label: str,
+               job: str) -> JobAccess:
+    """ServiceAccount (no automount), Role (get/update of exactly `result_names`), RoleBinding, result ConfigMaps."""
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(service_account),
+          "automountServiceAccountToken": False}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(service_account),
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": list(result_names),
+                       "verbs": ["get", "update"]}]}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(service_account),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": service_account},
+        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
+    }
+    results = [
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {**meta(part, {RESULT_LABEL: index_label if i == 0 else PART}), "annotations": {"sglab/job": job}}}
+        for i, part in enumerate(result_names)
+    ]
+    return JobAccess(sa, role, binding, results)
+
+
+def api_token_volume() -> dict[str, Any]:
+    """The API credentials the kubelet would automount (token, cluster CA, namespace), as a volume to mount
+    only where the API is called."""
+    return {"name": TOKEN_VOLUME, "projected": {"defaultMode": 0o444, "sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_EXPIRATION_S}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+    ]}}
+
+
+def api_token_mount() -> dict[str, Any]:
+    return {"name": TOKEN_VOLUME, "mountPath": TOKEN_MOUNT, "readOnly": True}
