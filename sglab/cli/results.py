@@ -1,5 +1,5 @@
 """`sglab results --stack NAME`: the runs of a stack as a table; `sglab results pull --stack NAME` copies
-the in-cluster benchmark results into results/."""
+the in-cluster benchmark and NCCL probe results into results/."""
 
 from __future__ import annotations
 
@@ -89,6 +89,16 @@ def _pull(args: argparse.Namespace, base: Path | None) -> int:
                                  kubeconfig=args.kubeconfig, base=base)
     for path in pulled:
         print(f"pulled: {path}")
-    if not pulled:
+    from sglab.probe.store import pull_probe_results
+
+    probes = pull_probe_results(args.stack, namespace=args.namespace, context=args.context,
+                                kubeconfig=args.kubeconfig, base=base)
+    for path in probes.written:
+        print(f"pulled probe: {path}")
+    for problem in probes.rejected:
+        print(f"skipped probe ConfigMap {problem}")
+    for path in probes.conflicts:
+        print(f"kept probe: {path} (the cluster's differs; the file on disk is never overwritten)")
+    if not pulled and not probes.written:
         print(f"nothing new to pull for stack '{args.stack}'")
     return 0

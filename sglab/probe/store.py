@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sglab.deploy.result_sink import PAYLOAD_KEY, RESULT_LABEL, decode_parts, encode_result, parts_count
+from sglab.results.sink import PAYLOAD_KEY, RESULT_LABEL, decode_parts, encode_result, parts_count
 from sglab.probe.result import PROBE_FILE, PROBE_KIND, RUN_PREFIX, ProbeResult, load_probe, parse_probe, to_json
 
 # Index + one part: a probe result is tens of KB gzipped; the Job's Role names exactly these ConfigMaps.
@@ -35,7 +35,7 @@ def fitting_json(result: ProbeResult) -> str:
 
 def store_to_configmap(path: Path | str, name: str, namespace: str | None = None, *, core_api: Any = None) -> str:
     """Write probe.json at `path` into ConfigMap `name` (the Job's store step); returns the namespace."""
-    from sglab.deploy.result_sink import write_result_configmap
+    from sglab.results.sink import write_result_configmap
 
     result = load_probe(path)
     return write_result_configmap(fitting_json(result), name, namespace, core_api=core_api)
@@ -107,7 +107,7 @@ def pull_probe_results(stack: str, *, namespace: str | None = None, context: str
                        kubeconfig: str | None = None, base: Path | None = None, core_api: Any = None) -> ProbePullReport:
     """What `sglab results pull` adds for probes: the stack's probe results into results/<stack>/."""
     from sglab.config.loader import load_stack
-    from sglab.deploy.pull import list_result_configmaps
+    from sglab.results.pull import list_result_configmaps
     from sglab.results.store import results_root
 
     namespace = namespace or load_stack(stack).config.namespace

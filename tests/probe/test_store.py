@@ -29,7 +29,7 @@ def test_store_then_pull_round_trip_and_the_run_result_pull_passes_probes_by(tmp
     source.write_text(to_json(result))
     plan = probe_plan(load_stack(STACK).config, STACK)
     with FakeConfigMapApi() as api:
-        for manifest in plan.result_configmaps:  # what the program pre-creates
+        for manifest in plan.access.result_configmaps:  # what the program pre-creates
             api.add(NAMESPACE, manifest)
         namespace = store_to_configmap(source, plan.names.result_configmap, NAMESPACE, core_api=api.core_api())
         assert namespace == NAMESPACE
@@ -52,7 +52,7 @@ def test_a_probe_of_another_stack_or_a_broken_payload_is_rejected(tmp_path):
     other = _result().model_copy(update={"stack": "eagle-default"})
     plan = probe_plan(load_stack(STACK).config, STACK)
     with FakeConfigMapApi() as api:
-        for manifest in plan.result_configmaps:
+        for manifest in plan.access.result_configmaps:
             api.add(NAMESPACE, manifest)
         source = tmp_path / "probe.json"
         source.write_text(to_json(other))
@@ -72,8 +72,34 @@ def test_a_result_too_big_for_the_configmaps_drops_its_raw_samples():
     document = json.loads(text)
     assert all(s["times_us"] == [] for s in document["variants"][0]["sizes"])
     assert document["variants"][0]["sizes"][0]["median_us"] == 20.0
-    from sglab.deploy.result_sink import encode_result
+    from sglab.results.sink import encode_result
 
     assert len(encode_result(text).parts) <= PROBE_RESULT_PARTS
     small = _result()
     assert json.loads(fitting_json(small)) == json.loads(to_json(small))
+
+
+def test_sglab_results_pull_brings_probe_results_too(tmp_path, capsys):
+    from sglab.cli import main as sglab
+
+    result = _result()
+    source = tmp_path / "probe.json"
+    source.write_text(to_json(result))
+    plan = probe_plan(load_stack(STACK).config, STACK)
+    out = tmp_path / "r"
+    with FakeConfigMapApi() as api:
+        for manifest in plan.access.result_configmaps:
+            api.add(NAMESPACE, manifest)
+        kubeconfig = str(api.kubeconfig(tmp_path / "kubeconfig"))
+        argv = ["results", "pull", "--stack", STACK, "--kubeconfig", kubeconfig, "--out", str(out)]
+        assert sglab(argv) == 0  # the Job has not written yet: nothing to pull
+        assert "nothing new to pull" in capsys.readouterr().out
+        store_to_configmap(source, plan.names.result_configmap, NAMESPACE, core_api=api.core_api())
+        assert sglab(argv) == 0
+        first = capsys.readouterr().out
+        assert sglab(argv) == 0
+        second = capsys.readouterr().out
+    target = out / STACK / result.run_id / "probe.json"
+    assert f"pulled probe: {target}" in first and "nothing new" not in first
+    assert load_probe(target) == result
+    assert "nothing new to pull" in second and "pulled" not in second
