@@ -133,7 +133,8 @@ def test_ttft_and_itl_match_a_fixed_sim_profile(out):
 
 
 def test_broken_streams_and_errors_become_failures_with_reasons(out):
-    proc = bench(["--stack", STACK, "--concurrency", "2", "--rounds", "2", "--round-requests", "8",
+    # level 1: the stack's policy gates it, and bench refuses a run that leaves a gated level out
+    proc = bench(["--stack", STACK, "--concurrency", "1", "--rounds", "2", "--round-requests", "8",
                   "--warmup-requests", "0", "--max-new-tokens", "16", "--time-scale", "5",
                   "--sim-env", "SGLAB_SIM_DISCONNECT_RATE=0.3", "--sim-env", "SGLAB_SIM_ERROR_RATE=0.2",
                   "--sim-env", "SGLAB_SIM_STALL_RATE=0.2", "--sim-env", "SGLAB_SIM_STALL_S=3",
