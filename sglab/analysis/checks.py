@@ -236,7 +236,7 @@ def _completeness_problems(result: RunResult) -> list[str]:
         return []
     out = []
     plan = result.load_plan
-    duration = plan.round_duration_s if plan is not None else None
+    duration = plan.round_duration_s if plan is not None and not plan.get("interactive") else None
     for lv in result.levels:
         for r in lv.rounds:
             where = f"level {lv.concurrency} {'warm-up' if r.warmup else f'round {r.round_index + 1}'} {r.arm}"
@@ -253,7 +253,8 @@ def _count_problems(result: RunResult) -> list[str]:
     out = []
     plan = result.load_plan
     # Segments end at their quota under these profiles (a trace's rounds end with the trace instead).
-    fixed = plan is not None and (plan.get("profile") or "concurrency") in ("concurrency", "rate")
+    fixed = plan is not None and not plan.get("interactive") and \
+        (plan.get("profile") or "concurrency") in ("concurrency", "rate")
     quota = plan.round_requests if fixed else None
     warmup_quota = plan.warmup_requests if fixed else None
     for lv in result.levels:

@@ -197,3 +197,15 @@ def test_compare_still_reads_an_old_result_and_says_it_has_no_integrity_record()
     assert out.returncode == 0, out.stderr
     assert "no integrity record" in out.stdout + out.stderr
     assert "verdict:" in out.stdout
+
+
+def test_an_interactive_run_is_not_held_to_the_stacks_round_quota() -> None:
+    """Pseudo-rounds of the web UI have no planned levels, rounds or quotas, only consistent counts."""
+    result = run_like()
+    result.kind = "interactive"
+    result.integrity = None
+    result.load_plan = result.load_plan.model_copy(update={"round_requests": 10 ** 6, "interactive": True,
+                                                           "rounds": 50})
+    assert evidence_problems(result) == []
+    result.levels[0].requests = result.levels[0].requests[1:]
+    assert [p.name for p in evidence_problems(result)] == ["evidence-counts"]
