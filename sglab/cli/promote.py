@@ -11,7 +11,9 @@ from sglab.promote import PromotionRefused, promote
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("promote", help="write a stack's winning candidate config into the production stack",
-                       description="Recompute the verdict of the stack's newest complete A/B run, check the "
+                       description="Verify the stack's newest complete A/B run (its integrity record, its "
+                                   "own plan, its launch commands), recompute its verdict under the policy "
+                                   "recorded with it (the stack's may tighten it, never loosen it), check the "
                                    "config still hashes to what was benchmarked, then write the candidate's "
                                    "serving config into stacks/Pulumi.<target>.yaml and log the evidence.")
     p.add_argument("--stack", required=True, help="the benchmarked stack (stacks/Pulumi.<stack>.yaml)")
