@@ -34,11 +34,35 @@ def _measured_requests(level: LevelResult, arm: str) -> list[RequestSample]:
     return [r for r in level.requests if r.arm == arm and not r.warmup and r.round_index >= 0]
 
 
-def per_round(level: LevelResult, metric: RoundMetric) -> dict[int, dict[str, float]]:
+def _slo_rounds(level: LevelResult, declared: metrics.Metric, slo: metrics.SloTargets | None
+                ) -> dict[int, dict[str, float]]:
+    """A metric that depends on the SLO, recomputed per (round, arm) from the request samples and the round's
+    time window; nothing without an SLO or without kept requests."""
+    out: dict[int, dict[str, float]] = {}
+    if slo is None or not level.requests:
+        return out
+    for sample in level.rounds:
+        if sample.warmup or sample.round_index < 0:
+            continue
+        requests = [r for r in level.requests if r.arm == sample.arm and r.round_index == sample.round_index
+                    and not r.warmup]
+        window = metrics.RoundWindow(requests=requests, started_at_s=sample.started_at_s,
+                                     duration_s=sample.duration_s, window_s=sample.window_s, slo=slo)
+        value = declared.compute_round(window)
+        if value is not None and value > 0:
+            out.setdefault(sample.round_index, {})[sample.arm] = float(value)
+    return out
+
+
+def per_round(level: LevelResult, metric: RoundMetric, slo: metrics.SloTargets | None = None
+              ) -> dict[int, dict[str, float]]:
     """round_index -> arm -> value of `metric` (a registered metric, sglab/metrics) in that round, measured
     rounds only. A metric averaged over requests is recomputed from the request samples when they are kept;
-    otherwise (or without samples) the recorded round values are used."""
+    otherwise (or without samples) the recorded round values are used. A metric that depends on the SLO
+    is always recomputed, with `slo`."""
     declared = metrics.get(metric)
+    if declared.uses_slo:
+        return _slo_rounds(level, declared, slo)
     out: dict[int, dict[str, float]] = {}
     if declared.from_requests and level.requests:
         grouped: dict[tuple[int, str], list[float]] = {}
@@ -62,9 +86,10 @@ def per_round(level: LevelResult, metric: RoundMetric) -> dict[int, dict[str, fl
     return out
 
 
-def paired(level: LevelResult, metric: RoundMetric, arms: list[str]) -> tuple[list[int], np.ndarray]:
+def paired(level: LevelResult, metric: RoundMetric, arms: list[str], slo: metrics.SloTargets | None = None
+           ) -> tuple[list[int], np.ndarray]:
     """Round indices where every arm in `arms` has a value, and a (rounds x arms) array of those values."""
-    table = per_round(level, metric)
+    table = per_round(level, metric, slo)
     rounds = sorted(i for i, values in table.items() if all(values.get(a, 0) > 0 for a in arms))
     data = np.array([[table[i][a] for a in arms] for i in rounds], dtype=float).reshape(len(rounds), len(arms))
     return rounds, data

@@ -20,7 +20,9 @@ from sglab.analysis.attribution import attribute
 from sglab.analysis.checks import blockers as _blockers
 from sglab.analysis.checks import guards as _guards
 from sglab.analysis.checks import unable_to_measure
+from sglab.analysis.categories import category_gains
 from sglab.analysis.economics import crossover, level_economics
+from sglab.analysis.operating_point import effective_policy, level_label, level_phrase, operating_point, slo_targets
 from sglab.analysis.power import rounds_to_decide
 from sglab.analysis.samples import ArmLevelStats, arm_stats, comparison_arms, paired
 from sglab.analysis.stats import MeanCI, log_ratio_ci, relative_delta
@@ -60,7 +62,7 @@ def policy_of(result: RunResult) -> PromotionPolicy:
 
 
 def _gain(level: LevelResult, metric: str, base: str, cand: str, policy: PromotionPolicy) -> tuple[Gain, MeanCI | None]:
-    rounds, data = paired(level, metric, [base, cand])
+    rounds, data = paired(level, metric, [base, cand], slo_targets(policy))
     if not rounds:
         return Gain(metric=metric, rounds=0), None
     worse, better = metrics.get(metric).improvement(data[:, 0], data[:, 1])
@@ -71,12 +73,13 @@ def _gain(level: LevelResult, metric: str, base: str, cand: str, policy: Promoti
                 mean_log=ci.mean, sd_log=ci.sd), ci
 
 
-def _level_outcome(gain: Gain, min_gain: float) -> LevelOutcome:
+def _level_outcome(gain: Gain, threshold: float) -> LevelOutcome:
+    """Win when the interval clears the threshold (min-gain, or -margin at a non-inferiority level)."""
     if gain.rounds == 0 or gain.estimate is None:
         return "no-data"
-    if gain.low is not None and gain.low >= min_gain:
+    if gain.low is not None and gain.low >= threshold:
         return "win"
-    if gain.high is not None and gain.high < min_gain:
+    if gain.high is not None and gain.high < threshold:
         return "lose"
     return "undecided"
 
@@ -86,18 +89,21 @@ def _latency(base: float | None, cand: float | None) -> LatencyDelta:
 
 
 def _level(level: LevelResult, base: str, cand: str, policy: PromotionPolicy) -> LevelVerdict:
-    gains = {m.name: _gain(level, m.name, base, cand, policy)[0] for m in metrics.all_metrics()}
+    gains = {m.name: _gain(level, m.name, base, cand, policy)[0] for m in metrics.all_metrics()
+             if m.name == policy.metric or not (m.uses_slo and policy.slo is None)}  # goodput needs an SLO
     decode = gains.pop("decode_tok_per_s")
     output = gains.pop("output_tok_per_s")
     bstats: ArmLevelStats = arm_stats(level, base)
     cstats: ArmLevelStats = arm_stats(level, cand)
     gating = level.concurrency in policy.levels
     decisive = {"decode_tok_per_s": decode, "output_tok_per_s": output, **gains}[policy.metric]
-    outcome = _level_outcome(decisive, policy.min_gain)
+    margin = policy.traffic.non_inferiority.get(level.concurrency) if policy.traffic is not None else None
+    threshold = -margin if margin is not None else policy.min_gain
+    outcome = _level_outcome(decisive, threshold)
     more = None
     if outcome == "undecided" and decisive.mean_log is not None and decisive.sd_log is not None:
         more = rounds_to_decide(mean_log=decisive.mean_log, sd_log=decisive.sd_log,
-                                threshold_log=math.log1p(policy.min_gain), rounds_now=decisive.rounds,
+                                threshold_log=math.log1p(threshold), rounds_now=decisive.rounds,
                                 confidence=policy.confidence)
     return LevelVerdict(
         concurrency=level.concurrency, gating=gating, outcome=outcome, decode=decode, output=output,
@@ -106,12 +112,13 @@ def _level(level: LevelResult, base: str, cand: str, policy: PromotionPolicy) ->
         baseline_requests=bstats.succeeded, candidate_requests=cstats.succeeded,
         baseline_error_rate=bstats.error_rate, candidate_error_rate=cstats.error_rate,
         economics=level_economics(level.concurrency, bstats, cstats), more_rounds=more, extra_gains=gains,
+        non_inferiority_margin=margin,
     )
 
 
 def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
     """Recompute the verdict from the samples (a stored verdict is never trusted)."""
-    policy = policy or policy_of(result)
+    policy = effective_policy(policy or policy_of(result))
     try:
         base, cand = comparison_arms(result)
     except ValueError as exc:
@@ -168,7 +175,10 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
         policy=policy.model_dump(mode="json", by_alias=True),
         computed_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
-    verdict.sentence = _sentence(verdict, failed)
+    verdict.operating_point = operating_point(result, verdict.levels, policy, verdict.crossover,
+                                              has_blockers=bool(blockers))
+    verdict.categories = category_gains(result, base, cand, policy)
+    verdict.sentence = _sentence(verdict, failed, level_label(result))
     return verdict
 
 
@@ -182,15 +192,26 @@ def next_step(v: Verdict) -> str | None:
     return None
 
 
-def _sentence(v: Verdict, failed: list[Check]) -> str:
+def _sentence(v: Verdict, failed: list[Check], label: str = "concurrency") -> str:
+    """The judgement, then (an extension, so the first part reads as before) the measured levels where the
+    candidate loses and the levels that were not gated."""
+    extra = [t for t in (v.operating_point.loss_text, v.operating_point.not_gated_text) if t] \
+        if v.operating_point is not None else []
+    return " ".join([_judgement(v, failed, label), *extra])
+
+
+def _judgement(v: Verdict, failed: list[Check], label: str) -> str:
     conf = f"{v.confidence:.0%} CI"
     words = metrics.label(v.metric)
 
     def level_text(lv: LevelVerdict) -> str:
         g = lv.gain(v.metric)
+        where = level_phrase(label, lv.concurrency)
         if g.estimate is None:
-            return f"not measured ({words} at concurrency {lv.concurrency})"
-        return f"{pct(g.estimate)} {words} at concurrency {lv.concurrency} ({conf} {pct(g.low)} to {pct(g.high)})"
+            return f"not measured ({words} at {where})"
+        margin = (f", non-inferiority margin {-lv.non_inferiority_margin:+.1%}"
+                  if lv.non_inferiority_margin is not None else "")
+        return f"{pct(g.estimate)} {words} at {where} ({conf} {pct(g.low)} to {pct(g.high)}{margin})"
 
     gating = [lv for lv in v.levels if lv.gating]
     shown = ", ".join(level_text(lv) for lv in gating) or "no gating level measured"

@@ -9,6 +9,7 @@ from pydantic_core import PydanticCustomError
 
 from sglab import metrics
 from sglab.config.base import Model
+from sglab.config.traffic import Slo, Traffic
 
 
 class PromotionPolicy(Model):
@@ -27,6 +28,10 @@ class PromotionPolicy(Model):
     confidence: Annotated[float, Field(gt=0.5, lt=1, allow_inf_nan=False)] = 0.95
     # How the per-round interval is computed (sglab/analysis/stats.py; docs/verdict.md measures both).
     method: Literal["paired-t", "bootstrap"] = "paired-t"
+    # What a good request is, for the goodput metrics (goodput_tok_per_s, goodput_req_per_s).
+    slo: Slo | None = None
+    # Set from sglab:traffic by the stack (write sglab:traffic, not this): the gate runs at its levels.
+    traffic: Traffic | None = None
 
     @field_validator("metric", mode="plain")
     @classmethod

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from sglab import metrics
 from sglab.config.base import _DNS_LABEL, KeyedValueError, Model, SecretValue, _kebab, check_env
 from sglab.config.jobs import BenchmarkJob, LocustSpec
 from sglab.config.loadplan import LoadPlan
@@ -16,6 +17,7 @@ from sglab.config.policy import PromotionPolicy
 from sglab.config.probe import ProbeSpec
 from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
 from sglab.config.sim import SimSpec
+from sglab.config.traffic import Traffic
 from sglab.sglang import rules
 
 # StackConfig fields that must be Pulumi secrets (`{secure: ...}` in the stack file, `--secret` in Pulumi).
@@ -50,6 +52,8 @@ class StackConfig(Model):
                                "Job and in-cluster Locust unless benchmark-job.image / locust.image say otherwise")
     sim: SimSpec = Field(default_factory=SimSpec)
     probe: ProbeSpec = Field(default_factory=ProbeSpec)
+    # What production serves (profile, levels, weights, SLO): the gate runs at each level (docs/verdict.md).
+    traffic: Traffic | None = None
     # Lint codes (sglab/config/lints.py) this stack accepts; the ones that need it stop the stack until then.
     accept_lints: list[LintCode] = Field(default_factory=list)
 
@@ -138,6 +142,7 @@ class StackConfig(Model):
                     f"policy.levels names concurrency {level}, which load.concurrency "
                     f"{self.load.concurrency} never runs; add it there or remove it from policy.levels"
                 )
+        self._gate_on_traffic()
         if self.locust.enabled and self.locust.web_login and self.locust_password is None:
             raise KeyedValueError(
                 "locust.web-login",
@@ -154,3 +159,45 @@ class StackConfig(Model):
                 "kubectl port-forward"
             )
         return self
+
+    def _gate_on_traffic(self) -> None:
+        """With sglab:traffic the policy gates at its levels (policy.levels, policy.slo and policy.traffic
+        follow from it), so the runner, --quick, the recorded policy and promote all see one gate."""
+        policy, traffic = self.policy, self.traffic
+        if traffic is None:
+            if policy.traffic is not None:
+                raise KeyedValueError("policy.traffic", "policy.traffic is set from sglab:traffic; "
+                                      "declare the traffic there (sglab:traffic: {profile, levels, slo})")
+            self._check_slo_metric(policy)
+            return
+        if "levels" in policy.model_fields_set and policy.levels != traffic.levels:
+            raise KeyedValueError("policy.levels", f"policy.levels {policy.levels} and traffic.levels "
+                                  f"{traffic.levels} disagree: with sglab:traffic the gate runs at the traffic's "
+                                  "levels; remove policy.levels")
+        if policy.slo is not None and traffic.slo is not None and policy.slo != traffic.slo:
+            raise KeyedValueError("traffic.slo", "policy.slo and traffic.slo disagree; declare the SLO once "
+                                  "(traffic.slo)")
+        load_profile = getattr(self.load, "profile", "concurrency")
+        if traffic.profile != load_profile:
+            raise KeyedValueError("traffic.profile", f"traffic.profile is {traffic.profile} but load.profile is "
+                                  f"{load_profile}, so the gated levels would never be measured; set "
+                                  f"load.profile: {traffic.profile}")
+        rate = getattr(self.load, "rate", None)
+        measured = {"concurrency": self.load.concurrency,
+                    "rate": rate.levels if rate is not None else None}.get(traffic.profile)
+        missing = [lv for lv in traffic.levels if measured is not None and lv not in measured]
+        if missing:
+            where = "load.concurrency" if traffic.profile == "concurrency" else "load.rate.levels"
+            raise KeyedValueError("traffic.levels", f"traffic.levels names {missing}, which {where} {measured} "
+                                  f"never runs; add them to {where}")
+        gate = policy.model_copy(update={"levels": list(traffic.levels), "slo": traffic.slo or policy.slo,
+                                         "traffic": traffic})
+        self._check_slo_metric(gate)
+        object.__setattr__(self, "policy", gate)  # frozen model: set once, here, at validation
+
+    @staticmethod
+    def _check_slo_metric(policy: PromotionPolicy) -> None:
+        if metrics.get(policy.metric).uses_slo and policy.slo is None:
+            raise KeyedValueError("policy.metric", f"policy.metric {policy.metric} counts the requests that meet "
+                                  "the SLO, but no SLO is declared; set policy.slo (ttft-ms, tpot-ms) or "
+                                  "traffic.slo")

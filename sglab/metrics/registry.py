@@ -20,13 +20,24 @@ Direction = Literal["higher", "lower"]
 
 
 @dataclass(frozen=True)
+class SloTargets:
+    """The bounds a good request meets (the policy's `slo`, read by the goodput metrics); None = no bound."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    itl_ms: float | None = None
+    itl_quantile: float = 0.99
+
+
+@dataclass(frozen=True)
 class RoundWindow:
-    """One arm's share of one round: its requests (failed ones included) and its time window."""
+    """One arm's share of one round: its requests (failed ones included), its time window and the SLO."""
 
     requests: Sequence[RequestSample]
     started_at_s: float
     duration_s: float
     window_s: float | None = None
+    slo: SloTargets | None = None
 
     @property
     def ok(self) -> list[RequestSample]:
@@ -51,6 +62,9 @@ class Metric:
     # How a recorded round is read back (default: `round_field`, else `metrics[name]`).
     from_round: Callable[[RoundSample], float | None] | None = None
     description: str = ""
+    # True when a round's value depends on the policy's SLO: the verdict recomputes it from the request
+    # samples with the SLO it judges under (the recorded round values, if any, are not used).
+    uses_slo: bool = False
 
     @property
     def from_requests(self) -> bool:

@@ -17,6 +17,9 @@ CAPTIONS = {
     "latency": "TTFT and inter-token latency distributions, both arms overlaid.",
     "accept": "The candidate's per-request accept length against the break-even accept length.",
     "attribution": "The gain split into the candidate's declared differences, speculation and their interaction.",
+    "curve": "Left: TTFT p99 against aggregate output tok/s, one point per level, both arms. Right: goodput "
+             "(with an SLO) or output tok/s per level.",
+    "categories": "The gain and the candidate's accept length per prompt category.",
 }
 
 CSS = """
@@ -110,9 +113,56 @@ def _run_details(result: RunResult) -> str:
     return f"<table>{body}</table>"
 
 
+def _loss_banner(verdict: Verdict) -> str:
+    """The levels where the candidate loses, above everything else (a PROMOTE at one level hides them)."""
+    op = verdict.operating_point
+    if op is None or not (op.loss_text or op.not_gated_text):
+        return ""
+    parts = []
+    if op.loss_text:
+        parts.append(f"<div class='verdict' style='border-color:#C62828'><b class='bad'>LOSES</b> — "
+                     f"{_e(op.loss_text.removeprefix('The candidate loses '))}</div>")
+    if op.not_gated_text:
+        parts.append(f"<p class='muted'>{_e(op.not_gated_text)}</p>")
+    return "".join(parts)
+
+
+def _categories(verdict: Verdict) -> str:
+    if not verdict.categories:
+        return ""
+    rows = []
+    for g in verdict.categories:
+        cls = "ok" if (g.gain.estimate or 0) >= 0 else "bad"
+        accept = (f"{_num(g.accept_length)} [{_num(g.accept_low)}, {_num(g.accept_high)}]"
+                  if g.accept_length is not None else "–")
+        rows.append(f"<tr><td>{g.level}</td><td class='l'>{_e(g.category)}</td><td class='{cls}'>"
+                    f"{_pct(g.gain.estimate)} [{_pct(g.gain.low)}, {_pct(g.gain.high)}]</td><td>{accept}</td>"
+                    f"<td>{g.gain.rounds}</td><td>{g.baseline_requests} / {g.candidate_requests}</td></tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("level", "category", f"gain [{verdict.confidence:.0%} CI]",
+                                              "accept length [CI]", "rounds", "requests b / c"))
+    return f"<h2>By prompt category</h2><table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _inline(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> str:
+    from sglab.report.curves import INLINE, inline_svg
+
+    figures = []
+    for name in INLINE:
+        if name in plots:
+            svg = inline_svg(name, result, verdict)
+            if svg:
+                figures.append(f"<figure>{svg}<figcaption>{_e(CAPTIONS.get(name, ''))} "
+                               f"<a href='{_e(plots[name].name)}'>{_e(plots[name].name)}</a></figcaption></figure>")
+    return "".join(figures)
+
+
 def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> str:
+    from sglab.report.curves import INLINE
+
     color = OUTCOME_COLORS.get(verdict.outcome, "#555")
     sentence = verdict.sentence.removeprefix(f"{verdict.outcome}: ")
+    inline = _inline(result, verdict, plots)
+    plots = {name: path for name, path in plots.items() if name not in INLINE}
     economics = "".join(
         f"<li>concurrency {lv.concurrency}: baseline step {_num(lv.economics.baseline_step_ms)} ms/token; verify "
         f"cycle {_num(lv.economics.verify_cycle_ms)} ms = {_num(lv.economics.candidate_itl_ms)} ms × accept "
@@ -128,12 +178,15 @@ def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> 
 <div class="muted">run {_e(result.run_id)} · {_e(result.kind)} · {_e(result.started_at)}</div>
 <div class="verdict" style="border-color:{color}"><b style="color:{color}">{_e(verdict.outcome.upper())}</b> —
 {_e(sentence)}</div>
+{_loss_banner(verdict)}
 {f"<p>Next: <code>{_e(next_step(verdict))}</code></p>" if next_step(verdict) else ""}
 <h2>Per concurrency level</h2>
 <p>Gate: {_e(metrics.label(verdict.metric))} gain ≥
 {verdict.min_gain:+.1%} at concurrency {_e(verdict.gating_levels)}; {_e(verdict.method)}
 {verdict.confidence:.0%} interval over paired rounds. Crossover: {_e(verdict.crossover.note)}.</p>
 {_levels_table(verdict)}
+{inline}
+{_categories(verdict)}
 <h2>Speculation economics</h2><ul>{economics or "<li class='muted'>no accept length measured</li>"}</ul>
 <h2>Guards and blockers</h2>{_checks(verdict)}
 {f"<ul>{notes}</ul>" if notes else ""}

@@ -46,8 +46,9 @@ def metric_plot(result: RunResult, verdict: Verdict, path: Path, metric: str = "
     """Left: a registered metric per arm per level with CIs over rounds. Right: the gain with its CI vs min-gain."""
     declared = metrics.get(metric)
     levels = sorted(result.levels, key=lambda lv: lv.concurrency)
-    if not levels:
-        return None
+    if not levels or not all(metric in lv.gains() for lv in verdict.levels):
+        return None  # a metric the verdict did not judge (an SLO metric without an SLO)
+    slo = verdict_slo(verdict)
     arms = [a.name for a in result.arms]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     xs = np.arange(len(levels))
@@ -55,7 +56,7 @@ def metric_plot(result: RunResult, verdict: Verdict, path: Path, metric: str = "
     for i, arm in enumerate(arms):
         means, halves = [], []
         for lv in levels:
-            values = [r[arm] for r in per_round(lv, metric).values() if arm in r]
+            values = [r[arm] for r in per_round(lv, metric, slo).values() if arm in r]
             m, h = _mean_ci(values, verdict.confidence)
             means.append(m)
             halves.append(h)
@@ -95,6 +96,16 @@ def metric_plot(result: RunResult, verdict: Verdict, path: Path, metric: str = "
     right.set_title("gain per level")
     right.legend(fontsize=8)
     return _save(fig, path)
+
+
+def verdict_slo(verdict: Verdict) -> metrics.SloTargets | None:
+    """The SLO the verdict judged under (its policy, as the stack spells it)."""
+    slo = verdict.policy.get("slo") if verdict.policy else None
+    if not isinstance(slo, dict):
+        return None
+    get = lambda key: slo.get(key, slo.get(key.replace("-", "_")))  # noqa: E731
+    return metrics.SloTargets(ttft_ms=get("ttft-ms"), tpot_ms=get("tpot-ms"), itl_ms=get("itl-ms"),
+                              itl_quantile=get("itl-quantile") or 0.99)
 
 
 def _cdf(ax: plt.Axes, values: list[float], label: str, color: str) -> None:
@@ -195,6 +206,10 @@ def write_plots(result: RunResult, verdict: Verdict, out_dir: Path) -> dict[str,
     for m in metrics.all_metrics():  # the built-in output metric has no plot of its own (as before)
         if m.name not in ("decode_tok_per_s", "output_tok_per_s"):
             made[m.name] = metric_plot(result, verdict, out_dir / f"{m.name}.png", m.name)
+    from sglab.report.curves import category_plot, latency_throughput_plot
+
+    made["curve"] = latency_throughput_plot(result, verdict, out_dir / "latency_throughput.png")
+    made["categories"] = category_plot(verdict, out_dir / "categories.png")
     return {name: p for name, p in made.items() if p is not None}
 
 

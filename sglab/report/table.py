@@ -46,8 +46,20 @@ def format_table(v: Verdict) -> str:
         errs = f"{lv.baseline_error_rate:.1%}/{lv.candidate_error_rate:.1%}"
         lines.append(f"{lv.concurrency:>5} {'yes' if lv.gating else 'no':>4} | {cells} | "
                      f"{pct(lv.ttft_p99.increase):>8} "
-                     f"{pct(lv.itl_p99.increase):>8} | {errs:>11} | {acc:>6} {brk:>6} | {lv.outcome}")
+                     f"{pct(lv.itl_p99.increase):>8} | {errs:>11} | {acc:>6} {brk:>6} | {lv.outcome}"
+                     + (f" (non-inferiority {-lv.non_inferiority_margin:+.1%})"
+                        if lv.non_inferiority_margin is not None else ""))
     lines.append("")
+    op = v.operating_point
+    if op is not None and op.loss_text:
+        lines.append(f"LOSES: {op.loss_text.removeprefix('The candidate loses ')}")
+    if op is not None and op.weighted_gain is not None:
+        lines.append(f"traffic-weighted gain over the gated levels: {pct(op.weighted_gain)}")
+    for level in sorted({c.level for c in v.categories}):
+        parts = [f"{c.category} {pct(c.gain.estimate)} [{pct(c.gain.low)}, {pct(c.gain.high)}]"
+                 + (f" accept {c.accept_length:.2f}" if c.accept_length is not None else "")
+                 for c in v.categories if c.level == level]
+        lines.append(f"categories @{level}: " + ", ".join(parts))
     for lv in v.levels:
         e = lv.economics
         if e.verify_cycle_ms is None or e.baseline_step_ms is None:

@@ -62,6 +62,8 @@ class RecordedPolicy(Record):
     min_requests: int | None = None
     confidence: float | None = None
     method: str | None = None
+    slo: dict[str, Any] | None = None
+    traffic: dict[str, Any] | None = None
 
 
 class RecordedLoadPlan(Record):

@@ -103,6 +103,7 @@ class RequestSample(Schema):
     decode_tok_per_s: float | None = Field(None, description="(output_tokens - 1) / (e2e - ttft)")
     spec_verify_ct: int | None = None
     accept_length: float | None = None
+    category: str | None = Field(None, description="the prompt's category (datasets with labels; None: unlabelled)")
     error: str | None = None
     metrics: dict[str, float] = Field(default_factory=dict, description="per-request values of registry metrics "
                                       "without a field of their own (sglab/metrics)")

@@ -91,6 +91,34 @@ class Check(BaseModel):
     fix: str | None = None
 
 
+class OperatingPoint(BaseModel):
+    """Where the gate was evaluated and where the candidate loses (sglab/analysis/operating_point.py)."""
+
+    level_label: str = "concurrency"  # what a level is (the load profile's)
+    gated_by: str = "policy.levels"  # or "traffic" (sglab:traffic declared)
+    gated: list[int] = Field(default_factory=list)
+    ungated: list[int] = Field(default_factory=list, description="measured but not gated")
+    losing: list[int] = Field(default_factory=list, description="measured levels where the gate metric's "
+                              "estimate is below zero")
+    loss_text: str | None = None  # "loses -18.8% decode tok/s at concurrency 16 (...): do not serve ..."
+    not_gated_text: str | None = None
+    weighted_gain: float | None = Field(None, description="traffic-weighted gain over the gated levels "
+                                        "(geometric, traffic.weights)")
+
+
+class CategoryGain(BaseModel):
+    """One prompt category at one level: the gain on the gate metric and the arms' accept lengths."""
+
+    level: int
+    category: str
+    gain: Gain
+    baseline_requests: int = 0
+    candidate_requests: int = 0
+    accept_length: float | None = None  # candidate, mean of per-request accept lengths
+    accept_low: float | None = None
+    accept_high: float | None = None
+
+
 class LevelVerdict(BaseModel):
     concurrency: int
     gating: bool
@@ -107,6 +135,8 @@ class LevelVerdict(BaseModel):
     more_rounds: int | None = None
     extra_gains: dict[str, Gain] = Field(default_factory=dict,
                                          description="gains of the registry's other metrics (sglab.metrics)")
+    non_inferiority_margin: float | None = Field(None, description="traffic.non-inferiority at this level: "
+                                                 "a win means the gain's low end is >= -margin")
 
     def gain(self, metric: str) -> Gain:
         if metric == "decode_tok_per_s":
@@ -141,6 +171,9 @@ class Verdict(BaseModel):
     crossover: Crossover
     more_rounds: int | None = None
     attribution: Attribution | None = None
+    operating_point: OperatingPoint | None = None
+    categories: list[CategoryGain] = Field(default_factory=list, description="per prompt category, where "
+                                           "requests carry one")
     policy: dict[str, Any]  # the policy applied, as the stack spells it (kebab-case keys)
     computed_at: str
 

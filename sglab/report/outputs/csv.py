@@ -31,11 +31,12 @@ def _write(path: Path, header: list[str], rows: list[list[object]]) -> Path:
 
 def _render(ctx: OutputContext) -> str:
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
-    declared = metrics.all_metrics()
-    rounds = [[getattr(r, f) for f in _ROUND_FIELDS] + [m.round_value(r) for m in declared]
+    recorded = [m for m in metrics.all_metrics() if not m.uses_slo]  # SLO metrics exist only as judged
+    rounds = [[getattr(r, f) for f in _ROUND_FIELDS] + [m.round_value(r) for m in recorded]
               for lv in sorted(ctx.result.levels, key=lambda x: x.concurrency) for r in lv.rounds]
-    rounds_path = _write(ctx.out_dir / ROUNDS_FILE, [*_ROUND_FIELDS, *(m.name for m in declared)], rounds)
-    names = [m.name for m in declared]
+    rounds_path = _write(ctx.out_dir / ROUNDS_FILE, [*_ROUND_FIELDS, *(m.name for m in recorded)], rounds)
+    judged = set(ctx.verdict.levels[0].gains()) if ctx.verdict.levels else set()
+    names = [m.name for m in metrics.all_metrics() if not m.uses_slo or m.name in judged]
     header = ["concurrency", "gating", "outcome"] + [f"{n}_{part}" for n in names
                                                      for part in ("rounds", "gain", "low", "high")]
     rows = []

@@ -1,0 +1,76 @@
+"""Per-category results: the gain and the candidate's accept length for each prompt category.
+
+Drafts accept very differently on code, maths and open chat, so one average can hide a category
+where the candidate loses. Requests carry their prompt's category (RequestSample.category); per
+level and category the gain is paired by round like the level's own (geometric mean of per-round
+ratios of the category's requests), on the gate metric when it is a per-request metric, else on
+decode tok/s. Intervals need two rounds where both arms served the category.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from sglab import metrics
+from sglab.analysis.stats import log_ratio_ci, mean_ci
+from sglab.config.models import PromotionPolicy
+from sglab.results.schema import RequestSample, RunResult
+from sglab.results.verdict import CategoryGain, Gain
+
+__all__ = ["category_gains", "category_metric"]
+
+
+def category_metric(policy: PromotionPolicy) -> str:
+    """The metric a category can be judged on: the gate metric when it is a mean of requests."""
+    return policy.metric if metrics.get(policy.metric).from_requests else "decode_tok_per_s"
+
+
+def _per_round(requests: list[RequestSample], metric: metrics.Metric) -> dict[int, dict[str, float]]:
+    grouped: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for r in requests:
+        value = metric.request_value(r)
+        if value is not None and value > 0:
+            grouped[(r.round_index, r.arm)].append(value)
+    out: dict[int, dict[str, float]] = defaultdict(dict)
+    for (round_index, arm), values in grouped.items():
+        out[round_index][arm] = float(np.mean(values))
+    return out
+
+
+def category_gains(result: RunResult, base: str, cand: str, policy: PromotionPolicy) -> list[CategoryGain]:
+    """One CategoryGain per (level, category) with requests from both arms; [] when no request has a category."""
+    metric = metrics.get(category_metric(policy))
+    out: list[CategoryGain] = []
+    for level in sorted(result.levels, key=lambda lv: lv.concurrency):
+        measured = [r for r in level.requests if r.category is not None and not r.warmup and r.round_index >= 0
+                    and r.error is None and r.arm in (base, cand)]
+        for category in sorted({r.category for r in measured}):
+            requests = [r for r in measured if r.category == category]
+            table = _per_round(requests, metric)
+            rounds = sorted(i for i, v in table.items() if base in v and cand in v)
+            gain = Gain(metric=metric.name, rounds=len(rounds))
+            if rounds:
+                data = np.array([[table[i][base], table[i][cand]] for i in rounds])
+                worse, better = metric.improvement(data[:, 0], data[:, 1])
+                ci = log_ratio_ci(worse, better, confidence=policy.confidence, method=policy.method)
+                estimate, low, high = ci.as_gain()
+                gain = Gain(metric=metric.name, rounds=ci.n, baseline_mean=float(data[:, 0].mean()),
+                            candidate_mean=float(data[:, 1].mean()), estimate=estimate, low=low, high=high,
+                            mean_log=ci.mean, sd_log=ci.sd)
+            accepts: dict[int, list[float]] = defaultdict(list)
+            for r in requests:
+                if r.arm == cand and r.accept_length is not None:
+                    accepts[r.round_index].append(r.accept_length)
+            accept = low_a = high_a = None
+            if accepts:
+                per_round = np.array([np.mean(v) for v in accepts.values()])
+                ci_a = mean_ci(per_round, confidence=policy.confidence)
+                accept, low_a, high_a = ci_a.mean, ci_a.low, ci_a.high
+            out.append(CategoryGain(
+                level=level.concurrency, category=category, gain=gain,
+                baseline_requests=sum(1 for r in requests if r.arm == base),
+                candidate_requests=sum(1 for r in requests if r.arm == cand),
+                accept_length=accept, accept_low=low_a, accept_high=high_a))
+    return out
