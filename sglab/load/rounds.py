@@ -106,10 +106,14 @@ class ControlledRun(BenchRun):
             new = self.collector.samples(level=level)
             measured = self._level_result(level, warm + rounds, old_requests + new)
             self._store(measured)
+            if self.interrupted is None:
+                self.controller.round_done(level, round_index, measured)
+            annotate = getattr(self.controller, "annotate", None)
+            if annotate is not None:
+                annotate(result)  # e.g. every look of a sequential test, saved with the round
             self.save(result)
             if self.interrupted:
                 break
-            self.controller.round_done(level, round_index, measured)
 
 
 def _complete_rounds(level: LevelResult) -> int:

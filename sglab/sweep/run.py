@@ -19,7 +19,6 @@ from sglab.analysis.elimination import EliminationRecord, successive_elimination
 from sglab.analysis.samples import paired
 from sglab.config.loader import LoadedStack
 from sglab.config.models import LoadPlan
-from sglab.load.rounds import ArmsRequest, run_controlled
 from sglab.results.schema import LevelResult, RunResult
 from sglab.results.store import create_run_dir, new_run_id
 from sglab.sweep.grid import Grid
@@ -114,7 +113,9 @@ def new_state(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, run_id: str, q
         plan=plan.model_dump(mode="json"), sim_env=dict(sim_env), target=target)
 
 
-def sweep_request(loaded: LoadedStack, grid: Grid, plan: LoadPlan, names: list[str], **kw) -> ArmsRequest:
+def sweep_request(loaded: LoadedStack, grid: Grid, plan: LoadPlan, names: list[str], **kw):
+    from sglab.load.rounds import ArmsRequest  # the runner imports Locust (gevent): only when running
+
     arms = [grid.baseline] + [a.arm for a in grid.arms if a.name in names]
     return ArmsRequest(loaded=loaded, plan=plan, kind="sweep", arm_specs=arms, **kw)
 
@@ -123,6 +124,8 @@ def run_sweep(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, quick: bool = 
               urls: dict[str, str] | None = None, sim_env: dict[str, str] | None = None, out: Path | None = None,
               progress: bool = False, echo=print) -> tuple[SweepState, RunResult, Path]:
     """Run the sweep's measurement (no confirmation); the state is saved after every round."""
+    from sglab.load.rounds import run_controlled
+
     if not grid.arms:
         raise ValueError("the grid has no runnable arm (every combination was skipped)")
     run_id = new_run_id()
@@ -141,6 +144,8 @@ def resume_sweep(loaded: LoadedStack, grid: Grid, run_dir: Path, result: RunResu
                  urls: dict[str, str] | None = None, progress: bool = False, echo=print
                  ) -> tuple[SweepState, RunResult, Path]:
     """Continue an interrupted sweep in its own run directory, from its saved rounds."""
+    from sglab.load.rounds import run_controlled
+
     now = {a.name: a.config_hash for a in grid.arms}
     changed = [a["name"] for a in state.arms if now.get(a["name"]) != a["config_hash"]]
     if changed or grid.baseline.config_hash != state.baseline_hash:

@@ -1,0 +1,108 @@
+"""The per-round control of a sweep and of a sequential bench, on synthetic rounds (no servers, no Locust)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from sglab.config import load_stack
+from sglab.load.request import BenchRequest
+from sglab.load.schedule import plan_for
+from sglab.results.schema import LevelResult, RoundSample
+from sglab.sweep.grid import expand
+from sglab.sweep.run import SweepController, new_state
+from sglab.sweep.sequential import SequentialBench
+from sglab.sweep.state import load_state
+
+BASE = 1000.0
+
+
+def rounds_of(gains: dict[str, float], n: int, *, sd: float = 0.01, seed: int = 0,
+              only: dict[str, int] | None = None) -> LevelResult:
+    """n paired rounds at concurrency 1: baseline at 1000 tok/s and each arm at 1000 * (1 + gain), with noise.
+    `only`: arm -> rounds it gets (an eliminated arm stops)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        for position, arm in enumerate(["baseline", *gains]):
+            if only and arm in only and i >= only[arm]:
+                continue
+            rate = BASE * (1 + gains.get(arm, 0.0)) * math.exp(rng.normal(0, sd))
+            rows.append(RoundSample(level=1, round_index=i, position=position, arm=arm, started_at_s=float(i),
+                                    duration_s=1.0, requests=5, errors=0, output_tokens=500,
+                                    output_tok_per_s=rate, decode_tok_per_s_mean=rate))
+    return LevelResult(concurrency=1, rounds=rows)
+
+
+def controller(tmp_path: Path) -> SweepController:
+    loaded = load_stack("eagle-sweep")
+    grid = expand(loaded)
+    grid.arms = [a for a in grid.arms if a.name in ("s1-k1-d2", "s3-k1-d4-LL", "s5-k1-d6-LL")]
+    plan = plan_for(loaded, quick=True)
+    state = new_state(loaded, grid, plan, run_id="r1", quick=True, sim_env={}, target="sim")
+    state.save(tmp_path)
+    return SweepController(state, plan, loaded.config.policy, tmp_path, echo=lambda _: None)
+
+
+def test_eliminated_arms_get_no_more_rounds_and_the_state_is_saved_every_round(tmp_path: Path) -> None:
+    ctl = controller(tmp_path)
+    gains = {"s1-k1-d2": -0.2, "s3-k1-d4-LL": 0.10, "s5-k1-d6-LL": 0.15}
+    assert ctl.arms_for_round(1, 0) == ["baseline", *gains]
+    eliminated_at: dict[str, int] = {}
+    for n in range(1, ctl.state.max_rounds + 1):
+        level = rounds_of(gains, n, only=eliminated_at)
+        ctl.round_done(1, n - 1, level)
+        assert load_state(tmp_path).records["1"]["rounds"] == n  # saved after this round
+        racing = ctl.arms_for_round(1, n)
+        for arm in gains:
+            if arm not in racing and arm not in eliminated_at:
+                eliminated_at[arm] = n
+        if not racing:
+            break
+    state = load_state(tmp_path)
+    assert state.winner == "s5-k1-d6-LL" and state.winner_cleared_min
+    assert set(eliminated_at) == set(gains)  # the winner's level ends too: nothing is left racing
+    rec = {a["arm"]: a for a in state.records["1"]["arms"]}
+    assert rec["s1-k1-d2"]["reason"] == "below-min" and rec["s3-k1-d4-LL"]["reason"] == "not-best"
+    # an ungated level runs only the arms not eliminated
+    assert ctl.arms_for_round(4, 0) == ["baseline", "s5-k1-d6-LL"]
+    assert ctl.arms_for_round(4, ctl.ungated_rounds) == []
+
+
+def test_resume_recomputes_the_same_decisions_from_the_saved_rounds(tmp_path: Path) -> None:
+    ctl = controller(tmp_path)
+    gains = {"s1-k1-d2": -0.2, "s3-k1-d4-LL": 0.02, "s5-k1-d6-LL": 0.03}
+    level = rounds_of(gains, 7, sd=0.02)
+    for n in range(1, 8):
+        ctl.round_done(1, n - 1, rounds_of(gains, n, sd=0.02))
+    saved = load_state(tmp_path)
+    again = controller(tmp_path / "again")
+    again.update(1, level)
+    assert again.state.records["1"] == saved.records["1"]
+    assert again.arms_for_round(1, 7) == ctl.arms_for_round(1, 7)
+
+
+def test_sequential_bench_stops_a_gated_level_at_its_decision_and_records_every_look() -> None:
+    loaded = load_stack("eagle-nccl-ll")
+    request = BenchRequest(loaded=loaded, plan=plan_for(loaded, quick=True))
+    seq = SequentialBench(request, max_rounds=30, echo=lambda _: None)
+    stopped = None
+    for n in range(1, 31):
+        seq.round_done(1, n - 1, rounds_of({"candidate": 0.06}, n))
+        if not seq.arms_for_round(1, n):
+            stopped = n
+            break
+    record = seq.records["1"]
+    assert record["decision"] == "promote" and stopped == record["rounds"] < 30
+    assert [look["rounds"] for look in record["looks"]] == list(range(1, stopped + 1))
+    assert all(look["decision"] == "continue" for look in record["looks"][:-1])
+    assert seq.arms_for_round(4, 0) == ["baseline", "candidate"]  # ungated: the fixed rounds
+    assert seq.arms_for_round(4, request.plan.ungated_rounds) == []
+    flat = SequentialBench(request, max_rounds=12, echo=lambda _: None)
+    for n in range(1, 13):
+        flat.round_done(1, n - 1, rounds_of({"candidate": 0.005}, n, sd=0.03))
+        if not flat.arms_for_round(1, n):
+            break
+    assert flat.records["1"]["decision"] in ("futile", "inconclusive", "reject")
