@@ -24,6 +24,7 @@ from locust.event import Events
 
 from sglab import __version__ as sglab_version
 from sglab.config.arms import confounds
+from sglab.config.lints import lint_arms
 from sglab.load import reports
 from sglab.load.collector import Phase, SampleCollector, get_collector
 from sglab.load.owner import this_process
@@ -80,6 +81,7 @@ class BenchRun:
                           sim_env=sim_env, time_scale=float(scale) if scale else None),
             arms=infos, config_hash={a.name: a.config_hash for a in self.request.arms},
             confounds=[c.as_dict() for c in confounds(stack.config)] if self.request.kind != "aa" else [],
+            lints=[lint.as_dict() for lint in lint_arms(self.request.arms, stack.config.accept_lints)],
             live_mismatches=mismatches,
             integrity=planned({level: self.rounds_at(level) for level in self.profile.levels()}),  # what it will measure
             load_plan=self.plan.model_dump(mode="json", by_alias=False),

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Iterable
 
 from sglab.report.table import format_table
 from sglab.results.verdict import Verdict
 
 
-def render_console(verdict: Verdict, report: Path | None = None) -> str:
-    """The verdict table; the last line stays `verdict: <outcome>` so scripts can grep it."""
-    lines = format_table(verdict).splitlines()
+def render_console(verdict: Verdict, report: Path | None = None, lints: Iterable[Any] = ()) -> str:
+    """The verdict table (and the run's recorded lints); the last line stays `verdict: <outcome>` so scripts can
+    grep it."""
+    lines = format_table(verdict, lints).splitlines()
     if report is not None:
         lines.insert(len(lines) - 1, f"report: {report}")
     return "\n".join(lines)

@@ -6,6 +6,8 @@ One gain column pair per registered metric (sglab/metrics); the last line is gre
 
 from __future__ import annotations
 
+from typing import Any, Iterable
+
 from sglab import metrics
 from sglab.analysis.verdict import next_step
 from sglab.results.verdict import Gain, Verdict, pct
@@ -27,7 +29,8 @@ def _ci(g: Gain) -> str:
     return f"[{pct(g.low)}, {pct(g.high)}]"
 
 
-def format_table(v: Verdict) -> str:
+def format_table(v: Verdict, lints: Iterable[Any] = ()) -> str:
+    """`lints`: the run's recorded lints (RunResult.lints), one line each under the table."""
     conf = f"{v.confidence:.0%} CI"
     names = list(v.levels[0].gains()) if v.levels else list(_TITLES)
     gain_head = " | ".join(f"{_title(n):>11} {conf:>17}" for n in names)
@@ -80,6 +83,7 @@ def format_table(v: Verdict) -> str:
     for r in v.reasons:
         if not r.startswith("guard failed") and not any(r == b.detail for b in v.blockers):
             lines.append(f"note: {r}")
+    lines += [f"lint at bench time: {lint.describe()}" for lint in lints]
     lines.append(v.sentence)
     step = next_step(v)
     if step:

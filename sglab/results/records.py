@@ -49,6 +49,21 @@ class Confound(Record):
         return f"{self.key}: baseline={self.baseline} candidate={self.candidate}"
 
 
+class RecordedLint(Record):
+    """One lint of the run's arms at bench time (sglab.config.lints.Lint.as_dict, as recorded)."""
+
+    code: str | None = None
+    severity: str | None = None
+    arms: list[str] | None = None
+    key: str | None = None
+    message: str | None = None
+    fix: str | None = None
+
+    def describe(self) -> str:
+        return (f"{self.severity} [{self.code}] ({', '.join(self.arms or [])}) {self.key}: {self.message}; "
+                f"fix: {self.fix}")
+
+
 class RecordedPolicy(Record):
     """sglab:policy as the run was judged under (sglab.config PromotionPolicy, snake_case keys)."""
 

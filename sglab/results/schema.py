@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sglab.results.integrity import IntegrityRecord
-from sglab.results.records import Confound, RecordedLoadPlan, RecordedPolicy
+from sglab.results.records import Confound, RecordedLint, RecordedLoadPlan, RecordedPolicy
 
 SCHEMA_VERSION = 1
 
@@ -157,6 +157,8 @@ class RunResult(Schema):
     config_hash: dict[str, str] = Field(description="arm name -> sha256 of its effective launch args + env")
     confounds: list[Confound] = Field(default_factory=list, description="declared differences")
     live_mismatches: list[str] = Field(default_factory=list, description="live server flags != stack")
+    lints: list[RecordedLint] = Field(default_factory=list, description="the arms' lints at bench time "
+                                      "(sglab/config/lints.py: NCCL settings that cannot work)")
     load_plan: RecordedLoadPlan | None = Field(None, description="the load plan the run sent")
     policy: RecordedPolicy | None = Field(None, description="the promotion policy at bench time")
     levels: list[LevelResult] = Field(default_factory=list)

@@ -9,7 +9,7 @@ from sglab.report.outputs.registry import OutputContext, OutputFormat, register
 
 def _render(ctx: OutputContext) -> str:
     report = ctx.run_dir / REPORT_FILE
-    return render_console(ctx.verdict, report if report.exists() else None)
+    return render_console(ctx.verdict, report if report.exists() else None, ctx.result.lints)
 
 
 CONSOLE = register(OutputFormat("console", "the verdict table (levels x gains, CIs, guards)", _render))

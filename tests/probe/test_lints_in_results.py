@@ -1,0 +1,78 @@
+"""Lints travel with the evidence: every bench result records its arms' lints, and `sglab compare` shows them."""
+
+from __future__ import annotations
+
+import copy
+
+from sglab.analysis.synthetic import synthetic_result
+from sglab.cli import main
+from sglab.config.loader import load_mapping, load_stack, stack_path
+from sglab.load.request import BenchRequest
+from sglab.load.runner import BenchRun
+from sglab.load.targets import Targets
+from sglab.results.schema import RunResult
+from sglab.results.store import write_result
+
+STACK = "eagle-nccl-ll"
+
+
+def _loaded(changes: dict):
+    loaded = load_stack(STACK)
+    raw = copy.deepcopy({k: v for k, v in loaded.raw.items() if k != "__lines__"})
+    for path, value in changes.items():
+        *parents, last = path.split(".")
+        node = raw
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return load_mapping(STACK, stack_path(STACK), raw)
+
+
+def _bench_result(loaded, kind: str = "ab") -> RunResult:
+    run = BenchRun(BenchRequest(loaded=loaded, plan=loaded.config.load, kind=kind), Targets(urls={}))
+    return run.build_result([], [])
+
+
+def test_the_bench_result_records_the_lints_of_its_arms():
+    result = _bench_result(_loaded({"server.disable-custom-all-reduce": False}))
+    (lint,) = result.lints
+    assert lint.code == "custom-all-reduce-shadows-nccl" and lint.severity == "warning"
+    assert lint.arms == ["baseline", "candidate"] and lint.key == "server.disable-custom-all-reduce"
+    assert "8 MiB" in lint.message and lint.fix
+    again = RunResult.model_validate_json(result.model_dump_json())
+    assert again.lints == result.lints and again.model_dump(mode="json")["lints"][0]["code"] == lint.code
+    accepted = _bench_result(_loaded({"nccl.NCCL_PROTO": "LL128", "accept-lints": ["nccl-proto-ll128"]}))
+    assert [(x.code, x.severity) for x in accepted.lints] == [("nccl-proto-ll128", "note")]
+    assert _bench_result(load_stack(STACK)).lints == []  # the shipped stack lints clean
+
+
+def test_a_result_without_lints_still_loads():
+    document = synthetic_result(stack=STACK, run_id="20260101T000000Z-aaaaaa", rounds=3).model_dump(mode="json")
+    document.pop("lints", None)
+    assert RunResult.model_validate(document).lints == []
+
+
+def test_compare_shows_the_recorded_lints_under_the_table(tmp_path, capsys):
+    result = synthetic_result(stack=STACK, run_id="20260101T000000Z-bbbbbb", rounds=4)
+    clean = tmp_path / "clean"
+    write_result(result, clean)
+    assert main(["compare", str(clean)]) == 0
+    assert "lint" not in capsys.readouterr().out
+    result.lints = _bench_result(_loaded({"server.disable-custom-all-reduce": False})).lints
+    linted = tmp_path / "linted"
+    write_result(result, linted)
+    assert main(["compare", str(linted)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    (line,) = [x for x in lines if "custom-all-reduce-shadows-nccl" in x]
+    assert line.startswith("lint at bench time: warning [custom-all-reduce-shadows-nccl] (baseline, candidate)")
+    assert lines.index(line) > next(i for i, x in enumerate(lines) if x.startswith("-----"))  # under the table
+    assert lines[-1].startswith("verdict: ")  # still the grep-able last line
+
+
+def test_the_record_mirrors_the_lint_field_for_field():
+    from sglab.config.lints import Lint
+    from sglab.results.records import RecordedLint
+
+    lint = Lint("nccl-proto-ll128", "error", ("baseline",), "nccl.NCCL_PROTO", "m", "f")
+    assert list(RecordedLint.model_fields) == list(lint.as_dict())
+    assert RecordedLint.model_validate(lint.as_dict()).describe() == lint.describe()
