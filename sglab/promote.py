@@ -194,10 +194,14 @@ def promote(stack: str, *, target: str = "production", root: Path | None = None,
 
     target_path = stack_path(target, root)
     try:
-        load_stack(target, root)
+        target_stack = load_stack(target, root)
     except ConfigError as exc:
         raise PromotionRefused(f"the target stack is not usable: {exc}",
                                f"create or fix {target_path} (see stacks/Pulumi.production.yaml)") from None
+    from sglab.analysis.target_gate import target_gate_refusal  # the target's own gate, on the same evidence
+
+    if (refusal := target_gate_refusal(result, target_stack, stack)) is not None:
+        raise PromotionRefused(*refusal)
     values = promoted_values(source)
     log_path = target_path.parent / LOG_NAME
 
