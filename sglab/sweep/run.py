@@ -27,6 +27,11 @@ from sglab.sweep.state import SweepState
 BASELINE = "baseline"
 
 
+def say(text: str) -> None:
+    """Progress, one line per round, seen at once also when stdout is a file or a pipe."""
+    print(text, flush=True)
+
+
 def log_ratios(level: LevelResult, metric: str, arms: list[str]) -> dict[str, list[float]]:
     """arm -> log(arm / baseline) per round where both were measured, in round order."""
     out: dict[str, list[float]] = {}
@@ -39,7 +44,7 @@ def log_ratios(level: LevelResult, metric: str, arms: list[str]) -> dict[str, li
 class SweepController:
     """Which arms run each round, from the elimination records; saves the state after every round."""
 
-    def __init__(self, state: SweepState, plan: LoadPlan, policy, run_dir: Path, *, echo=print) -> None:
+    def __init__(self, state: SweepState, plan: LoadPlan, policy, run_dir: Path, *, echo=say) -> None:
         self.state = state
         self.plan = plan
         self.policy = policy
@@ -122,7 +127,7 @@ def sweep_request(loaded: LoadedStack, grid: Grid, plan: LoadPlan, names: list[s
 
 def run_sweep(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, quick: bool = False, target: str = "sim",
               urls: dict[str, str] | None = None, sim_env: dict[str, str] | None = None, out: Path | None = None,
-              progress: bool = False, echo=print) -> tuple[SweepState, RunResult, Path]:
+              progress: bool = False, echo=say) -> tuple[SweepState, RunResult, Path]:
     """Run the sweep's measurement (no confirmation); the state is saved after every round."""
     from sglab.load.rounds import run_controlled
 
@@ -141,7 +146,7 @@ def run_sweep(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, quick: bool = 
 
 
 def resume_sweep(loaded: LoadedStack, grid: Grid, run_dir: Path, result: RunResult, state: SweepState, *,
-                 urls: dict[str, str] | None = None, progress: bool = False, echo=print
+                 urls: dict[str, str] | None = None, progress: bool = False, echo=say
                  ) -> tuple[SweepState, RunResult, Path]:
     """Continue an interrupted sweep in its own run directory, from its saved rounds."""
     from sglab.load.rounds import run_controlled

@@ -84,3 +84,23 @@ def run_sequential(request: BenchRequest, *, max_rounds: int | None = None):
     # the recorded plan says what the run may measure: up to `limit` rounds at the gated levels
     request = replace(request, plan=request.plan.model_copy(update={"rounds": limit}))
     return run_controlled(request, SequentialBench(request, limit))
+
+
+def decided_rounds(result: RunResult, policy) -> dict[int, int]:
+    """Per gated level of a sequential run: the rounds it should have measured, recomputed from its own rounds
+    (its first decision, else its max rounds = the recorded load.rounds). For the evidence checks: a run that
+    stopped before its sequence decided, or went on after, does not match its plan."""
+    if getattr(policy, "method", None) != "sequential" or result.load_plan is None:
+        return {}
+    limit = result.load_plan.rounds
+    out = {}
+    for level in result.levels:
+        if level.concurrency not in policy.levels:
+            continue
+        _, data = paired(level, policy.metric, ["baseline", "candidate"])
+        worse, better = metrics.get(policy.metric).improvement(data[:, 0], data[:, 1]) if data.size else ([], [])
+        record = sequential_test([math.log(b / w) for w, b in zip(worse, better)], min_gain=policy.min_gain,
+                                 confidence=policy.confidence, min_rounds=policy.min_rounds, max_rounds=limit,
+                                 futility=True)
+        out[level.concurrency] = record.rounds if record.decision != "continue" else limit
+    return out
