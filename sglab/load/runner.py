@@ -32,7 +32,7 @@ from sglab.load.profiles import LoadProfile, profile_for
 from sglab.load.progress import BenchProgress
 from sglab.load.schedule import prompt_offset, round_orders
 from sglab.load.request import BenchRequest, RefusedError, arm_infos, check_live_flags, stack_sim_env
-from sglab.load.server_info import flush_cache, read_accept_length
+from sglab.load.accept_window import AcceptWindow, accept_method
 from sglab.load.settings import LoadSettings
 from sglab.load.summary import arm_level_summary, round_sample
 from sglab.load.targets import Targets, free_port
@@ -56,6 +56,7 @@ class BenchRun:
         self.targets = targets
         self.arm_names = [a.name for a in request.arms]
         self.speculative = {a.name: a.speculative for a in request.arms}
+        self.accept_method = accept_method(targets.urls, self.speculative)  # /metrics counters, else /flush_cache
         self.run_id = run_id or new_run_id()
         self.interrupted: str | None = None
         self.invalid: str | None = None
@@ -167,7 +168,7 @@ class BenchRun:
         """Run one arm alone until its duration or quota is done; returns its RoundSample."""
         plan = self.plan
         url = self.targets.urls[arm]
-        flushed = flush_cache(url)
+        accept_window = AcceptWindow(url, self.accept_method, speculative=bool(self.speculative.get(arm)))
         quota = plan.warmup_requests if warmup else plan.round_requests
         duration = None if warmup or plan.round_requests is not None else plan.round_duration_s
         scheduled = self.profile.pacing(level, round_index).requests()  # a trace: its length
@@ -203,13 +204,13 @@ class BenchRun:
         samples = self.collector.samples(arm, level=level, round_index=round_index, warmup=warmup)
         if samples:
             finished = max(started, max(self.t0 + s.start_s + (s.e2e_ms or 0) / 1000 for s in samples))
-        readable = flushed and self.speculative.get(arm) and not self.invalid
-        server_accept = read_accept_length(url) if readable else None
+        server_accept = accept_window.close() if not self.invalid else None
         sample = round_sample(samples, level=level, round_index=round_index, position=position, arm=arm,
                               warmup=warmup, started_at_s=started - self.t0, duration_s=finished - started,
                               server_accept_length=server_accept,
                               window_s=(closed_at - started) if closed_at is not None else None)
         sample.complete = not partial
+        sample.accept_length_method = self.accept_method if server_accept is not None else None
         return sample
 
     def _wait_samples(self, phase: Phase) -> None:

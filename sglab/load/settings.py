@@ -73,6 +73,7 @@ class LoadSettings:
             "temperature": 0.0,
             "stream": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            "return_spec_tokens_details": True,  # per-request accept length (sglext.spec_tokens_details)
         }
 
     def to_message(self) -> dict:

@@ -51,6 +51,10 @@ class StreamMetrics:
     prompt_tokens: int | None = None
     spec_verify_ct: int | None = None
     accept_length: float | None = None
+    spec_correct_drafts: int | None = None
+    # SGLang's spec_correct_drafts_histogram: h[i] = verify steps that accepted i drafts (kept only when
+    # sum(h) = verify count and Σ i·h[i] = correct drafts, the identities the server guarantees)
+    spec_correct_drafts_histogram: list[int] | None = None
     finish_reason: str | None = None
     done: bool = False
     error: str | None = None
@@ -113,6 +117,8 @@ class StreamParser:
             self._pending = []
             self._event(data, at_s)
         m = self.metrics
+        if m.spec_verify_ct and m.output_tokens:
+            m.accept_length = m.output_tokens / m.spec_verify_ct  # the details may precede the last count
         if m.e2e_s is None:
             m.e2e_s = self._last_event_s if self._last_event_s is not None else at_s
         if m.error is None and not m.done:
@@ -182,11 +188,53 @@ class StreamParser:
     def _accept_length(self, meta: dict) -> None:
         m = self.metrics
         verify = meta.get("spec_verify_ct")
-        if isinstance(verify, int) and verify > 0:
+        if _count(verify) and verify > 0:
             m.spec_verify_ct = verify
             m.accept_length = m.output_tokens / verify
-        elif isinstance(meta.get("spec_accept_length"), (int, float)):
+        elif _number(meta.get("spec_accept_length")):
             m.accept_length = float(meta["spec_accept_length"])
+        correct = meta.get("spec_num_correct_drafts", meta.get("spec_accepted_drafts"))
+        if _count(correct):
+            m.spec_correct_drafts = correct
+        histogram = meta.get("spec_correct_drafts_histogram", meta.get("spec_accept_histogram"))
+        if isinstance(histogram, list) and histogram and all(_count(h) for h in histogram) \
+                and m.spec_verify_ct is not None and sum(histogram) == m.spec_verify_ct \
+                and (m.spec_correct_drafts is None
+                     or sum(i * h for i, h in enumerate(histogram)) == m.spec_correct_drafts):
+            m.spec_correct_drafts_histogram = list(histogram)
+            m.spec_correct_drafts = sum(i * h for i, h in enumerate(histogram))
+
+    def _spec_stats(self, chunk: dict) -> None:
+        """Per-request speculative stats wherever a server puts them: SGLang's `sglext.spec_tokens_details`
+        (its own `choices: []` chunk after the finish chunk, or the finish chunk), or the proposed
+        `speculative_decoding_stats` (ordered verify/accept lengths, or a summary). Absent: nothing."""
+        sglext = chunk.get("sglext")
+        details = sglext.get("spec_tokens_details") if isinstance(sglext, dict) else None
+        if isinstance(details, list):
+            details = details[0] if details else None
+        if isinstance(details, dict):
+            self._accept_length(details)
+        elif isinstance(sglext, dict) and "spec_verify_ct" in sglext:
+            self._accept_length(sglext)  # flat, as some versions sent it
+        stats = chunk.get("speculative_decoding_stats")
+        if not isinstance(stats, dict) and isinstance(sglext, dict):
+            stats = sglext.get("speculative_decoding_stats")
+        if isinstance(stats, dict):
+            self._decoding_stats(stats)
+
+    def _decoding_stats(self, stats: dict) -> None:
+        m = self.metrics
+        accepts = stats.get("accept_lengths")
+        if isinstance(accepts, list) and accepts and all(_number(a) for a in accepts):
+            m.spec_verify_ct = len(accepts)
+            m.accept_length = sum(accepts) / len(accepts)
+            return
+        verify = stats.get("verify_ct", stats.get("spec_verify_ct"))
+        if _count(verify) and verify > 0:
+            m.spec_verify_ct = verify
+        accept = stats.get("accept_length", stats.get("spec_accept_length"))
+        if _number(accept):
+            m.accept_length = float(accept)
 
     def _chat_chunk(self, chunk: dict, at_s: float) -> None:
         """OpenAI chat chunks; exact counts come from usage (continuous or final) when the server sends it."""
@@ -207,7 +255,18 @@ class StreamParser:
             self._add_tokens(1, at_s)
         if finish:
             m.finish_reason = str(finish)
-            self._accept_length(chunk.get("sglext") or chunk.get("meta_info") or {})
+            meta = chunk.get("meta_info")
+            if isinstance(meta, dict):
+                self._accept_length(meta)
+        self._spec_stats(chunk)
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def parse_recorded(body: bytes, timestamps: list[float] | None = None, endpoint: Endpoint = "generate") -> StreamMetrics:

@@ -80,6 +80,7 @@ def arm_level_summary(samples: Sequence[RequestSample], rounds: Sequence[RoundSa
         throughput = tokens / duration if duration > 0 else None
     client = _mean(s.accept_length for s in ok)
     server = _mean(r.server_accept_length for r in measured_rounds)
+    methods = sorted({r.accept_length_method for r in measured_rounds if r.accept_length_method})
     decode = percentiles(s.decode_tok_per_s for s in ok)
     return ArmLevelSummary(
         requests=len(measured),
@@ -91,6 +92,7 @@ def arm_level_summary(samples: Sequence[RequestSample], rounds: Sequence[RoundSa
         ttft_ms=percentiles(s.ttft_ms for s in ok),
         itl_ms=percentiles(g for s in ok for g in s.itl_ms),
         e2e_ms=percentiles(s.e2e_ms for s in ok),
-        accept_length=AcceptLength(client_mean=client, server_mean=server) if (client or server) else None,
+        accept_length=AcceptLength(client_mean=client, server_mean=server,
+                                   server_method="+".join(methods) if methods else None) if (client or server) else None,
         metrics=_level_metrics(measured_rounds),
     )

@@ -222,6 +222,7 @@ class StreamingUser(FastHttpUser):
         finally:
             timeout.close()
         sample = _sample(ticket, prompt.index, metrics, expected, error, self.collector)
+        sample.category = prompt.category  # per-category results (sglab/analysis/categories.py)
         if not error and not ticket.warmup:
             self._fire_token_rows(ticket.arm, metrics)
         touch(self.environment, ticket.arm)

@@ -34,8 +34,10 @@ class Percentiles(Schema):
 
 class AcceptLength(Schema):
     client_mean: float | None = Field(None, description="mean over requests of completion_tokens / spec_verify_ct")
-    server_mean: float | None = Field(None, description="mean over rounds of the server avg_spec_accept_length, "
-                                       "reset by /flush_cache before each segment and read after it")
+    server_mean: float | None = Field(None, description="mean over rounds of the server-side accept length of "
+                                       "each segment (RoundSample.accept_length_method says how)")
+    server_method: str | None = Field(None, description="'metrics' or 'flush_cache' (RoundSample."
+                                      "accept_length_method of the measured rounds)")
 
 
 class ArmLevelSummary(Schema):
@@ -76,6 +78,10 @@ class RoundSample(Schema):
     itl_ms_p99: float | None = None
     client_accept_length: float | None = None
     server_accept_length: float | None = None
+    accept_length_method: str | None = Field(None, description="how server_accept_length was measured: "
+                                             "'metrics' (Δ generation tokens / Δ verify calls of /metrics over the "
+                                             "segment) or 'flush_cache' (/flush_cache before, avg_spec_accept_length "
+                                             "after); None: not measured")
     complete: bool = Field(True, description="False for a segment cut short by an interrupt")
     window_s: float | None = Field(None, description="duration rounds: the segment's time window (start -> gate "
                                    "closed); output_tok_per_s counts the tokens that arrived inside it")

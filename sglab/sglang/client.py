@@ -102,3 +102,36 @@ def get_metrics(url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None
     except httpx.HTTPError:
         return None
     return resp.text if resp.status_code == 200 else None
+
+
+# Counters whose deltas over a window give its accept length: tokens generated / verify passes (SGLang #25689).
+GENERATION_TOKENS = "sglang:generation_tokens_total"
+SPEC_VERIFY_CALLS = "sglang:spec_verify_calls_total"
+
+
+def counter_totals(text: str, names: tuple[str, ...]) -> dict[str, float]:
+    """Each named counter summed over its label sets (one series per DP rank / model) from Prometheus text."""
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, rest = line.partition("{") if "{" in line.split(" ", 1)[0] else line.partition(" ")
+        if name not in names:
+            continue
+        value = rest.rsplit("}", 1)[-1].split()[0] if "}" in rest else rest.split()[0]
+        try:
+            totals[name] = totals.get(name, 0.0) + float(value)
+        except ValueError:
+            continue
+    return totals
+
+
+def spec_counters(url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[float, float] | None:
+    """(generation tokens, verify calls) so far, or None when /metrics or either counter is missing."""
+    text = get_metrics(url, timeout_s=timeout_s)
+    if text is None:
+        return None
+    totals = counter_totals(text, (GENERATION_TOKENS, SPEC_VERIFY_CALLS))
+    if GENERATION_TOKENS not in totals or SPEC_VERIFY_CALLS not in totals:
+        return None
+    return totals[GENERATION_TOKENS], totals[SPEC_VERIFY_CALLS]

@@ -114,3 +114,49 @@ def test_fast_meta_path_is_safe_for_odd_chunks():
     m = feed([(f"data: {tricky}\n\n".encode(), 0.1), (f"data: {trailing_key}\n\n".encode(), 0.2),
               (b"data: [DONE]\n\n", 0.2)])
     assert m.error is None and m.output_tokens == 2 and m.finish_reason == "length"
+
+
+# ---- per-request speculative stats on the OpenAI endpoints (issue 10.3) ----------------------------------
+
+def spec_tail(details, *, key="sglext"):
+    """The simulator's (and SGLang's) shape: its own `choices: []` chunk after the finish chunk."""
+    chunk = {"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": None}
+    chunk[key] = details
+    return f"data: {json.dumps(chunk)}\n\n".encode()
+
+
+def chat_with(tail_chunks):
+    return feed([
+        (chat_chunk("a", usage={"prompt_tokens": 5, "completion_tokens": 1}), 0.10),
+        (chat_chunk("bcd", usage={"prompt_tokens": 5, "completion_tokens": 6}), 0.20),
+        (chat_chunk("", usage={"prompt_tokens": 5, "completion_tokens": 6}, finish="length"), 0.21),
+        *[(c, 0.22) for c in tail_chunks],
+        (b"data: [DONE]\n\n", 0.23),
+    ], endpoint="chat")
+
+
+DETAILS = {"spec_verify_ct": 3, "spec_accept_length": 2.0, "spec_num_correct_drafts": 3,
+           "spec_num_proposed_drafts": 6, "spec_correct_drafts_histogram": [1, 1, 1]}
+
+
+def test_chat_reads_spec_tokens_details_sent_after_the_finish_chunk():
+    m = chat_with([spec_tail({"spec_tokens_details": DETAILS})])
+    assert m.error is None and m.output_tokens == 6
+    assert m.spec_verify_ct == 3 and m.accept_length == pytest.approx(2.0)  # 6 tokens / 3 verify steps
+    assert m.spec_correct_drafts_histogram == [1, 1, 1] and m.spec_correct_drafts == 3  # sum = verify; Σ i·h = 3
+
+
+def test_a_histogram_that_breaks_the_identities_is_dropped_not_trusted():
+    m = chat_with([spec_tail({"spec_tokens_details": {**DETAILS, "spec_correct_drafts_histogram": [5, 0, 0]}})])
+    assert m.spec_verify_ct == 3 and m.spec_correct_drafts_histogram is None
+
+
+def test_proposed_speculative_decoding_stats_shape_is_read_too():
+    stats = {"verify_lengths": [3, 3, 3], "accept_lengths": [1, 2, 3]}
+    m = chat_with([spec_tail(stats, key="speculative_decoding_stats")])
+    assert m.spec_verify_ct == 3 and m.accept_length == pytest.approx(2.0)
+
+
+def test_without_spec_details_chat_has_no_accept_length_and_no_error():
+    m = chat_with([])
+    assert m.error is None and m.accept_length is None and m.spec_verify_ct is None
