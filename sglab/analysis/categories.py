@@ -39,6 +39,14 @@ def _per_round(requests: list[RequestSample], metric: metrics.Metric) -> dict[in
     return out
 
 
+def _cycle_accept(r: RequestSample) -> float | None:
+    """Tokens per verify cycle: 1 + correct drafts / verify passes when the server said (no prefill token),
+    else the request's accept length."""
+    if r.spec_correct_drafts is not None and r.spec_verify_ct:
+        return 1.0 + r.spec_correct_drafts / r.spec_verify_ct
+    return r.accept_length
+
+
 def category_gains(result: RunResult, base: str, cand: str, policy: PromotionPolicy) -> list[CategoryGain]:
     """One CategoryGain per (level, category) with requests from both arms; [] when no request has a category."""
     metric = metrics.get(category_metric(policy))
@@ -61,8 +69,8 @@ def category_gains(result: RunResult, base: str, cand: str, policy: PromotionPol
                             mean_log=ci.mean, sd_log=ci.sd)
             accepts: dict[int, list[float]] = defaultdict(list)
             for r in requests:
-                if r.arm == cand and r.accept_length is not None:
-                    accepts[r.round_index].append(r.accept_length)
+                if r.arm == cand and (value := _cycle_accept(r)) is not None:
+                    accepts[r.round_index].append(value)
             accept = low_a = high_a = None
             if accepts:
                 per_round = np.array([np.mean(v) for v in accepts.values()])

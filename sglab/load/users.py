@@ -285,6 +285,7 @@ def _sample(ticket: Ticket, prompt_index: int, m: StreamMetrics, expected: int, 
         itl_ms=[g * 1000 for g in m.itl_s],
         decode_tok_per_s=m.decode_tok_per_s,
         spec_verify_ct=m.spec_verify_ct,
+        spec_correct_drafts=m.spec_correct_drafts,
         accept_length=m.accept_length,
         error=error,
     )

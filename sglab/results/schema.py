@@ -108,6 +108,9 @@ class RequestSample(Schema):
     itl_ms: list[float] = Field(default_factory=list, description="one entry per token after the first")
     decode_tok_per_s: float | None = Field(None, description="(output_tokens - 1) / (e2e - ttft)")
     spec_verify_ct: int | None = None
+    spec_correct_drafts: int | None = Field(None, description="accepted draft tokens over the request "
+                                            "(sglext.spec_tokens_details); 1 + this / spec_verify_ct is the "
+                                            "per-cycle accept length without the prefill's token")
     accept_length: float | None = None
     category: str | None = Field(None, description="the prompt's category (datasets with labels; None: unlabelled)")
     error: str | None = None

@@ -114,7 +114,7 @@ class CategoryGain(BaseModel):
     gain: Gain
     baseline_requests: int = 0
     candidate_requests: int = 0
-    accept_length: float | None = None  # candidate, mean of per-request accept lengths
+    accept_length: float | None = None  # candidate: mean over rounds of 1 + correct drafts / verify passes
     accept_low: float | None = None
     accept_high: float | None = None
 

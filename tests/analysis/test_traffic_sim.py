@@ -1,0 +1,35 @@
+"""End to end on the simulator: a stack declaring traffic at [1, 16] is rejected (the candidate loses at 16)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sglab.config import project_root
+from sglab.sglang.env import without_server_env
+
+pytestmark = pytest.mark.slow
+
+
+def test_traffic_at_1_and_16_gets_reject_and_names_the_loss(tmp_path: Path) -> None:
+    stack = (project_root() / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text()
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.traffic.yaml").write_text(
+        stack.replace("config:\n", "config:\n  sglab:traffic:\n    levels: [1, 16]\n", 1))
+    env = without_server_env(os.environ)
+    env.update(SGLAB_STACKS_DIR=str(tmp_path / "stacks"), SGLAB_RESULTS_DIR=str(tmp_path / "results"))
+    proc = subprocess.run([sys.executable, "-m", "sglab.cli", "bench", "--stack", "traffic", "--target", "sim",
+                           "--quick", "--no-progress"], capture_output=True, text=True, env=env, timeout=600,
+                          cwd=project_root())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (result_file,) = (tmp_path / "results").glob("traffic/*/result.json")
+    verdict = json.loads(result_file.read_text())["verdict"]
+    assert verdict["gating_levels"] == [1, 16]
+    assert verdict["outcome"] == "reject", verdict["sentence"]
+    assert "at concurrency 16" in verdict["sentence"] and "loses" in verdict["sentence"]
+    assert proc.stdout.rstrip().endswith("verdict: reject") and "LOSES: " in proc.stdout
