@@ -100,3 +100,15 @@ def test_bad_traffic_is_refused_with_its_key(tmp_path: Path, extra: str, key: st
     with pytest.raises(ConfigError) as info:
         _load(tmp_path, extra)
     assert info.value.key.startswith("sglab:" + key), str(info.value)
+
+
+def test_the_recorded_traffic_judges_the_same_after_the_result_file() -> None:
+    from sglab.results.schema import RunResult
+
+    policy = PromotionPolicy(traffic=Traffic(levels=[1, 16], non_inferiority={16: 0.05}), levels=[1, 16])
+    result = synthetic_result(gain={1: 0.05, 16: -0.01}, levels=(1, 16), rounds=8,
+                              policy=policy.model_dump(mode="json", by_alias=False))
+    stored = RunResult.model_validate_json(result.model_dump_json())
+    v = judge(stored)
+    assert v.gating_levels == [1, 16] and v.level(16).non_inferiority_margin == 0.05
+    assert v.operating_point.gated_by == "traffic" and v.outcome == "promote"
