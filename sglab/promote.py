@@ -172,6 +172,12 @@ def promote(stack: str, *, target: str = "production", root: Path | None = None,
                                "promote into another stack, e.g. --to production")
     source = load_stack(stack, root)
     run_dir, result = find_evidence(stack, results_base=results_base, result_path=result_path)
+    if result.sweep is not None:  # a sweep's confirmation: evidence for the arm it confirms (sglab/sweep/)
+        from sglab.sweep.evidence import confirmed_source
+
+        source, refusal = confirmed_source(source, result, explicit=result_path is not None)
+        if refusal is not None:
+            raise PromotionRefused(*refusal)
     if result.kind not in ("ab", "interactive"):
         raise PromotionRefused(f"run {result.run_id} is a '{result.kind}' run; only A/B runs are evidence",
                                f"run `sglab bench --stack {stack}` (without --aa/--attribute)")

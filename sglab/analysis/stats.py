@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
-CiMethod = Literal["paired-t", "bootstrap"]
+CiMethod = Literal["paired-t", "bootstrap", "sequential"]  # sequential: the confidence sequence
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,12 @@ def mean_ci(values: np.ndarray, *, confidence: float = 0.95, method: CiMethod = 
             res = stats.bootstrap((d,), np.mean, confidence_level=confidence, n_resamples=2000,
                                   method="percentile", random_state=np.random.default_rng(seed))
             low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    elif method == "sequential":  # anytime-valid: the run may have stopped at this look (analysis/sequential.py)
+        from sglab.analysis.sequential import cs_bounds
+
+        _, lower, upper = cs_bounds(d, confidence=confidence)
+        low = float(lower[-1]) if math.isfinite(lower[-1]) else None
+        high = float(upper[-1]) if math.isfinite(upper[-1]) else None
     else:
         raise ValueError(f"unknown CI method {method!r}")
     return MeanCI(n, mean, sd, low, high, confidence, method)

@@ -35,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="CI preset (under a minute): levels 1,4, 10 rounds of 0.9 s per arm; simulators at 10x speed")
     p.add_argument("--workers", type=int, default=0, help="Locust worker processes (distributed mode)")
     p.add_argument("--rounds", type=int, help="rounds at the levels the policy gates on (default: load.rounds)")
+    p.add_argument("--max-rounds", type=int, help="policy.method sequential: most rounds per gated level before "
+                   "the run ends inconclusive (default: 2 x load.rounds)")
     p.add_argument("--ungated-rounds", type=int,
                    help="rounds at the other levels, which only show the crossover (default: load.ungated-rounds)")
     p.add_argument("--concurrency", help="comma-separated levels, e.g. 1,4 (default: the stack's)")
@@ -225,7 +227,12 @@ def run(args: argparse.Namespace) -> int:
           f"{request.loaded.config.policy.levels}, {request.plan.ungated_rounds or request.plan.rounds} elsewhere",
           file=sys.stderr)
     try:
-        result, run_dir = run_bench(request)
+        if request.loaded.config.policy.method == "sequential":  # stop each gated level at its decision
+            from sglab.sweep.sequential import run_sequential
+
+            result, run_dir = run_sequential(request, max_rounds=args.max_rounds)
+        else:
+            result, run_dir = run_bench(request)
     except RefusedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

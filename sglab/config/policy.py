@@ -27,7 +27,8 @@ class PromotionPolicy(Model):
     min_requests: Annotated[int, Field(ge=1)] = 20
     confidence: Annotated[float, Field(gt=0.5, lt=1, allow_inf_nan=False)] = 0.95
     # How the per-round interval is computed (sglab/analysis/stats.py; docs/verdict.md measures both).
-    method: Literal["paired-t", "bootstrap"] = "paired-t"
+    # sequential: the confidence sequence, and `sglab bench` stops a gated level once it decides (--max-rounds).
+    method: Literal["paired-t", "bootstrap", "sequential"] = "paired-t"
     # What a good request is, for the goodput metrics (goodput_tok_per_s, goodput_req_per_s).
     slo: Slo | None = None
     # Set from sglab:traffic by the stack (write sglab:traffic, not this): the gate runs at its levels.

@@ -17,6 +17,7 @@ from sglab.config.policy import PromotionPolicy
 from sglab.config.probe import ProbeSpec
 from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
 from sglab.config.sim import SimSpec
+from sglab.config.sweep import SweepSpec
 from sglab.config.traffic import Traffic
 from sglab.sglang import rules
 
@@ -52,6 +53,7 @@ class StackConfig(Model):
                                "Job and in-cluster Locust unless benchmark-job.image / locust.image say otherwise")
     sim: SimSpec = Field(default_factory=SimSpec)
     probe: ProbeSpec = Field(default_factory=ProbeSpec)
+    sweep: SweepSpec | None = None  # `sglab sweep` (docs/sweep.md)
     # What production serves (profile, levels, weights, SLO): the gate runs at each level (docs/verdict.md).
     traffic: Traffic | None = None
     # Lint codes (sglab/config/lints.py) this stack accepts; the ones that need it stop the stack until then.

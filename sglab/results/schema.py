@@ -16,7 +16,7 @@ from sglab.results.records import Confound, RecordedLint, RecordedLoadPlan, Reco
 
 SCHEMA_VERSION = 1
 
-RunKind = Literal["ab", "aa", "attribute", "interactive"]
+RunKind = Literal["ab", "aa", "attribute", "interactive", "sweep"]
 TargetKind = Literal["sim", "urls", "in-cluster", "interactive"]
 UrlsSource = Literal["sglab", "locust", "form"]
 
@@ -174,6 +174,10 @@ class RunResult(Schema):
     loadgen: dict = Field(default_factory=dict, description="load generator: tool, version, user class, workers")
     verdict: dict | None = Field(None, description="snapshot of sglab.results.verdict.Verdict when the run ended; "
                                  "never trusted (compare and promote recompute it)")
+    sequential: dict | None = Field(None, description="policy.method sequential: concurrency (str) -> every look of "
+                                    "its confidence sequence (sglab.analysis.sequential.SequentialRecord)")
+    sweep: dict | None = Field(None, description="a sweep's confirmation A/B: the sweep run and the arm it confirms "
+                               "(sglab/sweep/evidence.py); promote rebuilds that arm from the stack")
     integrity: IntegrityRecord | None = Field(None, description="digest (or HMAC) over the document and the "
                                               "planned schedule, set on every save (sglab/results/integrity.py)")
 
