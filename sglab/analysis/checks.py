@@ -208,6 +208,12 @@ def _levels_text(schedule: dict[int, int]) -> str:
 
 def _schedule_problems(result: RunResult) -> list[str]:
     schedule, disagreement = planned_schedule(result)
+    if schedule is not None and result.policy is not None and result.policy.get("method") == "sequential":
+        # a sequential run stops a gated level at its confidence sequence's decision, recomputed here
+        from sglab.sweep.sequential import decided_rounds
+
+        policy = PromotionPolicy.model_validate(result.policy.model_dump(exclude_unset=True))
+        schedule = {**schedule, **decided_rounds(result, policy)}
     out = [disagreement] if disagreement else []
     if schedule is None or not result.complete:
         return out  # an incomplete run is blocked as such; an interactive one has no schedule

@@ -106,3 +106,26 @@ def test_sequential_bench_stops_a_gated_level_at_its_decision_and_records_every_
         if not flat.arms_for_round(1, n):
             break
     assert flat.records["1"]["decision"] in ("futile", "inconclusive", "reject")
+
+
+def test_the_evidence_check_accepts_a_sequential_run_only_where_its_sequence_stopped() -> None:
+    from sglab.analysis.checks import _schedule_problems
+    from sglab.analysis.synthetic import synthetic_result
+    from sglab.sweep.sequential import decided_rounds
+
+    policy = {"method": "sequential", "levels": [1]}
+    full = synthetic_result(levels=(1,), rounds=30, gain=0.06, policy=policy)
+    stop = decided_rounds(full, load_stack("eagle-nccl-ll").config.policy.model_copy(update={"method": "sequential"}))[1]
+    assert 5 <= stop < 30
+
+    def cut(n: int):
+        result = synthetic_result(levels=(1,), rounds=30, gain=0.06, policy=policy)
+        level = result.levels[0]
+        level.rounds = [r for r in level.rounds if r.round_index < n]
+        level.requests = [q for q in level.requests if q.round_index < n]
+        result.load_plan = result.load_plan.model_copy(update={"rounds": 30})
+        return result
+
+    assert _schedule_problems(cut(stop)) == []  # stopped at its decision: what its plan says
+    assert any("is missing" in p for p in _schedule_problems(cut(stop - 1)))  # stopped before it decided
+    assert any("beyond the planned" in p for p in _schedule_problems(cut(stop + 2)))  # went on after it
