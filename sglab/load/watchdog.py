@@ -87,8 +87,12 @@ class ArmWatch:
         self.last_health: dict[str, str] = {}
         self._next_health = 0.0
         self._greenlet: gevent.Greenlet | None = None
+        # one client for the whole run: a new httpx client per poll builds an SSL context (tens of ms of
+        # CPU in the load generator's only thread), which showed up as jitter in the measured streams
+        self._client: httpx.Client | None = None
 
     def start(self) -> "ArmWatch":
+        self._client = httpx.Client(timeout=HEALTH_REQUEST_TIMEOUT_S)
         self._greenlet = gevent.spawn(self._loop)
         return self
 
@@ -96,6 +100,9 @@ class ArmWatch:
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def _loop(self) -> None:
         while True:
@@ -120,7 +127,9 @@ class ArmWatch:
 
     def _health(self, arm: str, url: str) -> tuple[str, str] | None:
         try:
-            status = httpx.get(url.rstrip("/") + "/health", timeout=HEALTH_REQUEST_TIMEOUT_S).status_code
+            client = self._client or httpx.Client(timeout=HEALTH_REQUEST_TIMEOUT_S)
+            self._client = client
+            status = client.get(url.rstrip("/") + "/health").status_code
             problem = None if status == 200 else f"HTTP {status}"
         except httpx.HTTPError as exc:
             problem = type(exc).__name__
