@@ -130,6 +130,18 @@ class ProgramRun:
         return self.options[f"{typ}::{name}"]
 
 
+def _refuse_under_gevent() -> None:
+    """Pulumi's mocks re-enter asyncio's loop from inside a task; under Locust's gevent monkey-patching that
+    deadlocks (no timeout fires), so a mixed pytest process must fail loudly instead of hanging."""
+    import sys
+
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("threading"):
+        raise RuntimeError("Pulumi mocks cannot run in a process that imported Locust (gevent monkey-patching "
+                           "deadlocks them): run the Pulumi tests in their own pytest process, as `make test` "
+                           "does (PULUMI_TESTS in the Makefile)")
+
+
 def run_program(stack: str, overrides: dict[str, Any] | None = None, *, config: dict[str, str] | None = None,
                 secret_keys: list[str] | None = None, secrets: dict[str, str] | None = None,
                 reads: dict[str, dict[str, Any]] | None = None, preview: bool = False,
@@ -137,6 +149,7 @@ def run_program(stack: str, overrides: dict[str, Any] | None = None, *, config: 
     """Run the program for `stack`: config is the stack file's with `overrides`/`secrets`, or `config` verbatim."""
     from sglab.deploy.program import run
 
+    _refuse_under_gevent()
     if config is None:
         config, secret_keys = pulumi_config(stack_path(stack), overrides, secrets)
     mocks = Mocks(reads, outputs)
