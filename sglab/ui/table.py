@@ -27,10 +27,15 @@ def metric_column(metric: metrics.Metric) -> tuple[str, str]:
                                                          f"({metric.unit})"))
 
 
+def live_metrics() -> list[metrics.Metric]:
+    """The registry metrics a live window can compute: SLO-based ones need the SLO the verdict judges under."""
+    return [m for m in metrics.all_metrics() if not m.uses_slo]
+
+
 def table_columns() -> list[tuple[str, str]]:
     return [
         ("arm", "Arm"), ("users", "Users"), ("requests", "Requests"), ("errors", "Errors"),
-        *(metric_column(m) for m in metrics.all_metrics()),
+        *(metric_column(m) for m in live_metrics()),
         ("ttft_p50", "TTFT p50 ms"), ("ttft_p99", "TTFT p99 ms"), ("itl_p50", "ITL p50 ms"), ("itl_p99", "ITL p99 ms"),
         ("accept_client", "Accept length (client)"), ("accept_server", "Accept length (server)"),
         ("verdict", "Gain [95% CI] / verdict"),
@@ -56,7 +61,7 @@ def arm_row(arm: str, level: int, samples: list[RequestSample], server_accept: f
         "users": level,
         "requests": summary.requests,
         "errors": summary.errors,
-        **{metric_column(m)[0]: _round(m.compute_round(window)) for m in metrics.all_metrics()},
+        **{metric_column(m)[0]: _round(m.compute_round(window)) for m in live_metrics()},
         "ttft_p50": _round(summary.ttft_ms.p50),
         "ttft_p99": _round(summary.ttft_ms.p99),
         "itl_p50": _round(summary.itl_ms.p50, 2),
@@ -76,7 +81,7 @@ def gain_row(level: int, verdict, show_level: bool, windows: int) -> dict:
         "users": level,
         "requests": None,
         "errors": None,
-        **{metric_column(m)[0]: view.gains.get(m.name) for m in metrics.all_metrics()},
+        **{metric_column(m)[0]: view.gains.get(m.name) for m in live_metrics()},
         "ttft_p50": None,
         "ttft_p99": view.ttft_p99_delta,
         "itl_p50": None,

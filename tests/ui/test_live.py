@@ -180,3 +180,13 @@ def test_gain_series_is_the_confidence_sequence_after_each_window():
     _, lower, _ = cs_bounds(logs)
     assert points[-1]["low"] == pytest.approx(math.expm1(lower[-1]), rel=1e-6)
     assert gain_series(None)["levels"] == []
+
+
+def test_slo_metrics_stay_out_of_the_live_table():
+    """A live window has no SLO to judge goodput by; the verdict computes it after the run."""
+    from sglab import metrics
+    from sglab.ui.table import table_columns
+
+    keys = {key for key, _ in table_columns()}
+    slo_based = [m.name for m in metrics.all_metrics() if m.uses_slo]
+    assert slo_based and not keys & set(slo_based)
