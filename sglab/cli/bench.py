@@ -15,6 +15,8 @@ import sys
 
 from sglab.cli import UsageError
 from sglab.config.loader import load_stack
+from sglab.errors import guess
+from sglab.sglang.sim_knobs import SIM_KNOBS, is_sim_env
 
 EXIT_INTERRUPTED = 130
 EXIT_INVALID = 3  # an arm died or froze mid-run: the run is marked invalid (result.invalid_reason)
@@ -113,8 +115,13 @@ def _sim_env(pairs: list[str], time_scale: float | None) -> dict[str, str]:
     env: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key.startswith("SGLAB_SIM_"):
+        if not sep or not is_sim_env(key):
             raise UsageError(f"--sim-env {pair!r}: write SGLAB_SIM_<KNOB>=VALUE (see `sglab sim --help`)")
+        known = sorted(k.env for k in SIM_KNOBS)
+        if key not in known:
+            near = guess(key, known)
+            raise UsageError(f"--sim-env {key}: the simulator has no such knob"
+                             + (f" (did you mean {near}?)" if near else f"; knobs: {', '.join(known)}"))
         env[key] = value
     if time_scale is not None:
         if time_scale <= 0:
