@@ -137,12 +137,16 @@ class StackConfig(Model):
                         f"server could not read it; move it under {self.model.volume.mount_path} or change "
                         "model.volume.mount-path"
                     )
-        for level in self.policy.levels:
-            if level not in self.load.concurrency:
+        # A trace is one level, checked against the run it plans (sglab bench refuses an ungated run).
+        measured = {"concurrency": ("concurrency", "load.concurrency", self.load.concurrency),
+                    "rate": ("request rate", "load.rate.levels", self.load.rate.levels)}.get(self.load.profile)
+        for level in self.policy.levels if measured else ():
+            what, key, levels = measured
+            if level not in levels:
                 raise KeyedValueError(
                     "policy.levels",
-                    f"policy.levels names concurrency {level}, which load.concurrency "
-                    f"{self.load.concurrency} never runs; add it there or remove it from policy.levels"
+                    f"policy.levels names {what} {level}, which {key} {levels} never runs; add it there or "
+                    "remove it from policy.levels"
                 )
         self._gate_on_traffic()
         if self.locust.enabled and self.locust.web_login and self.locust_password is None:
