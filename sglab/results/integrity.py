@@ -112,7 +112,9 @@ def verify(result: "RunResult", *, key: bytes | None | Literal["machine"] = "mac
     record = result.integrity
     if record is None:
         return "the result has no integrity record (written before sglab recorded one, or stripped)"
-    document = result.model_dump(mode="json")
+    document = _sealed_form(result)
+    if document is None:
+        return "it was changed after the run (edited since it was read from its file)"
     if record.algorithm == "sha256":
         if not hmac.compare_digest(_digest(document, None), record.digest):
             return "its SHA-256 digest does not match its content: the file was changed after the run"
@@ -125,6 +127,16 @@ def verify(result: "RunResult", *, key: bytes | None | Literal["machine"] = "mac
     if not hmac.compare_digest(_digest(document, key), record.digest):
         return "its HMAC does not match its content: the file was changed after the run"
     return None
+
+
+def _sealed_form(result: "RunResult") -> dict[str, Any] | None:
+    """The document the seal is checked against: as stored when the result was read from a file (None if it
+    was edited since), else as the model dumps it now."""
+    stored = result._stored_document
+    if stored is None:
+        return result.model_dump(mode="json")
+    unchanged = type(result).model_validate(stored).model_dump(mode="json") == result.model_dump(mode="json")
+    return stored if unchanged else None
 
 
 def planned(schedule: dict[int, int]) -> IntegrityRecord:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from sglab.results.integrity import IntegrityRecord
 from sglab.results.records import Confound, RecordedLint, RecordedLoadPlan, RecordedPolicy
@@ -148,6 +148,10 @@ class Target(Schema):
 
 
 class RunResult(Schema):
+    # The JSON as read from disk (store.load_result): the seal covers the document as stored, so a newer
+    # sglab whose models add optional fields still verifies an older file.
+    _stored_document: dict | None = PrivateAttr(None)
+
     schema_version: int = SCHEMA_VERSION
     run_id: str
     stack: str

@@ -100,11 +100,13 @@ def load_result(path: Path | str) -> RunResult:
         raise ConfigError(path, "schema_version", f"is {version!r}, this sglab reads {SCHEMA_VERSION}",
                           "re-run the benchmark with this version of sglab")
     try:
-        return RunResult.model_validate(data)
+        result = RunResult.model_validate(data)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         key = ".".join(str(p) for p in err["loc"])
         raise ConfigError(path, key, err["msg"], "the file is damaged or not a sglab result") from None
+    result._stored_document = data
+    return result
 
 
 def list_runs(stack: str, base: Path | None = None) -> list[Path]:

@@ -209,3 +209,22 @@ def test_an_interactive_run_is_not_held_to_the_stacks_round_quota() -> None:
     assert evidence_problems(result) == []
     result.levels[0].requests = result.levels[0].requests[1:]
     assert [p.name for p in evidence_problems(result)] == ["evidence-counts"]
+
+
+def test_a_seal_survives_a_newer_sglab_that_adds_a_field(tmp_path: Path) -> None:
+    """A result written before a schema gained an optional field must still verify: the seal covers the
+    document as stored, not what today's model would dump (which adds the new field's default)."""
+    path = write_result(run_like(), create_run_dir("s", "r-old", tmp_path / "results"))
+    document = json.loads(path.read_text())
+    dropped = 0
+    for sample in (s for level in document["levels"] for s in level["requests"]):
+        dropped += "category" in sample
+        sample.pop("category", None)  # as an older sglab wrote it, before RequestSample.category existed
+    assert dropped
+    key = integrity.machine_key()
+    document["integrity"] = {**document["integrity"], "digest": integrity._digest(document, key)}
+    path.write_text(json.dumps(document))
+    older = load_result(path)
+    assert integrity.verify(older) is None
+    older.complete = not older.complete  # and an edit after loading is still caught
+    assert integrity.verify(older) is not None
