@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from sglab.config.base import Model
 
 
-class PromptSpec(Model):
-    """A seeded prompt set, identical for both arms."""
+# Sources whose prompts are chat-shaped (OpenAI messages): they go to the chat endpoint by default.
+CHAT_SOURCES = ("suite", "sharegpt", "openai")
 
-    source: Literal["random", "file"] = "random"
+
+class PromptSpec(Model):
+    """A seeded prompt set, identical for both arms.
+
+    `random`/`file`: `count` prompts (random words of `input-len`, or JSONL {"prompt"} lines). `suite` (the
+    bundled prompt suite), `sharegpt` (ShareGPT JSON) and `openai` (OpenAI messages JSONL): the dataset's
+    records, at most `limit`, each with its category and output length; `categories` is `field:NAME` or a
+    fixed label for an import, a comma-separated subset of the suite's categories for `suite`.
+    """
+
+    source: Literal["random", "file", "suite", "sharegpt", "openai"] = "random"
     file: str | None = None
+    categories: str | None = None
+    limit: Annotated[int, Field(ge=1)] | None = None
     count: Annotated[int, Field(ge=1)] = 256
     input_len: Annotated[int, Field(ge=1)] = 256
     range_ratio: Annotated[float, Field(ge=0, le=1)] = 0.5
@@ -21,9 +33,20 @@ class PromptSpec(Model):
 
     @model_validator(mode="after")
     def _file(self) -> "PromptSpec":
-        if self.source == "file" and not self.file:
-            raise ValueError("source is file but file is missing: give a JSONL file of prompts")
+        if self.source in ("file", "sharegpt", "openai") and not self.file:
+            raise ValueError(f"source is {self.source} but file is missing: give the dataset file "
+                             f"({'a JSONL file of prompts' if self.source == 'file' else self.source + ' format'})")
+        if self.source in ("random", "suite") and self.file:
+            raise ValueError(f"source {self.source} reads no file: remove file, or set source to file, "
+                             "sharegpt or openai")
+        if self.source not in CHAT_SOURCES and (self.categories is not None or self.limit is not None):
+            raise ValueError(f"categories and limit apply to the suite, sharegpt and openai sources, not "
+                             f"{self.source}: remove them (count sets how many {self.source} prompts)")
         return self
+
+    @property
+    def chat_shaped(self) -> bool:
+        return self.source in CHAT_SOURCES
 
 
 class RateSpec(Model):
@@ -56,12 +79,27 @@ class LoadPlan(Model):
     round_requests: Annotated[int, Field(ge=1)] | None = None
     warmup_requests: Annotated[int, Field(ge=0)] = 2
     max_new_tokens: Annotated[int, Field(ge=2)] = 128
+    # Chat-shaped prompt sources (suite, sharegpt, openai) default to chat, so the server applies the
+    # model's chat template (what EAGLE drafts are trained on); see _default_endpoint.
     endpoint: Literal["generate", "chat"] = "generate"
+    # true: requests send ignore_eos false and the prompt's max_tokens cap, and a reply may stop early.
+    natural_stop: bool = False
     request_timeout_s: Annotated[float, Field(gt=0)] = 300.0
     seed: int = 0
     prompts: PromptSpec = Field(default_factory=PromptSpec)
     rate: RateSpec = Field(default_factory=RateSpec)
     trace: TraceSpec = Field(default_factory=TraceSpec)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_endpoint(cls, data: Any) -> Any:
+        """No endpoint given: chat for chat-shaped prompt sources, the declared default otherwise."""
+        if not isinstance(data, dict) or "endpoint" in data:
+            return data
+        prompts = data.get("prompts")
+        source = prompts.source if isinstance(prompts, PromptSpec) else (
+            prompts.get("source") if isinstance(prompts, dict) else None)
+        return {**data, "endpoint": "chat"} if source in CHAT_SOURCES else data
 
     @model_validator(mode="after")
     def _round_size(self) -> "LoadPlan":

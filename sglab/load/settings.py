@@ -29,6 +29,7 @@ class LoadSettings:
     stack: str | None = None
     plan: dict = field(default_factory=dict)
     profile: LoadProfile | None = None
+    natural_stop: bool = False
 
     @classmethod
     def from_plan(cls, plan: LoadPlan, *, urls: dict[str, str] | None = None, model: str = "default",
@@ -45,6 +46,7 @@ class LoadSettings:
             stack=stack,
             plan=plan.model_dump(mode="json", by_alias=False),
             profile=profile,
+            natural_stop=plan.natural_stop,
         )
 
     @property
@@ -55,13 +57,27 @@ class LoadSettings:
         """Tokens this request must stream: the prompt's own length (a trace's) or the plan's max_new_tokens."""
         return prompt.output_tokens or self.max_new_tokens
 
+    def token_cap(self, prompt: Prompt) -> int:
+        """What the request asks for: its fixed length, or under natural stopping the prompt's max_tokens cap."""
+        if self.natural_stop:
+            return prompt.max_tokens or self.output_tokens(prompt)
+        return self.output_tokens(prompt)
+
+    def token_count_error(self, prompt: Prompt, got: int) -> str | None:
+        """Fixed length: exactly the expected count. Natural stopping: any length from 1 up to the cap."""
+        cap = self.token_cap(prompt)
+        if self.natural_stop:
+            return None if 1 <= got <= cap else f"wrong token count: got {got}, expected 1 to {cap}"
+        return None if got == cap else f"wrong token count: got {got}, expected {cap}"
+
     def payload(self, prompt: Prompt) -> dict:
-        """Fixed output length on both arms: the request's length with ignore_eos, greedy sampling."""
-        tokens = self.output_tokens(prompt)
+        """Greedy sampling, the same on both arms: a fixed length with ignore_eos, or natural stopping at a cap."""
+        tokens = self.token_cap(prompt)
+        ignore_eos = not self.natural_stop
         if self.endpoint == "generate":
             return {
                 "text": prompt.text,
-                "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True, "temperature": 0.0},
+                "sampling_params": {"max_new_tokens": tokens, "ignore_eos": ignore_eos, "temperature": 0.0},
                 "stream": True,
             }
         messages = [dict(m) for m in prompt.messages] if prompt.messages else [{"role": "user", "content": prompt.text}]
@@ -69,7 +85,7 @@ class LoadSettings:
             "model": self.model,
             "messages": messages,
             "max_tokens": tokens,
-            "ignore_eos": True,
+            "ignore_eos": ignore_eos,
             "temperature": 0.0,
             "stream": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},

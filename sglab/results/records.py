@@ -87,6 +87,7 @@ class RecordedLoadPlan(Record):
     # Written only by interactive (web UI) runs.
     INTERACTIVE_FIELDS: ClassVar[tuple[str, ...]] = ("interactive", "pseudo_round_window_s")
 
+    profile: str | None = None
     concurrency: list[int] | None = None
     rounds: int | None = None
     ungated_rounds: int | None = None
@@ -95,8 +96,11 @@ class RecordedLoadPlan(Record):
     warmup_requests: int | None = None
     max_new_tokens: int | None = None
     endpoint: str | None = None
+    natural_stop: bool | None = None
     request_timeout_s: float | None = None
     seed: int | None = None
     prompts: dict[str, Any] | None = None
+    rate: dict[str, Any] | None = None
+    trace: dict[str, Any] | None = None
     interactive: bool | None = None
     pseudo_round_window_s: float | None = None
