@@ -2,48 +2,60 @@
 
 from __future__ import annotations
 
-import copy
+import json
+import subprocess
+import sys
 
 from sglab.analysis.synthetic import synthetic_result
 from sglab.cli import main
-from sglab.config.loader import load_mapping, load_stack, stack_path
-from sglab.load.request import BenchRequest
-from sglab.load.runner import BenchRun
-from sglab.load.targets import Targets
 from sglab.results.schema import RunResult
 from sglab.results.store import write_result
 
 STACK = "eagle-nccl-ll"
 
 
-def _loaded(changes: dict):
-    loaded = load_stack(STACK)
-    raw = copy.deepcopy({k: v for k, v in loaded.raw.items() if k != "__lines__"})
-    for path, value in changes.items():
-        *parents, last = path.split(".")
-        node = raw
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
-    return load_mapping(STACK, stack_path(STACK), raw)
+_BUILD = """
+import copy, json, sys
+from sglab.config.loader import load_mapping, load_stack, stack_path
+from sglab.load.request import BenchRequest
+from sglab.load.runner import BenchRun
+from sglab.load.targets import Targets
+
+stack, changes = sys.argv[1], json.loads(sys.argv[2])
+loaded = load_stack(stack)
+raw = copy.deepcopy({k: v for k, v in loaded.raw.items() if k != "__lines__"})
+for path, value in changes.items():
+    *parents, last = path.split(".")
+    node = raw
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+loaded = load_mapping(stack, stack_path(stack), raw)
+run = BenchRun(BenchRequest(loaded=loaded, plan=loaded.config.load), Targets(urls={}))
+print(run.build_result([], []).model_dump_json())
+"""
 
 
-def _bench_result(loaded, kind: str = "ab") -> RunResult:
-    run = BenchRun(BenchRequest(loaded=loaded, plan=loaded.config.load, kind=kind), Targets(urls={}))
-    return run.build_result([], [])
+def _bench_result(changes: dict) -> RunResult:
+    """What the bench runner records, built in a child process: the runner imports Locust, whose gevent
+    monkey-patching would break the Pulumi mocks of the other probe tests in this process."""
+    proc = subprocess.run([sys.executable, "-c", _BUILD, STACK, json.dumps(changes)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return RunResult.model_validate_json(proc.stdout.strip().splitlines()[-1])
 
 
 def test_the_bench_result_records_the_lints_of_its_arms():
-    result = _bench_result(_loaded({"server.disable-custom-all-reduce": False}))
+    result = _bench_result({"server.disable-custom-all-reduce": False})
     (lint,) = result.lints
     assert lint.code == "custom-all-reduce-shadows-nccl" and lint.severity == "warning"
     assert lint.arms == ["baseline", "candidate"] and lint.key == "server.disable-custom-all-reduce"
     assert "8 MiB" in lint.message and lint.fix
     again = RunResult.model_validate_json(result.model_dump_json())
     assert again.lints == result.lints and again.model_dump(mode="json")["lints"][0]["code"] == lint.code
-    accepted = _bench_result(_loaded({"nccl.NCCL_PROTO": "LL128", "accept-lints": ["nccl-proto-ll128"]}))
+    accepted = _bench_result({"nccl.NCCL_PROTO": "LL128", "accept-lints": ["nccl-proto-ll128"]})
     assert [(x.code, x.severity) for x in accepted.lints] == [("nccl-proto-ll128", "note")]
-    assert _bench_result(load_stack(STACK)).lints == []  # the shipped stack lints clean
+    assert _bench_result({}).lints == []  # the shipped stack lints clean
 
 
 def test_a_result_without_lints_still_loads():
@@ -58,7 +70,7 @@ def test_compare_shows_the_recorded_lints_under_the_table(tmp_path, capsys):
     write_result(result, clean)
     assert main(["compare", str(clean)]) == 0
     assert "lint" not in capsys.readouterr().out
-    result.lints = _bench_result(_loaded({"server.disable-custom-all-reduce": False})).lints
+    result.lints = _bench_result({"server.disable-custom-all-reduce": False}).lints
     linted = tmp_path / "linted"
     write_result(result, linted)
     assert main(["compare", str(linted)]) == 0
