@@ -24,6 +24,7 @@ from sglab.load.server_info import read_accept_length
 from sglab.results.schema import ArmInfo, RequestSample, RunResult
 from sglab.results.store import git_commit, new_run_id, utc_now_iso
 from sglab.ui.live import BASELINE, CANDIDATE, DEFAULT_WINDOW_S, LiveRun
+from sglab.ui.category_table import category_rows
 from sglab.ui.table import table_rows
 
 logger = logging.getLogger("sglab.ui")
@@ -110,7 +111,7 @@ class UiSession:
         self.stack = stack
         self.binding = binding
         self.run: LiveRun | None = None
-        self._rows_cache: tuple[float, list[dict]] | None = None
+        self._rows_cache: tuple[float, tuple[list[dict], list[dict]]] | None = None
         self.saved: list[Path] = []
         self.initial_urls = self.arm_urls()  # plain Locust: from its command line or environment
 
@@ -255,16 +256,24 @@ class UiSession:
     def result(self) -> RunResult | None:
         return self.judged(self.run.to_result()) if self.run is not None else None
 
-    def table_rows(self) -> list[dict]:
+    def tables(self) -> tuple[list[dict], list[dict]]:
+        """(A/B rows, per-category rows), judged once as if the test stopped now; cached for TABLE_CACHE_S."""
         now = time.monotonic()
         if self._rows_cache is not None and now - self._rows_cache[0] < TABLE_CACHE_S:
             return self._rows_cache[1]
-        rows: list[dict] = []
+        tables: tuple[list[dict], list[dict]] = ([], [])
         if self.run is not None:
             result = self.run.to_result(now, as_if_stopped=True)
-            rows = table_rows(self.run, result, judge_or_none(result))
-        self._rows_cache = (now, rows)
-        return rows
+            verdict = judge_or_none(result)
+            tables = (table_rows(self.run, result, verdict), category_rows(verdict))
+        self._rows_cache = (now, tables)
+        return tables
+
+    def table_rows(self) -> list[dict]:
+        return self.tables()[0]
+
+    def category_rows(self) -> list[dict]:
+        return self.tables()[1]
 
     def plot_data(self) -> dict:
         """The gain plot's points, judged as if the test stopped now (like the table)."""

@@ -29,7 +29,8 @@ def _pct(value: float | None) -> str:
     return f"{round(value * 100, 1) + 0.0:+.1f}%"  # + 0.0 turns -0.0 into +0.0
 
 
-def _gain(gain) -> str | None:
+def gain_text(gain) -> str | None:
+    """"+x% [lo, hi]" of a `Gain`, or None while it has no estimate."""
     if gain is None or gain.estimate is None:
         return None
     return f"{_pct(gain.estimate)} [{_pct(gain.low)}, {_pct(gain.high)}]"
@@ -45,7 +46,7 @@ def level_view(verdict, level: int) -> LevelView:
     else:
         wording = f"not gating (policy levels {verdict.gating_levels}): {lv.outcome}; overall: {verdict.sentence}"
     return LevelView(
-        gains={name: _gain(gain) for name, gain in lv.gains().items()},
+        gains={name: gain_text(gain) for name, gain in lv.gains().items()},
         ttft_p99_delta=None if lv.ttft_p99.increase is None else _pct(lv.ttft_p99.increase),
         itl_p99_delta=None if lv.itl_p99.increase is None else _pct(lv.itl_p99.increase),
         wording=wording,

@@ -6,7 +6,8 @@ registers Locust event listeners that
   download link on the "Download Data" tab (`extended_csv_files`),
 - collect every request sample the locustfile fires (`sglab_request_sample`) into a `LiveRun`
   (in distributed mode the collector forwards workers' samples to the master, which fires them again),
-- inject the table rows into `/stats/requests` as `extended_stats` (the UI polls it every 2 s),
+- inject the table rows (and the per-category table's, a second tab) into `/stats/requests` as
+  `extended_stats` (the UI polls it every 2 s),
 - serve the run as a sglab result document at `/sglab/result.json` (kind "interactive"),
 - set up the login page when Locust runs with `--web-login` (see `sglab.ui.auth`),
 - refuse to serve without login on anything but loopback, and put `sglab.ui.guard` (cross-site and
@@ -26,6 +27,7 @@ from flask import Response, request
 from sglab.load.collector import get_collector
 from sglab.results.schema import RequestSample
 from sglab.ui import auth, guard
+from sglab.ui.category_table import CATEGORY_TAB_KEY, CATEGORY_TAB_TITLE, category_columns
 from sglab.ui.plot import PLOT_PATH, plot_script
 from sglab.ui.session import UiSession
 from sglab.ui.table import table_columns
@@ -94,8 +96,11 @@ def _install_web(environment, session: UiSession) -> None:
     guard.install(web_ui)
 
     web_ui.template_args.update({
-        "extended_tabs": [{"title": TAB_TITLE, "key": TAB_KEY}],
-        "extended_tables": [{"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in table_columns()]}],
+        "extended_tabs": [{"title": TAB_TITLE, "key": TAB_KEY},
+                          {"title": CATEGORY_TAB_TITLE, "key": CATEGORY_TAB_KEY}],
+        "extended_tables": [{"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in table_columns()]},
+                            {"key": CATEGORY_TAB_KEY,
+                             "structure": [{"key": k, "title": t} for k, t in category_columns()]}],
         "extended_csv_files": [{"href": f".{RESULT_PATH}", "title": "Download the A/B run as a sglab result JSON"}],
     })
     app = web_ui.app
@@ -138,8 +143,9 @@ def _install_web(environment, session: UiSession) -> None:
         payload = response.get_json(silent=True)
         if not isinstance(payload, dict):
             return response
-        extended = [e for e in payload.get("extended_stats", []) if e.get("key") != TAB_KEY]
-        extended.append({"key": TAB_KEY, "data": session.table_rows()})
+        rows, by_category = session.tables()
+        extended = [e for e in payload.get("extended_stats", []) if e.get("key") not in (TAB_KEY, CATEGORY_TAB_KEY)]
+        extended += [{"key": TAB_KEY, "data": rows}, {"key": CATEGORY_TAB_KEY, "data": by_category}]
         response.set_data(json.dumps({**payload, "extended_stats": extended}))
         return response
 

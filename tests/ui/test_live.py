@@ -190,3 +190,67 @@ def test_slo_metrics_stay_out_of_the_live_table():
     keys = {key for key, _ in table_columns()}
     slo_based = [m.name for m in metrics.all_metrics() if m.uses_slo]
     assert slo_based and not keys & set(slo_based)
+
+
+def _feed_categories(run: LiveRun, until_s: float) -> None:
+    """Closed-loop users alternating two categories: the candidate is faster on code, slower on chat."""
+    gaps = {("baseline", "code"): 20.0, ("baseline", "chat"): 20.0,
+            ("candidate", "code"): 15.0, ("candidate", "chat"): 22.0}
+    accepts = {"code": 3.0, "chat": 1.5}
+    for arm in ("baseline", "candidate"):
+        t, i = 0.0, 0
+        while True:
+            category = ("code", "chat")[i % 2]
+            i += 1
+            sample = _sample(arm, gaps[(arm, category)]).model_copy(update={
+                "category": category, "accept_length": accepts[category] if arm == "candidate" else None})
+            end = t + sample.e2e_ms / 1000.0
+            if end > until_s:
+                break
+            run.add(sample, level=1, received_monotonic_s=100.0 + end)
+            t = end
+
+
+def test_category_table_breaks_gain_and_accept_length_down_by_category():
+    from sglab.ui.category_table import category_columns, category_rows
+
+    run = _run()
+    _feed_categories(run, 8.0)
+    result = run.to_result(now_s=108.0, as_if_stopped=True)
+    verdict = judge(result)
+    rows = {r["category"]: r for r in category_rows(verdict)}
+    assert set(rows) == {"chat", "code"}
+    assert set(rows["code"]) == {key for key, _ in category_columns()}
+    code, chat = rows["code"], rows["chat"]
+    assert float(code["gain"].split("%")[0]) == pytest.approx((20 / 15 - 1) * 100, abs=1.0)
+    assert float(chat["gain"].split("%")[0]) == pytest.approx((20 / 22 - 1) * 100, abs=1.0)
+    assert "[" in code["gain"] and code["metric"] == "decode_tok_per_s" and code["rounds"] >= 5
+    assert code["accept_length"].startswith("3.00") and chat["accept_length"].startswith("1.50")
+    # the request counts are the verdict's per-category counts of measured requests
+    measured = [s for s in result.level(1).requests if not s.warmup and s.round_index >= 0]
+    for category, row in rows.items():
+        counts = [sum(1 for s in measured if s.arm == arm and s.category == category)
+                  for arm in ("baseline", "candidate")]
+        assert row["requests"] == f"{counts[0]} / {counts[1]}" and min(counts) > 0
+
+
+def test_category_table_is_empty_without_categories_or_verdict():
+    from sglab.ui.category_table import category_rows
+
+    run = _run()
+    _feed(run, 6.0)
+    result = run.to_result(now_s=106.0, as_if_stopped=True)
+    assert category_rows(judge(result)) == []
+    assert category_rows(None) == []
+
+
+def test_category_rows_label_levels_when_there_are_several():
+    from sglab.ui.category_table import category_rows
+
+    run = _run()
+    _feed_categories(run, 4.0)
+    for s in run.snapshot():  # a second user count: the same requests again at c=4
+        run.samples.append(s.model_copy(update={"level": 4}))
+    verdict = judge(run.to_result(now_s=104.0, as_if_stopped=True))
+    labels = [r["category"] for r in category_rows(verdict)]
+    assert labels == ["chat (c=1)", "code (c=1)", "chat (c=4)", "code (c=4)"]
