@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,3 +76,27 @@ def stack_sim_env(loaded: LoadedStack) -> dict[str, str]:
         return {}
     as_sim = stack.model_copy(update={"backend": "sim"})
     return {k: v for k, v in baseline_arm(as_sim).env.items() if k.startswith("SGLAB_SIM_")}
+
+
+@contextmanager
+def reached_arms(request: BenchRequest, log_dir: Path) -> Iterator[tuple[object, list[ArmInfo], list[str]]]:
+    """Start (or reach) the arms and check their live flags; yields (targets, arm infos, mismatches) while the
+    arms are up. A live server that differs from the stack is refused before any request is sent."""
+    from sglab.load.targets import given_urls, start_sims
+
+    if request.target_kind == "sim":
+        targets = start_sims(request.arms, extra_env={**stack_sim_env(request.loaded), **request.sim_env},
+                             log_dir=log_dir)
+    else:
+        targets = given_urls(request.urls)
+    with targets:
+        infos = arm_infos(request, targets.urls)
+        mismatches = check_live_flags(request, targets.urls, infos) if request.check_live_flags else []
+        if mismatches:
+            raise RefusedError(
+                "refusing to benchmark: the live servers differ from what stack "
+                f"'{request.loaded.name}' declares ({request.loaded.path}):\n"
+                + "\n".join(f"  - {m}" for m in mismatches)
+                + "\n  fix: redeploy the arms from this stack (pulumi up), or correct the stack so it "
+                "describes what is running")
+        yield targets, infos, mismatches

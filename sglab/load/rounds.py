@@ -18,7 +18,7 @@ from typing import Protocol
 
 from sglab.config.arms import ArmSpec
 from sglab.load.progress import BenchProgress
-from sglab.load.request import BenchRequest, RefusedError, arm_infos, check_live_flags, stack_sim_env
+from sglab.load.request import BenchRequest, reached_arms
 from sglab.load.runner import BenchRun
 from sglab.load.schedule import round_orders
 from sglab.load.summary import arm_level_summary
@@ -132,24 +132,12 @@ def run_controlled(request: BenchRequest, controller: RoundController, *, run_id
                    run_dir: Path | None = None, resume: RunResult | None = None) -> tuple[RunResult, Path]:
     """run_bench with a controller: start (or reach) the arms, check their live flags, run, write the result.
     With `resume` (and its run_dir) the earlier levels are kept and the run continues in the same file."""
-    from sglab.load.targets import given_urls, start_sims
-
     run_id = run_id or (resume.run_id if resume else new_run_id())
     fresh = run_dir is None
     run_dir = run_dir or create_run_dir(request.loaded.name, run_id, base=request.out)
     started = False
     try:
-        if request.target_kind == "sim":
-            targets = start_sims(request.arms, extra_env={**stack_sim_env(request.loaded), **request.sim_env},
-                                 log_dir=run_dir)
-        else:
-            targets = given_urls(request.urls)
-        with targets:
-            infos = arm_infos(request, targets.urls)
-            mismatches = check_live_flags(request, targets.urls, infos) if request.check_live_flags else []
-            if mismatches:
-                raise RefusedError("refusing to benchmark: the live servers differ from what stack "
-                                   f"'{request.loaded.name}' declares:\n" + "\n".join(f"  - {m}" for m in mismatches))
+        with reached_arms(request, run_dir) as (targets, infos, mismatches):
             run = ControlledRun(request, targets, controller, run_id=run_id,
                                 earlier=resume.levels if resume else None)
             result = run.build_result(infos, mismatches)

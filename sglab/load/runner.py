@@ -31,7 +31,8 @@ from sglab.load.owner import this_process
 from sglab.load.profiles import LoadProfile, profile_for
 from sglab.load.progress import BenchProgress
 from sglab.load.schedule import prompt_offset, round_orders
-from sglab.load.request import BenchRequest, RefusedError, arm_infos, check_live_flags, stack_sim_env
+from sglab.load.request import (BenchRequest, RefusedError, arm_infos, check_live_flags, reached_arms,
+                                stack_sim_env)
 from sglab.load.accept_window import AcceptWindow, accept_method
 from sglab.load.settings import LoadSettings
 from sglab.load.summary import arm_level_summary, round_sample
@@ -338,27 +339,11 @@ def run_bench(request: BenchRequest) -> tuple[RunResult, Path]:
     """Start (or reach) the arms, check their live flags, run the schedule, write the result."""
     import shutil
 
-    from sglab.load.targets import given_urls, start_sims
-
     run_id = new_run_id()
     run_dir = create_run_dir(request.loaded.name, run_id, base=request.out)
     started = False
     try:
-        if request.target_kind == "sim":
-            targets = start_sims(request.arms, extra_env={**stack_sim_env(request.loaded), **request.sim_env},
-                                 log_dir=run_dir)
-        else:
-            targets = given_urls(request.urls)
-        with targets:
-            infos = arm_infos(request, targets.urls)
-            mismatches = check_live_flags(request, targets.urls, infos) if request.check_live_flags else []
-            if mismatches:
-                raise RefusedError(
-                    "refusing to benchmark: the live servers differ from what stack "
-                    f"'{request.loaded.name}' declares ({request.loaded.path}):\n"
-                    + "\n".join(f"  - {m}" for m in mismatches)
-                    + "\n  fix: redeploy the arms from this stack (pulumi up), or correct the stack so it "
-                    "describes what is running")
+        with reached_arms(request, run_dir) as (targets, infos, mismatches):
             run = BenchRun(request, targets, run_id=run_id)
             result = run.build_result(infos, mismatches)
             started = True
