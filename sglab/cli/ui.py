@@ -1,4 +1,5 @@
-"""`sglab ui --stack NAME [--target sim | --baseline-url U --candidate-url U]`: Locust's web UI with the A/B tab."""
+"""`sglab ui --stack NAME [--target sim | --baseline-url U --candidate-url U] [--profile P]`: Locust's web UI with
+the A/B tab."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "'sglab'); off by default locally, on by default in the cluster chart")
     p.add_argument("--users", type=int, help="users prefilled in the form (default: 2 x the policy's first level)")
     p.add_argument("--spawn-rate", type=float, help="spawn rate prefilled in the form (default: users per second)")
+    p.add_argument("--profile", help="load profile the users run: concurrency (closed loop, the default); open-loop "
+                   "profiles (rate, trace) need sglab bench and are refused; default: the stack's load.profile")
     p.add_argument("--save", action=argparse.BooleanOptionalAction, default=True,
                    help="save every stopped test under results/<stack>/ (default on)")
     p.set_defaults(func=run)
@@ -48,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         users=args.users,
         spawn_rate=args.spawn_rate,
         save_results=args.save,
+        profile=args.profile,
     )
     try:
         return launch(options)

@@ -27,7 +27,7 @@ from sglab.load.targets import TargetError, Targets, given_urls, start_sims
 from sglab.results.store import RESULT_FILE, list_runs, results_root
 from sglab.ui import auth
 from sglab.ui.guard import is_loopback_host
-from sglab.ui.session import BOUND_ENV, SAVE_DIR_ENV, TARGET_ENV, Binding
+from sglab.ui.session import BOUND_ENV, PROFILE_ENV, SAVE_DIR_ENV, TARGET_ENV, Binding
 
 UI_PLUGIN = Path(__file__).with_name("locust_plugin.py")  # the A/B tab, loaded beside the locustfile
 
@@ -37,6 +37,30 @@ LOCUST_STOP_TIMEOUT_S = 15.0
 
 class LaunchError(Exception):
     """The UI cannot start as asked; the message says why and what to change."""
+
+
+def ui_profile(stack: str, stack_profile: str | None, asked: str | None) -> str:
+    """The load profile the UI runs: `--profile` or the stack's `load.profile`; closed-loop ones only.
+
+    Locust's web UI drives a user count, each user sending as soon as its last request ended. An
+    open-loop profile (rate, trace: not `distributable`) needs `sglab bench`'s runner to open each
+    segment and pace its arrival schedule, which the UI has not got, so it is refused rather than run
+    closed-loop under its name.
+    """
+    from sglab.load.profiles import DEFAULT_PROFILE, PROFILES, profile_names
+
+    name = asked or stack_profile or DEFAULT_PROFILE
+    if name not in PROFILES:
+        raise LaunchError(f"--profile {name}: no such load profile; use one of: {', '.join(profile_names())}")
+    if not PROFILES[name].distributable:
+        source = f"--profile {name}" if asked else f"stack {stack} declares load.profile {name}, which"
+        closed = ", ".join(n for n in profile_names() if PROFILES[n].distributable)
+        raise LaunchError(
+            f"{source} is open loop (requests arrive on a schedule, not when a user is free); Locust's web UI "
+            f"drives a number of users, and its A/B tab has no arrival schedule to follow. Measure it with "
+            f"sglab bench --stack {stack} --profile {name}, or drive the UI closed loop with "
+            f"sglab ui --stack {stack} --profile {closed}")
+    return name
 
 
 @dataclass(frozen=True)
@@ -52,6 +76,7 @@ class UiOptions:
     spawn_rate: float | None = None
     save_results: bool = True
     log_dir: Path | None = None
+    profile: str | None = None  # default: the stack's load.profile
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -84,6 +109,7 @@ def _raise_on_sigterm(signum, frame):
 def run(opts: UiOptions, *, out=sys.stdout) -> int:
     """Start everything, serve until Locust exits or the user interrupts, then clean up. Returns Locust's code."""
     config = load_stack(opts.stack).config
+    profile = ui_profile(opts.stack, config.load.profile, opts.profile)
     if not opts.web_login and not is_loopback_host(opts.web_host):
         raise LaunchError(f"--web-host {opts.web_host or '(all interfaces)'} is not loopback, and without a login "
                           f"anyone who reaches it could start tests and record results; add --web-login "
@@ -113,7 +139,7 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
         else:
             targets = given_urls({"baseline": opts.baseline_url or "", "candidate": opts.candidate_url or ""})
         env = {**os.environ, TARGET_ENV: "sim" if opts.target == "sim" else "urls",
-               BOUND_ENV: Binding(opts.stack, dict(targets.urls)).to_env()}
+               BOUND_ENV: Binding(opts.stack, dict(targets.urls)).to_env(), PROFILE_ENV: profile}
         if opts.save_results:
             env[SAVE_DIR_ENV] = str(results_root())
         cmd = locust_command(opts, targets.urls, locustfile, users, spawn_rate)
@@ -169,4 +195,4 @@ def _stop_locust(locust: subprocess.Popen) -> None:
         locust.wait(timeout=5)
 
 
-__all__ = ["LaunchError", "TargetError", "UiOptions", "locust_command", "run"]
+__all__ = ["LaunchError", "TargetError", "UiOptions", "locust_command", "run", "ui_profile"]

@@ -33,6 +33,7 @@ WINDOW_ENV = "SGLAB_UI_WINDOW_S"
 TARGET_ENV = "SGLAB_UI_TARGET"
 SAVE_DIR_ENV = "SGLAB_UI_SAVE_RESULTS"
 BOUND_ENV = "SGLAB_UI_BOUND"  # JSON {"stack": ..., "urls": {arm: url}} from `sglab ui`
+PROFILE_ENV = "SGLAB_UI_PROFILE"  # the load profile `sglab ui --profile` runs (closed-loop ones only)
 BOUND_FORM_FIELDS = ("stack", "baseline_url", "candidate_url")
 TABLE_CACHE_S = 1.0
 
@@ -49,9 +50,11 @@ class StackContext:
     window_s: float = DEFAULT_WINDOW_S
     warmup_requests: int = 0
     specs: dict = field(default_factory=dict)
+    plan_override: object | None = None  # the stack's LoadPlan with `sglab ui --profile` applied, if it differs
 
     @classmethod
-    def load(cls, stack: str | None) -> "StackContext":
+    def load(cls, stack: str | None, profile: str | None = None) -> "StackContext":
+        """`profile` (from `sglab ui --profile`) replaces the stack's load.profile in what is run and recorded."""
         from sglab.config import load_stack
         from sglab.config.arms import baseline_arm, candidate_arm, confounds
         from sglab.config.models import PromotionPolicy
@@ -61,6 +64,10 @@ class StackContext:
                                   launch_command="unknown (run without --stack)") for name in (BASELINE, CANDIDATE)}
             return cls("interactive", arms, policy=PromotionPolicy().model_dump(mode="json"))
         config = load_stack(stack).config
+        plan = config.load
+        override = profile and profile != plan.profile
+        if override:
+            plan = plan.model_copy(update={"profile": profile})
         arms = {}
         specs = {}
         for spec in (baseline_arm(config), candidate_arm(config)):
@@ -71,11 +78,12 @@ class StackContext:
             stack,
             arms,
             policy=config.policy.model_dump(mode="json"),
-            load_plan=config.load.model_dump(mode="json"),
+            load_plan=plan.model_dump(mode="json"),
             confounds=[c.as_dict() for c in confounds(config)],
             window_s=config.load.round_duration_s or DEFAULT_WINDOW_S,
             warmup_requests=config.load.warmup_requests,
             specs=specs,
+            plan_override=plan if override else None,
         )
 
 
@@ -120,7 +128,7 @@ class UiSession:
         options = environment.parsed_options
         stack_name = getattr(options, "stack", None) if options is not None else None
         try:
-            stack = StackContext.load(stack_name)
+            stack = StackContext.load(stack_name, os.environ.get(PROFILE_ENV) or None)
         except ConfigError as exc:
             logger.error("sglab A/B tab: %s", exc)
             stack = StackContext.load(None)
@@ -171,7 +179,7 @@ class UiSession:
         stack_name = (getattr(options, "stack", None) or None) if options is not None else None
         if (stack_name or "interactive") != self.stack.name:  # changed in the web-UI form
             try:
-                self.stack = StackContext.load(stack_name)
+                self.stack = StackContext.load(stack_name, os.environ.get(PROFILE_ENV) or None)
             except ConfigError as exc:
                 logger.error("sglab A/B tab: %s", exc)
         urls = self.arm_urls()

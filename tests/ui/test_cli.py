@@ -45,3 +45,78 @@ def test_unreachable_urls_are_refused(capsys):
                  "--web-port", str(web_port)]) == 2
     err = capsys.readouterr().err
     assert "did not become healthy" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("profile", ["rate", "trace"])
+def test_open_loop_profiles_are_refused_with_the_bench_command(profile, capsys):
+    """Locust's UI drives a user count: an arrival schedule cannot run under it, so it is refused, not ignored."""
+    assert main(["ui", "--stack", "eagle-nccl-ll", "--profile", profile]) == 2
+    err = capsys.readouterr().err
+    assert "open loop" in err and "Traceback" not in err
+    assert f"sglab bench --stack eagle-nccl-ll --profile {profile}" in err
+    assert "--profile concurrency" in err
+
+
+def test_unknown_profile_is_refused(capsys):
+    assert main(["ui", "--stack", "eagle-nccl-ll", "--profile", "bursty"]) == 2
+    err = capsys.readouterr().err
+    assert "no such load profile" in err and "concurrency" in err and "Traceback" not in err
+
+
+def _rate_stack(tmp_path, monkeypatch) -> str:
+    """eagle-nccl-ll with load.profile rate, in a stacks dir of its own."""
+    from ruamel.yaml import YAML
+
+    from sglab.config import project_root
+
+    yaml = YAML()
+    doc = yaml.load((project_root() / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text())
+    doc["config"]["sglab:load"] = {"profile": "rate"}
+    (tmp_path / "stacks").mkdir()
+    with open(tmp_path / "stacks" / "Pulumi.ui-rate.yaml", "w") as fh:
+        yaml.dump(doc, fh)
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path / "stacks"))
+    return "ui-rate"
+
+
+def test_a_stack_declaring_an_open_loop_profile_is_refused_unless_asked_closed_loop(tmp_path, monkeypatch, capsys):
+    stack = _rate_stack(tmp_path, monkeypatch)
+    assert main(["ui", "--stack", stack]) == 2
+    err = capsys.readouterr().err
+    assert f"stack {stack} declares load.profile rate" in err and "open loop" in err
+    assert f"sglab bench --stack {stack} --profile rate" in err
+
+    with socket.socket() as sock:  # --profile concurrency passes the check and gets as far as the port
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert main(["ui", "--stack", stack, "--profile", "concurrency", "--web-port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"port {port}" in err and "open loop" not in err
+
+
+def test_profile_override_is_what_the_users_run_and_the_run_records(tmp_path, monkeypatch):
+    """`--profile concurrency` on a rate stack: the Locust child's tab records and runs the concurrency profile."""
+    from types import SimpleNamespace
+
+    from sglab.load.users import get_settings
+    from sglab.ui import web_tab
+    from sglab.ui.session import BOUND_ENV, PROFILE_ENV, Binding, StackContext, UiSession
+
+    stack = _rate_stack(tmp_path, monkeypatch)
+    assert StackContext.load(stack).load_plan["profile"] == "rate"
+    assert StackContext.load(stack).plan_override is None
+    context = StackContext.load(stack, "concurrency")
+    assert context.load_plan["profile"] == "concurrency" and context.plan_override.profile == "concurrency"
+
+    urls = {"baseline": "http://127.0.0.1:1", "candidate": "http://127.0.0.1:2"}
+    monkeypatch.setenv(BOUND_ENV, Binding(stack, urls).to_env())
+    monkeypatch.setenv(PROFILE_ENV, "concurrency")
+    environment = SimpleNamespace(parsed_options=SimpleNamespace(stack=stack, baseline_url=urls["baseline"],
+                                                                 candidate_url=urls["candidate"], model="m"))
+    session = UiSession.from_environment(environment)
+    assert session.stack.load_plan["profile"] == "concurrency"
+    web_tab._apply_profile(environment, session)
+    settings = get_settings(environment)
+    assert settings.profile.name == "concurrency" and settings.plan["profile"] == "concurrency"
+    assert settings.urls == urls and settings.model == "m"
