@@ -29,6 +29,14 @@ def _accept_text(value: float | None, low: float | None, high: float | None) -> 
     return f"{value:.2f} [{low:.2f}, {high:.2f}]"
 
 
+def _gain_text(gain) -> str:
+    if gain.estimate is None:
+        return "waiting for a pseudo-round with both arms"
+    if gain.low is None or gain.high is None:
+        return f"{gain_text(gain).split(' [')[0]} (an interval needs 2 paired pseudo-rounds)"
+    return gain_text(gain)
+
+
 def category_rows(verdict) -> list[dict]:
     """One row per (level, category) of the verdict; the level shows in the label when there are several."""
     categories = list(verdict.categories) if verdict is not None else []
@@ -38,7 +46,7 @@ def category_rows(verdict) -> list[dict]:
         "users": c.level,
         "requests": f"{c.baseline_requests} / {c.candidate_requests}",
         "metric": c.gain.metric,
-        "gain": gain_text(c.gain) or "waiting for paired pseudo-rounds",
+        "gain": _gain_text(c.gain),
         "accept_length": _accept_text(c.accept_length, c.accept_low, c.accept_high),
         "rounds": c.gain.rounds,
     } for c in categories]

@@ -254,3 +254,11 @@ def test_category_rows_label_levels_when_there_are_several():
     verdict = judge(run.to_result(now_s=104.0, as_if_stopped=True))
     labels = [r["category"] for r in category_rows(verdict)]
     assert labels == ["chat (c=1)", "code (c=1)", "chat (c=4)", "code (c=4)"]
+
+
+def test_category_gain_without_an_interval_says_why():
+    from sglab.results.verdict import Gain
+    from sglab.ui.category_table import _gain_text
+
+    assert _gain_text(Gain(metric="decode_tok_per_s", rounds=1, estimate=0.1)).startswith("+10.0% (an interval needs")
+    assert _gain_text(Gain(metric="decode_tok_per_s", rounds=0)).startswith("waiting")

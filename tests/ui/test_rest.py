@@ -150,3 +150,47 @@ def test_master_tab_collects_worker_samples(tmp_path):
                 assert rows["baseline"]["decode_tok_s"] > 0 and rows["candidate"]["decode_tok_s"] > 0
                 assert rows["baseline"]["users"] == 1 and rows["candidate"]["users"] == 1
                 assert rows["candidate"]["accept_client"] > 1.0 and rows["baseline"]["accept_client"] is None
+
+
+def test_category_tab_over_http_with_suite_prompts(tmp_path):
+    """A stack on the bundled suite (two categories): /stats/requests carries the per-category table, each
+    category with its gain interval and the candidate's accept length, as the downloaded result's verdict says."""
+    from ruamel.yaml import YAML
+
+    from sglab.config import project_root
+
+    yaml = YAML()
+    doc = yaml.load((project_root() / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
+    doc["config"]["sglab:load"] = {"prompts": {"source": "suite", "categories": "code,chat"}}
+    (tmp_path / "stacks").mkdir()
+    with open(tmp_path / "stacks" / "Pulumi.ui-suite.yaml", "w") as fh:
+        yaml.dump(doc, fh)
+    env = {"SGLAB_STACKS_DIR": str(tmp_path / "stacks")}
+    with sglab_ui(tmp_path, "--target", "sim", "--stack", "ui-suite", env=env) as ui:
+        started = httpx.post(ui.url + "/swarm", data={"user_count": 4, "spawn_rate": 4}, headers=REST_HEADERS,
+                             timeout=10).json()
+        assert started["success"], started
+
+        def both_categories_with_intervals():
+            tables = {e["key"]: e["data"] for e in _stats(ui.url).get("extended_stats", [])}
+            rows = {r["category"]: r for r in tables.get("sglab-ab-categories", [])}
+            ready = set(rows) == {"chat", "code"} and all(r["rounds"] >= 2 for r in rows.values())
+            return rows if ready else None
+
+        rows = wait_until(both_categories_with_intervals, 120, "per-category gains with intervals", 1.0)
+        for row in rows.values():
+            assert "[" in row["gain"] and "n/a" not in row["gain"] and row["accept_length"] is not None
+            assert float(row["accept_length"].split()[0]) > 1.0
+            baseline, candidate = (int(n) for n in row["requests"].split(" / "))
+            assert baseline > 0 and candidate > 0
+        assert httpx.post(ui.url + "/stop", headers=REST_HEADERS, timeout=10).json()["success"]
+        result = load_result_text(httpx.get(ui.url + "/sglab/result.json", timeout=10).text, tmp_path)
+        categories = {c.category for c in judge(result).categories}
+        assert categories == {"chat", "code"}
+        assert {s.category for s in result.level(result.levels[0].concurrency).requests} == {"chat", "code"}
+
+
+def load_result_text(text: str, tmp_path):
+    path = tmp_path / "downloaded.json"
+    path.write_text(text)
+    return load_result(path)
