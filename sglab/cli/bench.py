@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from sglab.cli import UsageError
+from sglab.config.lints import raise_blocking, stack_lints
 from sglab.config.loader import load_stack
 from sglab.errors import guess
 from sglab.sglang.sim_knobs import SIM_KNOBS, is_sim_env
@@ -153,6 +154,7 @@ def build_request(args: argparse.Namespace):
     from sglab.load.schedule import QUICK_SIM_TIME_SCALE, plan_for
 
     loaded = load_stack(args.stack)
+    raise_blocking(stack_lints(loaded.config), loaded.path)  # as validate, render and pulumi up do
     kind = "aa" if args.aa else "attribute" if args.attribute else "ab"
     urls_given = bool(args.baseline_url or args.candidate_url)
     target = args.target or ("urls" if urls_given else "sim")
@@ -206,7 +208,7 @@ def judge_and_report(result, run_dir) -> str | None:
     verdict = judge(result)
     result.verdict = verdict.model_dump(mode="json")
     write_result(result, run_dir, overwrite=True)
-    print(format_table(verdict))
+    print(format_table(verdict, result.lints))
     try:
         from sglab.report import write_report
     except ImportError:
