@@ -97,9 +97,10 @@ class ArmWatch:
         return self
 
     def stop(self) -> None:
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
-            self._greenlet = None
+        poll, self._greenlet = self._greenlet, None
+        if poll is not None and poll is not gevent.getcurrent():
+            # dead before its client closes: a poll already due to resume would otherwise use a closed client
+            poll.kill(block=True, timeout=HEALTH_REQUEST_TIMEOUT_S + 1)
         if self._client is not None:
             self._client.close()
             self._client = None
