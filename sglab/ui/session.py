@@ -134,6 +134,17 @@ class UiSession:
             stack = StackContext.load(None)
         return cls(environment, stack, Binding.from_env())
 
+    def profile_settings(self):
+        """The users' LoadSettings when `sglab ui --profile` replaced the stack's profile (None: the stack's own,
+        built from Locust's options as usual). Only for a bound session, whose stack and URLs stay fixed."""
+        plan, binding = self.stack.plan_override, self.binding
+        if plan is None or binding is None:
+            return None
+        from sglab.load.settings import LoadSettings
+
+        model = getattr(self.environment.parsed_options, "model", None) or "default"
+        return LoadSettings.from_plan(plan, urls=binding.urls, model=model, stack=binding.stack)
+
     @property
     def window_s(self) -> float:
         return float(os.environ.get(WINDOW_ENV) or self.stack.window_s)

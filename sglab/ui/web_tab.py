@@ -85,14 +85,11 @@ def _on_init(environment, **_kwargs) -> None:
 def _apply_profile(environment, session: UiSession) -> None:
     """`sglab ui --profile` on a stack declaring another profile: the users run the plan with it applied
     (a bound session's stack and URLs cannot change in the form, so the settings stay fixed)."""
-    plan, binding = session.stack.plan_override, session.binding
-    if plan is None or binding is None:
-        return
-    from sglab.load.settings import LoadSettings
-    from sglab.load.users import set_settings
+    settings = session.profile_settings()
+    if settings is not None:
+        from sglab.load.users import set_settings
 
-    model = getattr(environment.parsed_options, "model", None) or "default"
-    set_settings(environment, LoadSettings.from_plan(plan, urls=binding.urls, model=model, stack=binding.stack))
+        set_settings(environment, settings)
 
 
 def _install_web(environment, session: UiSession) -> None:

@@ -99,8 +99,6 @@ def test_profile_override_is_what_the_users_run_and_the_run_records(tmp_path, mo
     """`--profile concurrency` on a rate stack: the Locust child's tab records and runs the concurrency profile."""
     from types import SimpleNamespace
 
-    from sglab.load.users import get_settings
-    from sglab.ui import web_tab
     from sglab.ui.session import BOUND_ENV, PROFILE_ENV, Binding, StackContext, UiSession
 
     stack = _rate_stack(tmp_path, monkeypatch)
@@ -116,7 +114,8 @@ def test_profile_override_is_what_the_users_run_and_the_run_records(tmp_path, mo
                                                                  candidate_url=urls["candidate"], model="m"))
     session = UiSession.from_environment(environment)
     assert session.stack.load_plan["profile"] == "concurrency"
-    web_tab._apply_profile(environment, session)
-    settings = get_settings(environment)
+    settings = session.profile_settings()  # web_tab installs these for the users (no Locust import here)
     assert settings.profile.name == "concurrency" and settings.plan["profile"] == "concurrency"
     assert settings.urls == urls and settings.model == "m"
+    monkeypatch.delenv(PROFILE_ENV)
+    assert UiSession.from_environment(environment).profile_settings() is None  # the stack's own: options decide
