@@ -152,6 +152,13 @@ class RunResult(Schema):
     # sglab whose models add optional fields still verifies an older file.
     _stored_document: dict | None = PrivateAttr(None)
 
+    def __eq__(self, other: object) -> bool:
+        """How a result was read (its stored JSON) is not part of what it is."""
+        if not isinstance(other, BaseModel):
+            return NotImplemented
+        return (type(self) is type(other) and self.__dict__ == other.__dict__
+                and self.__pydantic_extra__ == other.__pydantic_extra__)
+
     schema_version: int = SCHEMA_VERSION
     run_id: str
     stack: str
