@@ -150,7 +150,7 @@ def build_request(args: argparse.Namespace):
     from pydantic import ValidationError
 
     from sglab.config.loader import ConfigError
-    from sglab.load.runner import BenchRequest
+    from sglab.load.request import BenchRequest
     from sglab.load.schedule import QUICK_SIM_TIME_SCALE, plan_for
 
     loaded = load_stack(args.stack)

@@ -111,10 +111,3 @@ def test_unknown_lint_code_is_refused_naming_the_key():
         load_mapping("eagle-nccl-ll", stack_path("eagle-nccl-ll"), raw)
     assert "accept-lints" in str(caught.value)
 
-
-def test_bench_refuses_an_unaccepted_ll128_before_starting_anything(tmp_path, monkeypatch, capsys):
-    name = _write_stack(tmp_path, monkeypatch, {"nccl.NCCL_PROTO": "LL128"})
-    assert main(["bench", "--stack", name, "--out", str(tmp_path / "results")]) == 2
-    err = capsys.readouterr().err
-    assert "nccl.NCCL_PROTO" in err and "accept-lints" in err
-    assert not (tmp_path / "results").exists()
