@@ -86,7 +86,10 @@ def test_random_keeps_the_calibrated_profile():
 def test_category_ordering_and_the_template_effect():
     content = ContentAcceptance(PROFILE.accept_prob_by_position, PROFILE.accept_prob_tail, depth=5)
     expected = {c: content.model(c, True).expected_accept_length() for c in CATEGORIES}
-    assert expected["code"] > expected["maths"] > expected["chat"] > expected["translation"] > expected[RANDOM]
+    assert expected["code"] > expected["maths"] > expected["chat"] > expected["translation"]
+    # random text keeps the calibration, which the suite's mix reproduces (tests/sim/test_acceptance_suite.py),
+    # so it sits inside the real categories' spread: above the lowest, below code
+    assert expected["translation"] < expected[RANDOM] < expected["code"]
     assert expected[RANDOM] == pytest.approx(2.1, abs=0.01)
     assert set(CATEGORY_PROFILES) | {RANDOM} == set(CATEGORIES)
     for category in CATEGORY_PROFILES:
