@@ -50,6 +50,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-in-flight", type=int, help="rate/trace profile: cap on requests in flight")
     p.add_argument("--trace", help="trace profile: JSONL trace file (timestamp_s, prompt|messages, output_tokens)")
     p.add_argument("--trace-time-scale", type=float, help="trace profile: replay speed-up (2 = twice as fast)")
+    p.add_argument("--prompts", metavar="SOURCE",
+                   help="prompt set: random | suite | file:PATH | sharegpt:PATH | openai:PATH (paths from the "
+                   "current directory; default: load.prompts.source)")
+    p.add_argument("--categories", help="suite: comma-separated subset of its categories; sharegpt/openai: "
+                   "field:NAME (a field of each row) or one fixed label")
+    p.add_argument("--prompt-limit", type=int, metavar="N",
+                   help="suite/sharegpt/openai: at most N prompts (load.prompts.limit)")
+    p.add_argument("--endpoint", choices=["chat", "generate"],
+                   help="chat (the model's chat template) or generate (raw text); default: load.endpoint, which "
+                   "follows the prompt source (chat for suite, sharegpt, openai)")
+    p.add_argument("--natural-stop", action=argparse.BooleanOptionalAction, default=None,
+                   help="let a reply stop by itself: ignore_eos false and the prompt's max_tokens cap "
+                   "(default: load.natural-stop)")
     p.add_argument("--seed", type=int, help="seed of the round order and prompt offsets")
     p.add_argument("--round-s", type=float, help="seconds per arm per round")
     p.add_argument("--round-requests", type=int, help="requests per arm per round (instead of --round-s)")
@@ -96,8 +109,65 @@ def _profile_overrides(args: argparse.Namespace) -> dict:
             "trace.time_scale": args.trace_time_scale}
 
 
+def _needs_file(source: str) -> bool:
+    """Whether the model wants a file with this prompt source (PromptSpec's own rule)."""
+    from pydantic import ValidationError
+
+    from sglab.config.models import PromptSpec
+
+    try:
+        PromptSpec(source=source)
+    except ValidationError:
+        return True
+    return False
+
+
+def _prompt_overrides(args: argparse.Namespace, stack_prompts) -> dict:
+    """--prompts/--categories/--prompt-limit/--endpoint/--natural-stop as plan_for overrides (None: the stack's)."""
+    from pathlib import Path
+    from typing import get_args
+
+    from sglab.config.models import PromptSpec
+    from sglab.load.datasets import SUITE_CATEGORIES
+
+    if args.prompt_limit is not None and args.prompt_limit < 1:
+        raise UsageError("--prompt-limit must be >= 1")
+    overrides: dict = {"endpoint": args.endpoint, "natural_stop": args.natural_stop,
+                       "prompts.categories": args.categories, "prompts.limit": args.prompt_limit}
+    source = stack_prompts.source
+    if args.prompts is not None:
+        sources = get_args(PromptSpec.model_fields["source"].annotation)
+        usage = ", ".join(s + (":PATH" if _needs_file(s) else "") for s in sources)
+        name, _, path = args.prompts.partition(":")
+        if name not in sources:
+            raise UsageError(f"--prompts {args.prompts!r}: unknown prompt source; use one of {usage}")
+        if _needs_file(name) and not path:
+            raise UsageError(f"--prompts {args.prompts!r}: give the file, as {name}:PATH")
+        if path and not _needs_file(name):
+            raise UsageError(f"--prompts {args.prompts!r}: the {name} source reads no file; write --prompts {name}")
+        file = str(Path(path).resolve()) if path else None
+        if file is not None and not Path(file).is_file():
+            raise UsageError(f"--prompts {args.prompts!r}: {file} not found; give an existing file (a relative "
+                             "path is read from the current directory)")
+        source = name
+        overrides.update({"prompts.source": name, "prompts.file": file})
+    chat_shaped = PromptSpec.model_construct(source=source).chat_shaped
+    for flag, value in (("--categories", args.categories), ("--prompt-limit", args.prompt_limit)):
+        if value is not None and not chat_shaped:
+            raise UsageError(f"{flag} applies to the suite, sharegpt and openai prompt sources, not {source}: "
+                             "add --prompts suite (or sharegpt:PATH, openai:PATH), or leave it out")
+    if args.categories is not None and source == "suite":
+        names = [n.strip() for n in args.categories.split(",") if n.strip()]
+        unknown = [n for n in names if n not in SUITE_CATEGORIES]
+        if unknown or not names:
+            raise UsageError(f"--categories {args.categories!r}: the suite has no category "
+                             f"{', '.join(unknown) or 'named'}; give a comma-separated subset of "
+                             f"{', '.join(SUITE_CATEGORIES)}")
+    return overrides
+
+
 def _check_profile(loaded, plan, workers: int) -> None:
-    """The profile exists, its own input (a trace file) reads, and it can run as asked; else ConfigError/UsageError."""
+    """The profile exists, its requests (a trace, the prompt set) read and it can run as asked (else exit 2)."""
     from sglab.errors import ConfigError
     from sglab.load.profiles import profile_for, profile_names
 
@@ -106,7 +176,10 @@ def _check_profile(loaded, plan, workers: int) -> None:
     except ValueError:
         raise ConfigError(loaded.path, "load.profile", f"unknown load profile {plan.profile!r}",
                           f"use one of: {', '.join(profile_names())}") from None
-    profile.prompts(loaded.path.parent.parent)
+    from sglab.load.prompts import build_prompts
+
+    base_dir = loaded.path.parent.parent  # as the runner reads them
+    profile.prompts(base_dir) or build_prompts(plan.prompts, base_dir)  # a bad dataset fails here, not mid-run
     if workers and not profile.distributable:
         raise UsageError(f"--workers: the {profile.name} profile's arrival schedule runs in one process; "
                          "leave --workers out (one process sends thousands of requests per second)")
@@ -173,7 +246,8 @@ def build_request(args: argparse.Namespace):
     overrides = {"concurrency": _levels(args.concurrency), "rounds": args.rounds,
                  "ungated_rounds": args.ungated_rounds, "seed": args.seed,
                  "warmup_requests": args.warmup_requests, "max_new_tokens": args.max_new_tokens,
-                 "request_timeout_s": args.request_timeout_s, **_profile_overrides(args)}
+                 "request_timeout_s": args.request_timeout_s, **_profile_overrides(args),
+                 **_prompt_overrides(args, loaded.config.load.prompts)}
     if args.round_s is not None and args.round_requests is not None:
         raise UsageError("give --round-s or --round-requests, not both")
     if args.round_s is not None:

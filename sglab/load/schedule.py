@@ -36,6 +36,13 @@ def plan_for(loaded: LoadedStack, *, quick: bool = False, overrides: dict | None
         data["concurrency"] = sorted(levels)
         data["rate"] = {**data["rate"], "levels": sorted(levels)}  # the same levels, read as requests/s
     overrides = dict(overrides or {})
+    source = overrides.get("prompts.source")
+    if source is not None and source != data["prompts"]["source"]:
+        # Another prompt source: the stack's file, categories and limit were for its own, and the endpoint
+        # the model derived from it is derived again (an endpoint the stack writes holds, as in the file).
+        data["prompts"] = {k: v for k, v in data["prompts"].items() if k not in ("file", "categories", "limit")}
+        if "endpoint" not in loaded.raw.get("load", {}):
+            data.pop("endpoint")
     for key in [k for k in overrides if "." in k]:
         value = overrides.pop(key)
         section, field = key.split(".", 1)
