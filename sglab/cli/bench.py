@@ -6,6 +6,9 @@
     sglab bench --stack X --aa | --attribute                # A/A check | four-arm attribution
     sglab bench --stack X --profile rate --rates 2,8        # open loop: Poisson arrivals at 2 and 8 req/s
     sglab bench --stack X --profile trace --trace T.jsonl   # replay a JSONL trace at its arrival times
+    sglab bench --stack X --prompts suite --natural-stop    # the bundled suite (chat endpoint), replies stop by themselves
+    sglab bench --stack X --prompts sharegpt:S.json --categories field:topic --prompt-limit 200
+    sglab bench --stack X --prompts openai:logs.jsonl --endpoint generate   # an import, sent as raw text
 """
 
 from __future__ import annotations
