@@ -121,6 +121,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--speculative-accept-threshold-acc", float, 1.0, managed_by=_SPEC),
     Flag("--speculative-token-map", managed_by=_SPEC),
     Flag("--speculative-attention-mode", default="prefill", managed_by=_SPEC),
+    # SGLang #21599: a tier controller, not a shape; not managed, so a sweep passes it through extra-args.
+    Flag("--speculative-adaptive", None, False),
+    Flag("--speculative-adaptive-config"),  # a path to a JSON object (SGLang reads it at start)
 )
 
 FlagValue = bool | str | tuple[str, ...]

@@ -17,6 +17,7 @@ from typing import Any
 
 from sglab.sglang import flags, rules, sim_knobs
 from sglab.sglang.env import nccl_env as nccl_part
+from sglab.sim.adaptive import AdaptiveConfig, AdaptiveConfigError, AdaptiveController, load_adaptive_config
 from sglab.sim.faults import FaultSpec
 from sglab.sim.profile import ProfileError, SimProfile, load_profile, parse_overrides
 from sglab.sim.timing import SpecSetup, comm_factor
@@ -55,6 +56,8 @@ class SimConfig:
     unknown_flags: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     record_step_time: bool = False
+    adaptive: AdaptiveConfig | None = None  # --speculative-adaptive in effect (None: static or off)
+    warnings: tuple[str, ...] = ()  # logged at WARNING, as SGLang logs them
 
     @property
     def host(self) -> str:
@@ -162,6 +165,34 @@ def _resolve_speculative(values: dict[str, Any], notes: list[str]) -> SpecSetup 
     return SpecSetup(num_steps=steps, topk=topk, num_draft_tokens=draft, draft_model=algorithm != "NGRAM")
 
 
+def _resolve_adaptive(values: dict[str, Any], spec: SpecSetup | None, notes: list[str],
+                      warnings: list[str]) -> AdaptiveConfig | None:
+    """--speculative-adaptive as SGLang resolves it: unsupported shapes fall back to static with a warning
+    (and server info then says speculative_adaptive false); a supported one reads its config file."""
+    if not values["speculative_adaptive"]:
+        if values["speculative_adaptive_config"] is not None:
+            notes.append("--speculative-adaptive-config has no effect without --speculative-adaptive")
+        return None
+    algorithm = values["speculative_algorithm"]
+    if spec is None:
+        reason = "speculative_algorithm=None (only EAGLE/EAGLE3 are supported)"
+    else:
+        reason = rules.adaptive_fallback(algorithm, spec.topk)
+    if reason is not None:
+        warnings.append(f"speculative_adaptive disabled: {reason}. Falling back to static speculative params.")
+        values["speculative_adaptive"] = False
+        return None
+    try:
+        config = load_adaptive_config(values["speculative_adaptive_config"])
+        AdaptiveController(config, spec.num_steps)  # SGLang asserts two distinct tiers at start
+    except AdaptiveConfigError as exc:
+        raise SimArgsError(str(exc)) from None
+    for key in config.ignored_keys:
+        notes.append(f"speculative adaptive config key {key!r} is not read (SGLang #21599 reads only "
+                     "candidate_steps, ema_alpha, warmup_batches, update_interval, down_hysteresis, up_hysteresis)")
+    return config
+
+
 def parse_sim_args(argv: list[str], env: Mapping[str, str] | None = None) -> SimConfig:
     """argv as for sglang.launch_server (+ --sim-*); env defaults to os.environ. Exit 2 on bad flags."""
     env = os.environ if env is None else env
@@ -197,6 +228,8 @@ def parse_sim_args(argv: list[str], env: Mapping[str, str] | None = None) -> Sim
         raise SimArgsError(f"fault injection: {exc}") from None
 
     spec = _resolve_speculative(values, notes)
+    warnings: list[str] = []
+    adaptive = _resolve_adaptive(values, spec, notes, warnings)
     if values["context_length"] is None:
         values["context_length"] = profile.model_context_length
     elif values["context_length"] > profile.model_context_length:
@@ -232,6 +265,8 @@ def parse_sim_args(argv: list[str], env: Mapping[str, str] | None = None) -> Sim
         unknown_flags=unknown,
         notes=tuple(notes),
         record_step_time=env.get("SGLANG_RECORD_STEP_TIME", "").lower() in ("1", "true", "yes"),
+        adaptive=adaptive,
+        warnings=tuple(warnings),
     )
 
 

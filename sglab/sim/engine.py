@@ -17,7 +17,8 @@ import zlib
 from dataclasses import dataclass, field
 
 from sglab.sim import timing
-from sglab.sim.acceptance import AcceptanceModel, ContentAcceptance, natural_tokens, position_factor
+from sglab.sim.acceptance import natural_tokens, position_factor
+from sglab.sim.adaptive import SpecTiers
 from sglab.sim.cli_args import SimConfig
 from sglab.sim.content import RANDOM, classify
 from sglab.sim.metrics import Metrics
@@ -47,6 +48,7 @@ class TokenEvent:
     accept_histogram: tuple[int, ...] = ()
     text: str = ""
     ids_json: str = ""
+    proposed_drafts: int = 0  # Σ (num_draft_tokens - 1) over its verify passes (the tier may change)
 
 
 @dataclass
@@ -60,11 +62,12 @@ class SimRequest:
     output_len: int = 0
     finish_type: str = "length"
     category: str = RANDOM  # read from the prompt's content (sglab.sim.content.classify)
-    acceptance: AcceptanceModel | None = None
+    templated: bool = False
     tokens: OutputTokens = field(default_factory=lambda: OutputTokens(0))
     completion_tokens: int = 0
     verify_ct: int = 0
     accepted_drafts: int = 0
+    proposed_drafts: int = 0
     accept_histogram: list[int] = field(default_factory=list)
     arrival: float = 0.0
     arrival_wall: float = 0.0
@@ -90,7 +93,8 @@ class SimRequest:
             more = self.tokens.ids_json(start, self.completion_tokens)
             self.ids_json = f"{self.ids_json},{more}" if self.ids_json else more
         event = TokenEvent(self.completion_tokens, new_tokens, self.finished, now, self.verify_ct,
-                           self.accepted_drafts, tuple(self.accept_histogram), self.text, self.ids_json)
+                           self.accepted_drafts, tuple(self.accept_histogram), self.text, self.ids_json,
+                           self.proposed_drafts)
         self.last_event = event
         return event
 
@@ -113,11 +117,9 @@ class Engine:
         self.config = config
         self.profile = config.profile
         self.metrics = metrics
-        self.spec = config.spec
-        self.acceptance = timing.acceptance_model(self.profile, self.spec) if self.spec else None
-        self.content_acceptance = ContentAcceptance(
-            self.profile.accept_prob_by_position, self.profile.accept_prob_tail, depth=self.spec.depth,
-            topk=self.spec.topk) if self.spec else None
+        self.spec = config.spec  # the launch shape; the cycle runs self.tiers.active (adaptive moves it)
+        self.tiers = SpecTiers(self.profile, self.spec, config.adaptive) if self.spec else None
+        self.acceptance = self.tiers.default_model() if self.tiers else None
         self.waiting: list[SimRequest] = []
         self.running: list[SimRequest] = []
         self._wake = asyncio.Event()
@@ -132,7 +134,7 @@ class Engine:
         # cumulative since start or the last /flush_cache (SGLang's avg_spec_accept_length)
         self.spec_tokens_sum = 0
         self.spec_verify_sum = 0
-        self.spec_accepted_drafts_sum = 0
+        self.spec_accepted_drafts_sum = self.spec_proposed_drafts_sum = 0
         self.last_gen_throughput = 0.0
         # SGLANG_RECORD_STEP_TIME=1: seconds per decode iteration by batch size (bench_speculative reads it)
         self.step_times: dict[str, list[float]] | None = {} if config.record_step_time else None
@@ -178,10 +180,8 @@ class Engine:
         seed = self.config.seed
         request.tokens = OutputTokens(zlib.crc32(f"{seed}:{request.prompt_key}".encode()))
         request.rng = random.Random(f"accept:{seed}:{seq}")
-        content, templated = prompt_content(request.prompt_key)
+        content, request.templated = prompt_content(request.prompt_key)
         request.category = classify(content)
-        if self.content_acceptance is not None:
-            request.acceptance = self.content_acceptance.model(request.category, templated)
         length = request.max_new_tokens
         if not request.ignore_eos:
             eos_rng = random.Random(f"eos:{seed}:{request.prompt_key}")
@@ -190,8 +190,8 @@ class Engine:
             if natural < length:
                 length, request.finish_type = natural, "stop"
         request.output_len = length
-        if self.spec is not None:
-            request.accept_histogram = [0] * (self.spec.depth + 1)
+        if self.tiers is not None:
+            request.accept_histogram = [0] * (self.tiers.max_depth + 1)
         return request
 
     def submit(self, request: SimRequest) -> None:
@@ -216,7 +216,7 @@ class Engine:
         """Reset the cumulative speculative counters; refused (False) while requests are in flight."""
         if self.busy:
             return False
-        self.spec_tokens_sum = self.spec_verify_sum = self.spec_accepted_drafts_sum = 0
+        self.spec_tokens_sum = self.spec_verify_sum = self.spec_accepted_drafts_sum = self.spec_proposed_drafts_sum = 0
         return True
 
     @property
@@ -275,7 +275,8 @@ class Engine:
                 self._after_prefill(admitted)
             else:
                 batch = len(self.running)
-                duration_s = timing.iteration_ms(self.profile, batch, self.spec, self.config.comm_factor) / 1e3 / scale
+                spec = self.tiers.active if self.tiers else None
+                duration_s = timing.iteration_ms(self.profile, batch, spec, self.config.comm_factor) / 1e3 / scale
                 await self._sleep_until(self._next_deadline(duration_s), duration_s)
                 if self.step_times is not None:
                     times = self.step_times.setdefault(str(batch), [])
@@ -346,28 +347,35 @@ class Engine:
     def _after_decode(self) -> None:
         now = asyncio.get_running_loop().time()
         still_running: list[SimRequest] = []
+        proposed = max(1, self.tiers.active.num_draft_tokens - 1) if self.tiers else 0
+        batch_drafts: list[int] = []  # what the verify accepted, before max_new_tokens cuts it
         for request in self.running:
             if request.aborted:
                 self._finish(request, now)
                 continue
             remaining = request.output_len - request.completion_tokens
-            if self.acceptance is None:
+            if self.tiers is None:
                 new_tokens = 1
             else:
-                model = request.acceptance or self.acceptance
+                model = self.tiers.model(request.category, request.templated)
                 drafts = model.sample_accepted_drafts(request.rng, position_factor(request.completion_tokens))
+                batch_drafts.append(drafts)
                 new_tokens = min(drafts + 1, remaining)
                 request.verify_ct += 1
                 request.accepted_drafts += new_tokens - 1
+                request.proposed_drafts += proposed
                 request.accept_histogram[new_tokens - 1] += 1
                 if not request.internal:
                     self.spec_tokens_sum += new_tokens
                     self.spec_verify_sum += 1
                     self.spec_accepted_drafts_sum += new_tokens - 1
+                    self.spec_proposed_drafts_sum += proposed
             self._emit(request, new_tokens, now)
             if not request.finished:
                 still_running.append(request)
         self.running = still_running
+        if self.tiers is not None:
+            self.tiers.after_verify(batch_drafts)  # the next cycle runs at the tier this picks
         self._log_iterations += 1
         if self._log_iterations >= self.config.server_args["decode_log_interval"]:
             self._log_decode_stats()
@@ -378,19 +386,15 @@ class Engine:
         elapsed = max(wall - self._log_started, 1e-9)
         self.last_gen_throughput = self._log_tokens / elapsed
         self.metrics.gauges["gen_throughput"] = self.last_gen_throughput
-        if self.spec is not None and self.spec_verify_sum:
+        if self.tiers is not None:  # the active tier, refreshed with the other spec gauges as in SGLang
+            self.metrics.gauges.update(self.tiers.gauges())
+        if self.tiers is not None and self.spec_verify_sum:
             self.metrics.gauges["spec_accept_length"] = self.spec_tokens_sum / self.spec_verify_sum
-            proposed = self.spec_verify_sum * max(1, self.spec.num_draft_tokens - 1)
-            self.metrics.gauges["spec_accept_rate"] = self.spec_accepted_drafts_sum / proposed
+            self.metrics.gauges["spec_accept_rate"] = self.spec_accepted_drafts_sum / self.spec_proposed_drafts_sum
         self._log_tokens = 0
         self._log_iterations = 0
         self._log_started = wall
 
     def _update_load_gauges(self) -> None:
-        gauges = self.metrics.gauges
-        gauges["num_running_reqs"] = len(self.running)
-        gauges["num_queue_reqs"] = len(self.waiting)
         used = sum(r.prompt_tokens + r.completion_tokens for r in self.running)
-        gauges["num_used_tokens"] = used
-        gauges["token_usage"] = used / self.profile.kv_cache_tokens
-        gauges["max_total_num_tokens"] = self.profile.kv_cache_tokens
+        self.metrics.set_load(len(self.running), len(self.waiting), used, self.profile.kv_cache_tokens)

@@ -41,6 +41,8 @@ GAUGES = {
     "cache_hit_rate": "The prefix cache hit rate.",
     "spec_accept_length": "The average acceptance length of speculative decoding.",
     "spec_accept_rate": "The average acceptance rate of speculative decoding.",
+    "spec_num_steps": "The number of speculative decoding steps (the active tier with --speculative-adaptive).",
+    "spec_num_draft_tokens": "The number of speculative draft tokens (the active tier with --speculative-adaptive).",
     "max_total_num_tokens": "Maximum total number of tokens in the KV cache pool.",
     "num_grammar_queue_reqs": "The number of requests in the grammar waiting queue.",
     "num_retracted_reqs": "The number of retracted requests.",
@@ -66,6 +68,11 @@ class Metrics:
         self.gauges = {name: 0.0 for name in GAUGES}
         self.counters = {name: 0.0 for name in COUNTERS}
         self.histograms = {name: Histogram(buckets) for name, (_, buckets) in HISTOGRAMS.items()}
+
+    def set_load(self, running: int, waiting: int, used_tokens: int, kv_cache_tokens: int) -> None:
+        """The scheduler's load gauges, refreshed every iteration."""
+        self.gauges.update(num_running_reqs=running, num_queue_reqs=waiting, num_used_tokens=used_tokens,
+                           token_usage=used_tokens / kv_cache_tokens, max_total_num_tokens=kv_cache_tokens)
 
     def render(self) -> str:
         label = 'model_name="' + self.model_name.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -93,11 +93,13 @@ def sim_block(state: SimState) -> dict[str, Any]:
         "speculative": None if spec is None else {
             "num_steps": spec.num_steps, "eagle_topk": spec.topk, "num_draft_tokens": spec.num_draft_tokens,
             "expected_accept_length": state.engine.acceptance.expected_accept_length(),
+            "adaptive": state.engine.tiers.describe(),  # None: static (also after SGLang's fallback)
         },
         "faults": vars(config.faults).copy(),
         "injected_faults": dict(state.faults.injected),
         "unknown_flags": config.unknown_flags,
         "notes": list(config.notes),
+        "warnings": list(config.warnings),
         "iterations": state.engine.iterations,
         "lag_resyncs": state.engine.lag_resyncs,
         "wake_late_ms_mean": 1000.0 * state.engine.wake_late_s_sum / max(1, state.engine.iterations),
@@ -219,6 +221,8 @@ def serve(config: SimConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", stream=sys.stderr)
     for note in config.notes:
         log.info("note: %s", note)
+    for warning in config.warnings:
+        log.warning("%s", warning)
 
     async def main() -> None:
         if config.faults.slow_start_s:
@@ -232,7 +236,9 @@ def serve(config: SimConfig) -> int:
         spec = config.spec
         log.info("sglab sim listening on http://%s:%d (profile %s, seed %d, time scale %g, %s)",
                  config.host, config.port, config.profile_name, config.seed, config.time_scale,
-                 "baseline" if spec is None else f"EAGLE {spec.num_steps}/{spec.topk}/{spec.num_draft_tokens}")
+                 "baseline" if spec is None else f"EAGLE {spec.num_steps}/{spec.topk}/{spec.num_draft_tokens}"
+                 + (f", adaptive over steps {sorted({*config.adaptive.candidate_steps, spec.num_steps})}"
+                    if config.adaptive else ""))
         log.info("The server is fired up and ready to roll!")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
