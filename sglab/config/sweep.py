@@ -31,6 +31,11 @@ class SweepSpec(Model):
     nccl_variants: dict[str, NcclEnv] = Field(default_factory=dict)
     # Candidate deployments at once on a cluster (the rest in later waves); simulators: processes at once.
     parallel_arms: Annotated[int, Field(ge=1)] = 4
+    # Cluster: the wave of arms `pulumi up` deploys (docs/sweep.md, "On a cluster"); unset: the stack's own A/B
+    # pair. Its upper bound (the number of waves) depends on the expanded grid: sglab/deploy/sweep_arms.py.
+    wave: Annotated[int, Field(ge=1)] | None = None
+    # Cluster, wave 2 on: the previous wave's leader (its `sweep_leader` output), measured again in this wave.
+    carry_arm: str | None = None
     max_rounds: Annotated[int, Field(ge=2)] = 32
     confirm_rounds: Annotated[int, Field(ge=2)] | None = None  # None: load.rounds
     # `sglab sweep --quick`: these arm names only (after expansion); empty: the whole grid.

@@ -10,6 +10,9 @@ The pod reads the stack file from a ConfigMap (the validated config, secrets as 
 needs none, and the arms hash exactly as in the program), and writes its result into ConfigMaps the
 program pre-creates (result_sink.py); its Role may only get and update those, by name. After the Job
 completes, the program reads back the result's summary and exports the verdict.
+
+For a sweep wave (sglab:sweep.wave, sglab/deploy/sweep_arms.py) the pod runs `sglab sweep` against the
+baseline and the wave's arm Services instead, and the read-back exports the wave's ranking and leader.
 """
 
 from __future__ import annotations
@@ -28,21 +31,21 @@ from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import NAMESPACE
 from sglab.config.models import StackConfig
 from sglab.deploy.jobs import job_access
-from sglab.deploy.naming import PROJECT_IMAGE_UID, service_url
+from sglab.deploy.naming import (PENDING, PROJECT_IMAGE_UID, RESULT_CONFIGMAP_FLAG, SECRET_KEYS,  # noqa: F401 (re-exported)
+                                 service_url)
 from sglab.deploy.objects import common_labels
 from sglab.deploy.pulumi_config import SECRET_MARKER
 from sglab.deploy.result_sink import INDEX, RESULT_PARTS, SUMMARY_KEY, part_names
+from sglab.deploy.sweep_arms import Wave, plan_wave
+from sglab.deploy.sweep_job import next_step, summarize_sweep, sweep_command
 
 HASH_CHARS = 12
 SERVICE_ACCOUNT = "sglab-bench"
 STACKS_MOUNT = "/etc/sglab/stacks"
 RESULTS_DIR = "/tmp/sglab-results"
-RESULT_CONFIGMAP_FLAG = "--result-configmap"
 COMPARISON_LABEL = "sglab/comparison"
-PENDING = "pending"
 # Past the Job's own deadline, so a slow run fails with the Job's DeadlineExceeded, not a Pulumi timeout.
 AWAIT_SLACK_MIN = 5
-SECRET_KEYS = ("hf-token", "locust-password")
 
 
 def job_image(stack: StackConfig) -> str:
@@ -60,10 +63,11 @@ def pod_labels(stack: StackConfig, stack_name: str) -> dict[str, str]:
     }
 
 
-def comparison_identity(stack: StackConfig) -> dict[str, Any]:
-    """What the comparison itself depends on (the Job's instrument is its pod template, hashed too)."""
+def comparison_identity(stack: StackConfig, stack_name: str = "") -> dict[str, Any]:
+    """What the comparison itself depends on (the Job's instrument is its pod template, hashed too). A sweep
+    wave compares the baseline with the wave's arms under the sweep's bounds."""
     job = stack.benchmark_job
-    return {
+    identity = {
         "baseline": baseline_arm(stack).config_hash,
         "candidate": candidate_arm(stack).config_hash,
         "load": stack.load.model_dump(mode="json"),
@@ -71,6 +75,12 @@ def comparison_identity(stack: StackConfig) -> dict[str, Any]:
         "quick": job.quick,
         "rerun": job.rerun,
     }
+    wave = plan_wave(stack, stack_name) if stack.sweep is not None else None
+    if wave is not None:
+        del identity["candidate"]
+        identity["sweep"] = {"wave": wave.number, "arms": {a.arm.name: a.arm.config_hash for a in wave.arms},
+                             "max-rounds": stack.sweep.max_rounds}
+    return identity
 
 
 @dataclass(frozen=True)
@@ -91,7 +101,7 @@ _PLACEHOLDER = BenchmarkNames.of("{comparison}")
 def comparison_hash(stack: StackConfig, stack_name: str) -> str:
     """sha256 over the comparison and the Job's pod template (with placeholder names): whatever would make
     Kubernetes replace the Job (its template is immutable) renames it instead."""
-    payload = json.dumps({"comparison": comparison_identity(stack),
+    payload = json.dumps({"comparison": comparison_identity(stack, stack_name),
                           "pod_template": pod_template(stack, stack_name, _PLACEHOLDER)},
                          sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()[:HASH_CHARS]
@@ -120,6 +130,9 @@ def stack_file_text(stack: StackConfig) -> str:
 
 
 def bench_command(stack: StackConfig, stack_name: str, result_configmap: str) -> list[str]:
+    wave = plan_wave(stack, stack_name) if stack.sweep is not None else None
+    if wave is not None:
+        return sweep_command(stack, stack_name, result_configmap, wave)
     base, cand = baseline_arm(stack), candidate_arm(stack)
     command = [
         "sglab", "bench", "--stack", stack_name,
@@ -144,6 +157,7 @@ class BenchmarkPlan:
     result_configmaps: list[dict[str, Any]]
     job: dict[str, Any]
     await_timeout_min: int
+    wave: Wave | None = None  # a sweep wave: the Job runs `sglab sweep` against its arms
 
     @property
     def result_configmap(self) -> dict[str, Any]:
@@ -221,8 +235,9 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
             "template": pod_template(stack, stack_name, n),
         },
     }
+    wave = plan_wave(stack, stack_name) if stack.sweep is not None else None
     return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,
-                         access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN)
+                         access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave)
 
 
 def _level_rows(verdict: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -313,13 +328,27 @@ class InClusterBenchmark(pulumi.ComponentResource):
         read = k8s.core.v1.ConfigMap.get(f"{name}-result-read", result_id,
                                          opts=pulumi.ResourceOptions(parent=self, depends_on=[self.job]))
         self.summary = read.data.apply(lambda data: summarize_result((data or {}).get(SUMMARY_KEY)))
+        self.sweep = read.data.apply(lambda data: summarize_sweep((data or {}).get(SUMMARY_KEY)))
         self.job_name = pulumi.Output.from_input(plan.names.job)
         self.result_configmap = pulumi.Output.from_input(plan.names.result_configmap)
         self.register_outputs({"job": self.job_name, "result_configmap": self.result_configmap,
                                "summary": self.summary})
 
     def outputs(self) -> dict[str, Any]:
-        """Stack outputs: verdict, per-level gain and CI, break-even numbers, where the result lives."""
+        """Stack outputs: verdict, per-level gain and CI, break-even numbers, where the result lives; for a
+        sweep wave its status, ranking and leader instead of the A/B verdict."""
+        if self.plan.wave is not None:
+            return {
+                "sweep_status": self.sweep.apply(lambda s: s["status"]),
+                "sweep_sentence": self.sweep.apply(lambda s: s["sentence"]),
+                "sweep_run_id": self.sweep.apply(lambda s: s["run_id"]),
+                "sweep_ranking": self.sweep.apply(lambda s: s["ranking"]),
+                "sweep_leader": self.sweep.apply(lambda s: s["leader"]),
+                "sweep_leader_config_hash": self.sweep.apply(lambda s: s["leader_config_hash"]),
+                "sweep_next": self.sweep.apply(lambda s: next_step(self.plan.wave, s)),
+                "benchmark_job": self.job_name,
+                "benchmark_result_configmap": self.result_configmap,
+            }
         return {
             "benchmark_verdict": self.summary.apply(lambda s: s["verdict"]),
             "benchmark_sentence": self.summary.apply(lambda s: s["sentence"]),

@@ -6,6 +6,8 @@ address is computed once.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from pathlib import Path
 
 from sglab.config.arms import ArmRole
@@ -16,6 +18,13 @@ PART_OF = "sglab"
 HF_TOKEN_SECRET = "sglab-hf-token"
 HF_TOKEN_SECRET_KEY = "token"
 SECRET_PLACEHOLDER = "<secret: set with pulumi config set --secret sglab:hf-token>"
+SECRET_KEYS = ("hf-token", "locust-password")  # stack keys that hold secrets (never written into a ConfigMap)
+# Helm's limit for a release name (the chart names every object after it; a Service name may have 63).
+MAX_RELEASE_CHARS = 53
+SWEEP_ARM_PREFIX = "sglang-arm-"
+ARM_HASH_CHARS = 8
+RESULT_CONFIGMAP_FLAG = "--result-configmap"  # `sglab bench`/`sglab sweep`: store the result for the program
+PENDING = "pending"  # a stack output while the benchmark Job has stored no result
 PROJECT_IMAGE_UID = 10001  # the Dockerfile's USER: Locust, the benchmark Job and the simulator run as it
 
 
@@ -34,9 +43,26 @@ def release_name(role: ArmRole) -> str:
     return f"sglang-{role}"
 
 
+def sweep_release_name(arm_name: str) -> str:
+    """Helm release (and Service) name of a sweep arm, e.g. `sglang-arm-s3-k1-d4`: a DNS-1123 label of at most
+    MAX_RELEASE_CHARS. When the arm's name does not survive as it is (upper case, other characters, too long),
+    a hash of the exact name is appended, so `LL` and `ll` variants never share a Service."""
+    slug = re.sub(r"[^a-z0-9]+", "-", arm_name.lower()).strip("-")
+    name = SWEEP_ARM_PREFIX + slug
+    if slug == arm_name and len(name) <= MAX_RELEASE_CHARS:
+        return name
+    digest = hashlib.sha256(arm_name.encode()).hexdigest()[:ARM_HASH_CHARS]
+    return f"{name[:MAX_RELEASE_CHARS - ARM_HASH_CHARS - 1].rstrip('-')}-{digest}"
+
+
+def release_host(namespace: str, release: str) -> str:
+    """In-cluster DNS name of a release's Service (the chart names the Service after the release)."""
+    return f"{release}.{namespace}.svc.cluster.local"
+
+
 def service_host(namespace: str, role: ArmRole) -> str:
     """In-cluster DNS name of an arm's Service."""
-    return f"{release_name(role)}.{namespace}.svc.cluster.local"
+    return release_host(namespace, release_name(role))
 
 
 def service_url(namespace: str, role: ArmRole, port: int) -> str:

@@ -1,7 +1,9 @@
 """What a stack deploys, as data: the arm chart releases with their values.
 
 The Pulumi program turns each release into an `SGLangServer` component; `sglab render` feeds the
-same releases to the Helm engine. Neither builds values on its own.
+same releases to the Helm engine. Neither builds values on its own. A sweep stack with
+`sglab:sweep.wave` set deploys the baseline and that wave's candidates (sglab/deploy/sweep_arms.py)
+instead of its own candidate; the baseline's release is the same in every wave.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from typing import Any
 
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm
 from sglab.config.models import StackConfig
-from sglab.deploy.naming import chart_dir, release_name, service_host, service_url
+from sglab.deploy.naming import chart_dir, release_host, release_name
+from sglab.deploy.sweep_arms import plan_wave
 from sglab.deploy.values import chart_values
 
 
@@ -29,23 +32,24 @@ class ArmRelease:
 
     @property
     def service_host(self) -> str:
-        return service_host(self.namespace, self.arm.role)
+        return release_host(self.namespace, self.release)
 
     @property
     def url(self) -> str:
-        return service_url(self.namespace, self.arm.role, self.arm.port)
+        return f"http://{self.service_host}:{self.arm.port}"
+
+
+def arm_release(stack: StackConfig, arm: ArmSpec, stack_name: str, release: str) -> ArmRelease:
+    return ArmRelease(arm=arm, release=release, namespace=stack.namespace, chart=chart_dir(),
+                      values=chart_values(stack, arm, stack_name=stack_name),
+                      timeout_min=stack.rollout.pulumi_timeout_min)
 
 
 def arm_releases(stack: StackConfig, stack_name: str) -> list[ArmRelease]:
-    """Baseline then candidate."""
-    return [
-        ArmRelease(
-            arm=arm,
-            release=release_name(arm.role),
-            namespace=stack.namespace,
-            chart=chart_dir(),
-            values=chart_values(stack, arm, stack_name=stack_name),
-            timeout_min=stack.rollout.pulumi_timeout_min,
-        )
-        for arm in (baseline_arm(stack), candidate_arm(stack))
-    ]
+    """Baseline then candidate; for a sweep wave, baseline then the wave's arms (the carried leader last)."""
+    base = baseline_arm(stack)
+    wave = plan_wave(stack, stack_name)
+    if wave is None:
+        return [arm_release(stack, arm, stack_name, release_name(arm.role)) for arm in (base, candidate_arm(stack))]
+    return [arm_release(stack, base, stack_name, release_name(base.role)),
+            *(arm_release(stack, a.arm.arm, stack_name, a.release) for a in wave.arms)]

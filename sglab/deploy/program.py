@@ -24,6 +24,7 @@ from sglab.deploy.plan import arm_releases
 from sglab.deploy.probe_job import build_probe_job
 from sglab.deploy.pulumi_config import PulumiStack, read_pulumi_config
 from sglab.deploy.server import SGLangServer
+from sglab.deploy.sweep_arms import plan_wave
 
 
 @dataclass
@@ -88,16 +89,37 @@ def build_hf_token_secret(dep: Deployment) -> None:
 
 
 def build_arms(dep: Deployment) -> None:
-    for release in arm_releases(dep.stack, dep.stack_name):
-        role = release.arm.role
-        server = SGLangServer(role, release, pulumi.ResourceOptions(depends_on=dep.foundation()))
-        dep.arms[role] = server
-        dep.export(f"{role}_service", server.service_host)
-        dep.export(f"{role}_port", server.port)
-        dep.export(f"{role}_url", server.url)
-        dep.export(f"{role}_launch_command", server.launch_command)
-    dep.export("config_hashes", {role: server.config_hash for role, server in dep.arms.items()})
-    dep.export("confounds", [c.as_dict() for c in confounds(dep.stack)])
+    """The baseline and the candidate; for a sweep wave (sglab:sweep.wave) the baseline and the wave's arms,
+    one release per arm named after it (the baseline's release is the same in every wave)."""
+    try:
+        releases = arm_releases(dep.stack, dep.stack_name)
+        wave = plan_wave(dep.stack, dep.stack_name) if dep.stack.sweep is not None else None
+    except ConfigError as exc:
+        raise pulumi.RunError(str(exc)) from None
+    for release in releases:
+        key = release.arm.role if release.arm.role == "baseline" or wave is None else release.release
+        server = SGLangServer(key, release, pulumi.ResourceOptions(depends_on=dep.foundation()))
+        dep.arms[key] = server
+        if wave is not None and key != "baseline":
+            continue
+        dep.export(f"{key}_service", server.service_host)
+        dep.export(f"{key}_port", server.port)
+        dep.export(f"{key}_url", server.url)
+        dep.export(f"{key}_launch_command", server.launch_command)
+    if wave is None:
+        dep.export("config_hashes", {role: server.config_hash for role, server in dep.arms.items()})
+        dep.export("confounds", [c.as_dict() for c in confounds(dep.stack)])
+        return
+    for note in wave.notes:
+        pulumi.log.warn(note)
+    by_release = {a.release: a for a in wave.arms}
+    dep.export("config_hashes", {"baseline": dep.arms["baseline"].config_hash,
+                                 **{by_release[k].arm.name: s.config_hash for k, s in dep.arms.items() if k != "baseline"}})
+    dep.export("sweep_wave", wave.number)
+    dep.export("sweep_waves", wave.count)
+    dep.export("sweep_carried", wave.carried.arm.name if wave.carried else None)
+    dep.export("sweep_arms", {a.arm.name: {"url": dep.arms[a.release].url, "config_hash": a.arm.config_hash,
+                                           "release": a.release, "carried": a.carried} for a in wave.arms})
 
 
 def run() -> Deployment:

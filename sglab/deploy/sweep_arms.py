@@ -1,0 +1,140 @@
+"""A sweep stack on a cluster: which arms of the grid `pulumi up` deploys (one wave), named for Kubernetes.
+
+With `sglab:sweep.wave` set, the program deploys the baseline and one wave of the expanded grid (its
+stable order, sglab/sweep/grid.py) instead of the stack's own candidate; the benchmark Job then runs
+`sglab sweep` against exactly those Services. Wave 1 is the first `parallel-arms` arms; every later wave
+is the next `parallel-arms - 1` arms plus the previous wave's leader (`sweep.carry-arm`), so each wave is
+a same-run sweep against the one baseline and the final leader has been measured against every later
+wave's arms. The leader comes from stack config, not from reading the previous wave's ConfigMap inside
+the program: what a wave deploys is then a function of the stack alone (a preview shows it exactly, the
+Job's comparison hash is fixed before anything runs), and the program prints the command that sets it.
+
+The grid is expanded from the validated config as the benchmark Job's pod loads it (the stack file
+the Job mounts), so both sides compute the same arms and config hashes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from sglab.config.loader import LoadedStack, load_mapping
+from sglab.config.models import StackConfig
+from sglab.deploy.naming import SECRET_KEYS, sweep_release_name
+from sglab.errors import ConfigError
+from sglab.paths import stack_path
+from sglab.sweep.grid import Grid, SweepArm, expand, quick_subset
+
+WAVE_KEY = "sweep.wave"
+CARRY_KEY = "sweep.carry-arm"
+SECRET_STANDIN = {"secure": "<secret>"}  # the arms carry secret env by name only; the value never matters here
+
+
+def stack_document(stack: StackConfig) -> dict:
+    """The validated config as plain data (secrets as stand-ins): what the Job's stack file holds."""
+    dumped = stack.model_dump(mode="json", by_alias=True)
+    return {k: (SECRET_STANDIN if k in SECRET_KEYS and v is not None else v)
+            for k, v in dumped.items() if not (k in SECRET_KEYS and v is None)}
+
+
+@lru_cache(maxsize=8)
+def _grid(document_json: str, stack_name: str) -> Grid:
+    loaded: LoadedStack = load_mapping(stack_name, stack_path(stack_name), json.loads(document_json))
+    grid = expand(loaded)
+    if loaded.config.benchmark_job.quick and loaded.config.sweep.quick_arms:
+        grid = quick_subset(grid, loaded.config.sweep)  # what `sglab sweep --quick` in the Job sweeps
+    return grid
+
+
+def sweep_grid(stack: StackConfig, stack_name: str) -> Grid:
+    return _grid(json.dumps(stack_document(stack)), stack_name)  # key order kept: it is the grid's order
+
+
+def wave_slices(arms: int, parallel: int) -> list[tuple[int, int]]:
+    """(start, stop) of each wave's new arms: `parallel` at first, then `parallel - 1` beside the carried leader
+    (with parallel-arms 1 every wave is one new arm and nothing is carried)."""
+    if arms <= 0:
+        return []
+    step = parallel - 1 if parallel > 1 else 1
+    slices = [(0, min(parallel, arms))]
+    while slices[-1][1] < arms:
+        start = slices[-1][1]
+        slices.append((start, min(start + step, arms)))
+    return slices
+
+
+@dataclass(frozen=True)
+class WaveArm:
+    arm: SweepArm
+    release: str  # Helm release and Service name
+    carried: bool = False  # the previous wave's leader
+
+
+@dataclass(frozen=True)
+class Wave:
+    number: int
+    count: int
+    arms: list[WaveArm]
+    notes: list[str] = field(default_factory=list)  # what the program warns about
+
+    @property
+    def carried(self) -> WaveArm | None:
+        return next((a for a in self.arms if a.carried), None)
+
+
+def _refuse(stack_name: str, key: str, problem: str, fix: str) -> ConfigError:
+    return ConfigError(stack_path(stack_name), key, problem, fix)
+
+
+def plan_wave(stack: StackConfig, stack_name: str) -> Wave | None:
+    """The wave the program deploys; None when the stack deploys its own A/B pair (no sweep.wave). Bad wave
+    or carry-arm values raise ConfigError naming the key and the number of waves."""
+    spec = stack.sweep
+    if spec is None or spec.wave is None:
+        return None
+    if stack.locust.enabled:
+        raise _refuse(stack_name, "locust.enabled", "in-cluster Locust drives the baseline/candidate pair, which a "
+                      "sweep wave does not deploy", f"set locust.enabled false, or unset {WAVE_KEY}")
+    grid = sweep_grid(stack, stack_name)
+    if not grid.arms:
+        raise _refuse(stack_name, "sweep", "every combination of the grid is skipped, so there is nothing to deploy",
+                      "run `sglab sweep --stack S --list` to see why")
+    slices = wave_slices(len(grid.arms), spec.parallel_arms)
+    count = len(slices)
+    if spec.wave > count:
+        raise _refuse(stack_name, WAVE_KEY, f"is {spec.wave}, but the grid's {len(grid.arms)} arms at "
+                      f"parallel-arms {spec.parallel_arms} make {count} wave{'s' if count > 1 else ''}",
+                      f"set {WAVE_KEY} to 1..{count}")
+    start, stop = slices[spec.wave - 1]
+    fresh = grid.arms[start:stop]
+    arms = [WaveArm(a, sweep_release_name(a.name)) for a in fresh]
+    notes: list[str] = []
+    if spec.carry_arm is not None:
+        carried = _carried(stack_name, spec, grid, start)
+        arms.append(WaveArm(carried, sweep_release_name(carried.name), carried=True))
+    elif spec.wave > 1 and spec.parallel_arms > 1:
+        notes.append(f"{WAVE_KEY} {spec.wave} without {CARRY_KEY}: this wave's sweep does not measure wave "
+                     f"{spec.wave - 1}'s leader, so its ranking cannot be compared with it; set {CARRY_KEY} to "
+                     f"wave {spec.wave - 1}'s sweep_leader output")
+    releases = [a.release for a in arms]
+    if len(set(releases)) != len(releases):  # a hashed suffix makes this practically impossible; never deploy it
+        raise _refuse(stack_name, "sweep", f"two arms map to one release name: {releases}",
+                      "rename an NCCL variant")
+    return Wave(spec.wave, count, arms, notes)
+
+
+def _carried(stack_name: str, spec, grid: Grid, start: int) -> SweepArm:
+    if spec.wave == 1:
+        raise _refuse(stack_name, CARRY_KEY, f"is {spec.carry_arm!r}, but wave 1 has no previous wave",
+                      f"unset {CARRY_KEY} for wave 1")
+    if spec.parallel_arms < 2:
+        raise _refuse(stack_name, CARRY_KEY, "needs parallel-arms 2 or more (the leader takes one of the wave's "
+                      "nodes)", f"unset {CARRY_KEY}, or raise sweep.parallel-arms")
+    earlier = [a.name for a in grid.arms[:start]]
+    if spec.carry_arm not in earlier:
+        where = "an arm of this or a later wave" if grid.arm(spec.carry_arm) else "not an arm of the grid"
+        raise _refuse(stack_name, CARRY_KEY, f"is {spec.carry_arm!r}, {where}; it must be an arm of an earlier "
+                      f"wave (the previous wave's sweep_leader output)",
+                      f"set {CARRY_KEY} to one of the earlier waves' arms, e.g. {earlier[-1]!r}")
+    return grid.arm(spec.carry_arm)
