@@ -28,8 +28,8 @@ from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm, confounds
 from sglab.config.loader import ConfigError, LoadedStack, load_stack, project_root, stack_path
 from sglab.results.records import Confound
 from sglab.results.schema import RunResult
-from sglab.results.store import git_commit, latest_complete, load_result, results_root, utc_now_iso
-from sglab.promote_evidence import (PromotionRefused, check_evidence, check_launch_commands,
+from sglab.results.store import RESULT_FILE, git_commit, latest_complete, load_result, results_root, utc_now_iso
+from sglab.promote_evidence import (PromotionRefused, check_evidence, check_launch_commands, check_seal,
                                    judge_under_policies, refuse_on_verdict)
 from sglab.sglang import sim_knobs
 
@@ -162,8 +162,10 @@ def find_evidence(stack: str, *, results_base: Path | None, result_path: Path | 
 
 
 def promote(stack: str, *, target: str = "production", root: Path | None = None, results_base: Path | None = None,
-            result_path: Path | None = None, dry_run: bool = False, lock_timeout_s: float = 60.0) -> Promotion:
-    """Promote `stack`'s candidate into `stacks/Pulumi.<target>.yaml`; raises PromotionRefused."""
+            result_path: Path | None = None, dry_run: bool = False, lock_timeout_s: float = 60.0,
+            accept_unkeyed_seal: bool = False) -> Promotion:
+    """Promote `stack`'s candidate into `stacks/Pulumi.<target>.yaml`; raises PromotionRefused.
+    `accept_unkeyed_seal` admits a plain SHA-256 seal that is not the cluster's record (logged as such)."""
     root = root or project_root()
     if results_base is None and root != project_root():
         results_base = root / "results"
@@ -197,6 +199,7 @@ def promote(stack: str, *, target: str = "production", root: Path | None = None,
     # Confounds from the stack's arms (they hash to what was benchmarked); the file's own list is not read.
     judged = result.model_copy(update={"confounds": [Confound(**c.as_dict()) for c in confounds(source.config)]})
     verdict = judge_under_policies(source, judged)
+    seal = check_seal(stack, result, run_dir / RESULT_FILE, accept_unkeyed=accept_unkeyed_seal)
 
     target_path = stack_path(target, root)
     try:
@@ -242,6 +245,7 @@ def promote(stack: str, *, target: str = "production", root: Path | None = None,
                         "rounds": lv.decode.rounds} for lv in verdict.levels],
             "config_hash": benchmarked, "git_commit": git_commit(root), "result_git_commit": result.git_commit,
             "integrity": result.integrity.model_dump(mode="json", include={"algorithm", "digest", "key_id"}),
+            "seal": seal,
             "target_sha256_before": _sha256(before), "target_sha256_after": _sha256(after),
         }
 

@@ -4,7 +4,9 @@ The result must be what it claims: sealed at bench time and unchanged since (sgl
 with its request samples, measured on the stack's own servers (an interactive run: sglab/ui/provenance.py),
 launched with exactly the commands the stack gives, and judged under the policy recorded with it, which
 the stack's policy may tighten but never loosen. Confounds and the plan consistency of the result are
-blockers of the verdict itself (sglab/analysis/checks.py).
+blockers of the verdict itself (sglab/analysis/checks.py). On a machine with a result key, a plain SHA-256
+seal (which anyone can recompute after rewriting a result) is evidence only as the cluster's record or on
+an explicit, logged opt-in (`check_seal`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,11 @@ from sglab.analysis.checks import policy_weakenings
 from sglab.analysis.verdict import Verdict, judge, policy_of
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import ConfigError, LoadedStack
+from pathlib import Path
+from typing import Any
+
 from sglab.results import integrity
+from sglab.results.pull import PROVENANCE_FILE, pulled_provenance
 from sglab.results.schema import RunResult
 
 
@@ -57,6 +63,33 @@ def check_evidence(source: LoadedStack, result: RunResult) -> None:
     if result.policy is None:
         raise PromotionRefused(f"run {run} records no promotion policy, so what it was judged under is unknown",
                                _rerun(stack))
+
+
+def check_seal(stack: str, result: RunResult, result_file: Path, *, accept_unkeyed: bool = False) -> dict[str, Any]:
+    """How the result's (already verified) seal is accepted, for the log; refuses a plain SHA-256 seal on a
+    machine that holds a key unless it is the cluster's record, still as pulled, or `accept_unkeyed`."""
+    record = result.integrity
+    if record is not None and record.algorithm == "hmac-sha256":
+        return {"accepted": "hmac"}
+    key = integrity.machine_key()
+    if key is None:  # nothing here could have sealed it better
+        return {"accepted": "no-local-key"}
+    pulled, problem = pulled_provenance(result_file, result)
+    if pulled is not None and problem is None:
+        return {"accepted": "cluster-record", **{k: pulled.get(k) for k in ("configmap", "namespace", "context",
+                                                                              "pulled_at")}}
+    if accept_unkeyed:
+        return {"accepted": "unkeyed-opt-in"}
+    why = (f"{result_file}: run {result.run_id} is sealed with a plain SHA-256 digest, not an HMAC under this "
+           f"machine's result key (key id {integrity.key_id(key)}); anyone who can write results/ can rewrite a "
+           "result self-consistently and re-seal it that way")
+    if problem is not None:
+        why += f", and {problem}"
+    raise PromotionRefused(why, (
+        f"re-run `sglab bench --stack {stack}` on this machine (sealed with its key); for a run of the "
+        f"benchmark Job, `sglab results pull --stack {stack}` it afresh (the pull signs {PROVENANCE_FILE}: the "
+        "ConfigMap it came from); or pass --accept-unkeyed-seal to promote it anyway (recorded in "
+        "promotions.jsonl with its digest)"))
 
 
 def check_launch_commands(source: LoadedStack, result: RunResult) -> None:

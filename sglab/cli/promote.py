@@ -21,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="show the verdict and the diff; change nothing")
     p.add_argument("--result", type=Path, default=None,
                    help="a specific result.json or run directory (default: the newest complete run)")
+    p.add_argument("--accept-unkeyed-seal", action="store_true",
+                   help="promote a result sealed with a plain SHA-256 digest (not this machine's HMAC, not a "
+                        "pulled cluster record); printed and recorded in promotions.jsonl")
     p.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
@@ -28,12 +31,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         done = promote(args.stack, target=args.target, dry_run=args.dry_run, result_path=args.result,
-                       root=args.root)
+                       root=args.root, accept_unkeyed_seal=args.accept_unkeyed_seal)
     except PromotionRefused as exc:
         print(f"refused: {exc.why}", file=sys.stderr)
         print(f"  fix: {exc.fix}", file=sys.stderr)
         return 2
     print(f"evidence: run {done.verdict.run_id} ({done.result_path})")
+    seal, digest = done.log_entry.get("seal", {}), done.log_entry["integrity"]["digest"]
+    if seal.get("accepted") == "unkeyed-opt-in":
+        print(f"seal: plain SHA-256 {digest}, accepted by --accept-unkeyed-seal (recorded in the promotion log)")
+    elif seal.get("accepted") == "cluster-record":
+        print(f"seal: plain SHA-256 {digest}, the cluster's record (pulled from ConfigMap "
+              f"{seal.get('namespace') or '?'}/{seal.get('configmap')})")
     print(done.verdict.sentence)
     if done.diff:
         print(done.diff, end="" if done.diff.endswith("\n") else "\n")

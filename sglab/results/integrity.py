@@ -7,7 +7,9 @@ With a per-machine key it is an HMAC-SHA256 ("hmac-sha256", `key_id` names the k
 plain SHA-256 ("sha256"). The key is $SGLAB_RESULT_KEY, else the file
 $XDG_DATA_HOME/sglab/result-key (default ~/.local/share/sglab/result-key), created 0600 with 32
 random bytes on the first seal; where it cannot be created (a read-only pod) the seal is a plain
-digest. docs/promotion.md says what this protects against and what not.
+digest. A plain digest is evidence for `sglab promote` on a machine with a key only as the cluster's
+record (a pull's provenance, sglab/results/pull.py) or on an explicit opt-in (sglab/promote_evidence.py).
+docs/promotion.md says what this protects against and what not.
 
 `schedule` is what the run set out to measure (level -> measured rounds), recorded by the bench
 runner before the first request, so the verdict can check the result against its own plan.
@@ -100,6 +102,13 @@ def seal(result: "RunResult", *, key: bytes | None | Literal["machine"] = "machi
     result.integrity = IntegrityRecord(algorithm="hmac-sha256" if key else "sha256", digest=digest,
                                        key_id=key_id(key) if key else None, schedule=schedule)
     return result
+
+
+def record_mac(record: dict[str, Any], key: bytes) -> str:
+    """HMAC-SHA256 of a small record (a pull's provenance) as canonical JSON, its own `mac` left out."""
+    body = {k: v for k, v in record.items() if k != "mac"}
+    data = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
 def sealed_document(result: "RunResult") -> dict[str, Any]:

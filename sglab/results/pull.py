@@ -4,10 +4,17 @@ Every benchmark Job leaves its result in ConfigMaps labelled `sglab/stack=<stack
 comparison changes): the index `sglab/result=true` and, for a large result, its parts `sglab/result=part`. Pulling validates each one as a RunResult of this stack and writes
 it like any local run; an existing result is never overwritten (an identical copy is skipped, a
 different one is reported as a conflict and left alone).
+
+Each pulled result gets a provenance record beside it (provenance.json: the ConfigMap, its namespace, the
+result's digest and the sha256 of result.json's bytes), signed with this machine's result key: the Job's
+pod holds no key, so its plain SHA-256 seal is accepted by `sglab promote` as the cluster's record only
+while that signed record holds (sglab/promote_evidence.py).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import re
 from dataclasses import dataclass, field
@@ -17,11 +24,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from sglab.errors import ConfigError
+from sglab.results import integrity
 from sglab.results.schema import SCHEMA_VERSION, RunResult
 from sglab.results.sink import INDEX, PAYLOAD_KEY, RESULT_LABEL, TRIMMED_ANNOTATION, decode_parts, parts_count
-from sglab.results.store import RESULT_FILE, results_root, write_json_atomic
+from sglab.results.store import RESULT_FILE, results_root, utc_now_iso, write_json_atomic
 
 STACK_LABEL = "sglab/stack"
+PROVENANCE_FILE = "provenance.json"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -102,8 +111,10 @@ def parse_result(parts: list[Any], stack: str) -> PulledResult:
     return pulled
 
 
-def store_pulled(pulled: list[PulledResult], stack: str, base: Path | None = None) -> PullReport:
-    """Write each valid result to <base>/<stack>/<run-id>/result.json unless one is already there."""
+def store_pulled(pulled: list[PulledResult], stack: str, base: Path | None = None, *, namespace: str | None = None,
+                 context: str | None = None) -> PullReport:
+    """Write each valid result to <base>/<stack>/<run-id>/result.json unless one is already there, with its
+    signed provenance (also beside an identical copy pulled before provenance was recorded)."""
     report = PullReport()
     root = (base or results_root()) / stack
     for item in pulled:
@@ -121,15 +132,59 @@ def store_pulled(pulled: list[PulledResult], stack: str, base: Path | None = Non
             except (OSError, json.JSONDecodeError):
                 same = False
             (report.unchanged if same else report.conflicts).append(target)
+            if same and not (target.parent / PROVENANCE_FILE).exists():
+                write_provenance(target, item, namespace, context)
             continue
         try:
             report.written.append(write_json_atomic(target, payload))
         except FileExistsError:
             report.conflicts.append(target)
             continue
+        write_provenance(target, item, namespace, context)
         if item.trimmed:
             report.trimmed.append(f"{item.result.run_id}: {item.trimmed} dropped to fit the ConfigMap")
     return report
+
+
+def _sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_provenance(result_file: Path, item: PulledResult, namespace: str | None, context: str | None) -> None:
+    """Sign where `result_file` came from with this machine's key; without a key there is nothing to sign."""
+    key = integrity.machine_key(create=True)
+    if key is None or item.result is None or item.result.integrity is None:
+        return
+    record: dict[str, Any] = {
+        "source": "configmap", "configmap": item.configmap, "namespace": namespace, "context": context,
+        "run_id": item.result.run_id, "digest": item.result.integrity.digest, "result_sha256": _sha256_of(result_file),
+        "pulled_at": utc_now_iso(), "key_id": integrity.key_id(key)}
+    record["mac"] = integrity.record_mac(record, key)
+    write_json_atomic(result_file.parent / PROVENANCE_FILE, record, overwrite=True)
+
+
+def pulled_provenance(result_file: Path, result: RunResult) -> tuple[dict[str, Any] | None, str | None]:
+    """(the provenance record, None) when `result_file` is still exactly what was pulled from the cluster;
+    (None, None) when it was never pulled; (record or None, why not) otherwise."""
+    path = result_file.parent / PROVENANCE_FILE
+    if not path.exists():
+        return None, None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        return None, f"its {PROVENANCE_FILE} is not readable JSON ({exc})"
+    if not isinstance(record, dict):
+        return None, f"its {PROVENANCE_FILE} is not a JSON object"
+    key = integrity.machine_key()
+    if key is None or record.get("key_id") != integrity.key_id(key) or not isinstance(record.get("mac"), str) \
+            or not hmac.compare_digest(record["mac"], integrity.record_mac(record, key)):
+        return None, f"its {PROVENANCE_FILE} is not signed by this machine's result key"
+    where = f"ConfigMap {record.get('namespace') or '?'}/{record.get('configmap')}"
+    digest = result.integrity.digest if result.integrity is not None else None
+    if (record.get("result_sha256") != _sha256_of(result_file) or record.get("digest") != digest
+            or record.get("run_id") != result.run_id):
+        return record, f"{result_file.name} changed since it was pulled from {where}"
+    return record, None
 
 
 def list_result_configmaps(stack: str, namespace: str, *, context: str | None = None,
@@ -156,7 +211,8 @@ def pull_report(stack: str, *, namespace: str, context: str | None = None,
                           f"cannot list result ConfigMaps: {_short(exc)}",
                           "check `kubectl get configmaps -n <namespace> -l sglab/result=true` works "
                           "(context, credentials, namespace)") from None
-    return store_pulled([parse_result(parts, stack) for parts in group_parts(items)], stack, base)
+    return store_pulled([parse_result(parts, stack) for parts in group_parts(items)], stack, base,
+                        namespace=namespace, context=context)
 
 
 def pull_results(stack: str, *, namespace: str, context: str | None = None,
