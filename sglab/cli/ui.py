@@ -1,9 +1,10 @@
-"""`sglab ui --stack NAME [--target sim | --baseline-url U --candidate-url U] [--profile P]`: Locust's web UI with
-the A/B tab."""
+"""`sglab ui --stack NAME [--target sim | --baseline-url U --candidate-url U] [--profile P] [--trace FILE]`: Locust's
+web UI with the A/B tab."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from sglab.cli import UsageError
 
@@ -21,10 +22,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--web-login", action=argparse.BooleanOptionalAction, default=False,
                    help="require a login (password from SGLAB_UI_PASSWORD, user SGLAB_UI_USERNAME, default "
                         "'sglab'); off by default locally, on by default in the cluster chart")
-    p.add_argument("--users", type=int, help="users prefilled in the form (default: 2 x the policy's first level)")
-    p.add_argument("--spawn-rate", type=float, help="spawn rate prefilled in the form (default: users per second)")
-    p.add_argument("--profile", help="load profile the users run: concurrency (closed loop, the default); open-loop "
-                   "profiles (rate, trace) need sglab bench and are refused; default: the stack's load.profile")
+    p.add_argument("--users", type=int, help="closed loop: users prefilled in the form (default: 2 x the policy's "
+                   "first level); open-loop profiles refuse it (their users are the in-flight cap)")
+    p.add_argument("--spawn-rate", type=float, help="closed loop: spawn rate prefilled in the form (default: users "
+                   "per second)")
+    p.add_argument("--profile", help="load profile: concurrency (closed loop: the form's user count, both arms side "
+                   "by side) or rate / trace (open loop: START runs the stack's interleaved schedule of rate levels "
+                   "or the trace, users = load.<profile>.max-in-flight); default: the stack's load.profile")
+    p.add_argument("--trace", help="trace profile: the JSONL trace to replay (timestamp_s, prompt|messages, "
+                   "output_tokens); replaces load.trace.file and implies --profile trace")
     p.add_argument("--save", action=argparse.BooleanOptionalAction, default=True,
                    help="save every stopped test under results/<stack>/ (default on)")
     p.set_defaults(func=run)
@@ -40,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give both --baseline-url and --candidate-url (or neither, for --target sim)")
     if args.users is not None and args.users < 1:
         raise UsageError("--users must be at least 1")
+    profile = args.profile or ("trace" if args.trace else None)
+    if args.trace and profile != "trace":
+        raise UsageError(f"--trace replays a trace: it goes with --profile trace, not --profile {profile}")
     options = UiOptions(
         stack=args.stack,
         target="urls" if all(urls) else "sim",
@@ -51,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         users=args.users,
         spawn_rate=args.spawn_rate,
         save_results=args.save,
-        profile=args.profile,
+        profile=profile,
+        trace=Path(args.trace).resolve() if args.trace else None,
     )
     try:
         return launch(options)

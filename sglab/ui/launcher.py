@@ -27,9 +27,10 @@ from sglab.load.targets import TargetError, Targets, given_urls, start_sims
 from sglab.results.store import RESULT_FILE, list_runs, results_root
 from sglab.ui import auth
 from sglab.ui.guard import is_loopback_host
-from sglab.ui.session import BOUND_ENV, PROFILE_ENV, SAVE_DIR_ENV, TARGET_ENV, Binding
+from sglab.ui.session import BOUND_ENV, PROFILE_ENV, SAVE_DIR_ENV, TARGET_ENV, TRACE_ENV, Binding
 
 UI_PLUGIN = Path(__file__).with_name("locust_plugin.py")  # the A/B tab, loaded beside the locustfile
+OPEN_LOOP_PLUGIN = Path(__file__).with_name("open_loop_plugin.py")  # rate/trace: the schedule's shape and user
 
 UI_START_TIMEOUT_S = 60.0
 LOCUST_STOP_TIMEOUT_S = 15.0
@@ -40,27 +41,48 @@ class LaunchError(Exception):
 
 
 def ui_profile(stack: str, stack_profile: str | None, asked: str | None) -> str:
-    """The load profile the UI runs: `--profile` or the stack's `load.profile`; closed-loop ones only.
+    """The load profile the UI runs: `--profile` or the stack's `load.profile`.
 
-    Locust's web UI drives a user count, each user sending as soon as its last request ended. An
-    open-loop profile (rate, trace: not `distributable`) needs `sglab bench`'s runner to open each
-    segment and pace its arrival schedule, which the UI has not got, so it is refused rather than run
-    closed-loop under its name.
+    A closed-loop profile (concurrency) runs Locust's own user count, both arms side by side. An
+    open-loop one (rate, trace: not `distributable`) runs the bench's interleaved schedule from the
+    form's START (sglab/ui/open_loop.py), its users fixed at the profile's in-flight cap.
     """
     from sglab.load.profiles import DEFAULT_PROFILE, PROFILES, profile_names
 
     name = asked or stack_profile or DEFAULT_PROFILE
     if name not in PROFILES:
         raise LaunchError(f"--profile {name}: no such load profile; use one of: {', '.join(profile_names())}")
-    if not PROFILES[name].distributable:
-        source = f"--profile {name}" if asked else f"stack {stack} declares load.profile {name}, which"
-        closed = ", ".join(n for n in profile_names() if PROFILES[n].distributable)
-        raise LaunchError(
-            f"{source} is open loop (requests arrive on a schedule, not when a user is free); Locust's web UI "
-            f"drives a number of users, and its A/B tab has no arrival schedule to follow. Measure it with "
-            f"sglab bench --stack {stack} --profile {name}, or drive the UI closed loop with "
-            f"sglab ui --stack {stack} --profile {closed}")
     return name
+
+
+def is_open_loop(profile: str) -> bool:
+    from sglab.load.profiles import PROFILES
+
+    return not PROFILES[profile].distributable
+
+
+def check_open_loop(opts: "UiOptions", plan, profile: str) -> None:
+    """Refuse what an open-loop UI run cannot honour: a user count or spawn rate, a trace run without a trace."""
+    given = [flag for flag, value in (("--users", opts.users), ("--spawn-rate", opts.spawn_rate)) if value is not None]
+    if given:
+        raise LaunchError(f"{' and '.join(given)}: profile {profile} is open loop (requests arrive on its schedule, "
+                          f"not when a user is free); its users are the in-flight cap load.{profile}.max-in-flight "
+                          f"of the stack ({getattr(plan, profile).max_in_flight}). Drop {' and '.join(given)}, or set "
+                          f"load.{profile}.max-in-flight in stacks/Pulumi.{opts.stack}.yaml")
+    if profile != "trace":
+        return
+    trace = opts.trace or plan.trace.file
+    if not trace:
+        raise LaunchError(f"profile trace needs a trace to replay: pass --trace FILE (JSONL) or set load.trace.file "
+                          f"in stacks/Pulumi.{opts.stack}.yaml")
+    from sglab.errors import ConfigError
+    from sglab.load.profiles.trace import read_trace
+
+    path = Path(trace) if Path(trace).is_absolute() else project_root() / trace
+    try:
+        read_trace(path)
+    except ConfigError as exc:
+        raise LaunchError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -77,6 +99,7 @@ class UiOptions:
     save_results: bool = True
     log_dir: Path | None = None
     profile: str | None = None  # default: the stack's load.profile
+    trace: Path | None = None  # replaces load.trace.file (profile trace)
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -89,16 +112,24 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
-def locust_command(opts: UiOptions, urls: dict[str, str], locustfile: Path, users: int, spawn_rate: float) -> list[str]:
+def locust_command(opts: UiOptions, urls: dict[str, str], locustfile: Path, users: int, spawn_rate: float,
+                   *, open_loop: bool = False) -> list[str]:
+    """Closed loop: the form prefilled with users and spawn rate. Open loop: the open-loop plugin's shape sets the
+    users (no --users/--spawn-rate) and only its schedule-following user class runs."""
+    files = f"{locustfile},{UI_PLUGIN},{OPEN_LOOP_PLUGIN}" if open_loop else f"{locustfile},{UI_PLUGIN}"
     cmd = [
-        sys.executable, "-m", "locust", "-f", f"{locustfile},{UI_PLUGIN}",
+        sys.executable, "-m", "locust", "-f", files,
         "--web-host", opts.web_host, "--web-port", str(opts.web_port),
-        "--users", str(users), "--spawn-rate", f"{spawn_rate:g}",
+        *(() if open_loop else ("--users", str(users), "--spawn-rate", f"{spawn_rate:g}")),
         "--baseline-url", urls["baseline"], "--candidate-url", urls["candidate"],
         "--stack", opts.stack,
     ]
     if opts.web_login:
         cmd.append("--web-login")
+    if open_loop:
+        from sglab.ui.open_loop_names import USER_CLASS
+
+        cmd.append(USER_CLASS)
     return cmd
 
 
@@ -110,6 +141,9 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
     """Start everything, serve until Locust exits or the user interrupts, then clean up. Returns Locust's code."""
     config = load_stack(opts.stack).config
     profile = ui_profile(opts.stack, config.load.profile, opts.profile)
+    open_loop = is_open_loop(profile)
+    if open_loop:
+        check_open_loop(opts, config.load, profile)
     if not opts.web_login and not is_loopback_host(opts.web_host):
         raise LaunchError(f"--web-host {opts.web_host or '(all interfaces)'} is not loopback, and without a login "
                           f"anyone who reaches it could start tests and record results; add --web-login "
@@ -140,9 +174,11 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
             targets = given_urls({"baseline": opts.baseline_url or "", "candidate": opts.candidate_url or ""})
         env = {**os.environ, TARGET_ENV: "sim" if opts.target == "sim" else "urls",
                BOUND_ENV: Binding(opts.stack, dict(targets.urls)).to_env(), PROFILE_ENV: profile}
+        if opts.trace is not None:
+            env[TRACE_ENV] = str(opts.trace.resolve())
         if opts.save_results:
             env[SAVE_DIR_ENV] = str(results_root())
-        cmd = locust_command(opts, targets.urls, locustfile, users, spawn_rate)
+        cmd = locust_command(opts, targets.urls, locustfile, users, spawn_rate, open_loop=open_loop)
         with open(log_dir / "locust.log", "wb") as log:
             locust = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       cwd=project_root())
@@ -152,6 +188,8 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
             print(f"  {arm}: {arm_url}", file=out)
         login = " (login: user " + (os.environ.get(auth.USERNAME_ENV) or auth.DEFAULT_USERNAME) + ")" \
             if opts.web_login else ""
+        if open_loop:
+            print(_open_loop_line(config.load, profile, opts), file=out, flush=True)
         print(f"Locust web UI: {url}/{login}; open the A/B tab after starting a swarm; Ctrl-C to stop",
               file=out, flush=True)
         if opts.save_results:
@@ -168,6 +206,15 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
             targets.stop()
         for run_dir in sorted(set(list_runs(opts.stack)) - runs_before):
             print(f"saved interactive run: {run_dir / RESULT_FILE}", file=out, flush=True)
+
+
+def _open_loop_line(plan, profile: str, opts: UiOptions) -> str:
+    spec = getattr(plan, profile)
+    what = f"rate levels {plan.rate.levels} req/s ({plan.rate.arrival})" if profile == "rate" else \
+        f"trace {opts.trace or plan.trace.file} (time-scale {plan.trace.time_scale:g})"
+    return (f"open loop ({profile}): {what}; START runs the interleaved schedule (warm-up, then {plan.rounds} "
+            f"rounds per gated level) with users = the in-flight cap load.{profile}.max-in-flight "
+            f"({spec.max_in_flight}), and stops when it is done")
 
 
 def _wait_for_ui(url: str, locust: subprocess.Popen, log_path: Path) -> None:

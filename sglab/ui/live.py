@@ -131,16 +131,10 @@ class LiveRun:
         exported while the test runs are marked incomplete.
         """
         samples = self.snapshot()
-        closed = self.closed_windows(now_s)
         complete = (not self.running or as_if_stopped) and bool(samples)
-        levels: list[LevelResult] = []
-        for level in sorted({s.level for s in samples}):
-            in_level = [s for s in samples if s.level == level]
-            first = self.first_measured_window(in_level)
-            counted = [s if s.warmup or s.round_index >= first else s.model_copy(update={"round_index": -1})
-                       for s in in_level if s.warmup or s.round_index < closed]
-            streamed = [s for s in in_level if not s.warmup]
-            levels.append(self._level_result(level, counted, streamed, self.elapsed_s(now_s)))
+        reason = self.incomplete_reason(samples)
+        if reason is not None:
+            complete = False
         return RunResult(
             run_id=self.run_id,
             stack=self.stack,
@@ -148,7 +142,7 @@ class LiveRun:
             started_at=self.started_at,
             finished_at=self.finished_at,
             complete=complete,
-            incomplete_reason=None if complete else (
+            incomplete_reason=None if complete else reason or (
                 "interactive test still running when exported" if self.running else "no requests recorded"),
             git_commit=self.git_commit,
             target=Target(kind=self.target_kind, urls={a.name: a.url for a in self.arms if a.url},
@@ -157,11 +151,35 @@ class LiveRun:
             config_hash={a.name: a.config_hash for a in self.arms},
             confounds=self.confounds,
             live_mismatches=[m for a in self.arms for m in a.live_mismatches],
-            load_plan={**self.load_plan, "interactive": True, "pseudo_round_window_s": self.window_s,
-                       "warmup_requests": self.warmup_requests},
+            load_plan=self.recorded_plan(),
             policy=self.policy,
-            levels=levels,
+            levels=self.levels(samples, now_s),
+            loadgen=self.loadgen(),
         )
+
+    def incomplete_reason(self, samples: list[RequestSample]) -> str | None:
+        """Why the run cannot be complete even once stopped (None: stopping completes it)."""
+        return None
+
+    def recorded_plan(self) -> dict:
+        return {**self.load_plan, "interactive": True, "pseudo_round_window_s": self.window_s,
+                "warmup_requests": self.warmup_requests}
+
+    def loadgen(self) -> dict:
+        return {}
+
+    def levels(self, samples: list[RequestSample], now_s: float | None = None) -> list[LevelResult]:
+        """One level per user count, its requests cut into the closed pseudo-round windows."""
+        closed = self.closed_windows(now_s)
+        levels: list[LevelResult] = []
+        for level in sorted({s.level for s in samples}):
+            in_level = [s for s in samples if s.level == level]
+            first = self.first_measured_window(in_level)
+            counted = [s if s.warmup or s.round_index >= first else s.model_copy(update={"round_index": -1})
+                       for s in in_level if s.warmup or s.round_index < closed]
+            streamed = [s for s in in_level if not s.warmup]
+            levels.append(self._level_result(level, counted, streamed, self.elapsed_s(now_s)))
+        return levels
 
     def _level_result(self, level: int, samples: list[RequestSample], streamed: list[RequestSample],
                       elapsed_s: float) -> LevelResult:

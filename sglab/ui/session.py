@@ -25,7 +25,7 @@ from sglab.results.schema import ArmInfo, RequestSample, RunResult
 from sglab.results.store import git_commit, new_run_id, utc_now_iso
 from sglab.ui.live import BASELINE, CANDIDATE, DEFAULT_WINDOW_S, LiveRun
 from sglab.ui.category_table import category_rows
-from sglab.ui.table import table_rows
+from sglab.ui.table import open_loop_rows, table_rows
 
 logger = logging.getLogger("sglab.ui")
 
@@ -33,7 +33,8 @@ WINDOW_ENV = "SGLAB_UI_WINDOW_S"
 TARGET_ENV = "SGLAB_UI_TARGET"
 SAVE_DIR_ENV = "SGLAB_UI_SAVE_RESULTS"
 BOUND_ENV = "SGLAB_UI_BOUND"  # JSON {"stack": ..., "urls": {arm: url}} from `sglab ui`
-PROFILE_ENV = "SGLAB_UI_PROFILE"  # the load profile `sglab ui --profile` runs (closed-loop ones only)
+PROFILE_ENV = "SGLAB_UI_PROFILE"  # the load profile `sglab ui --profile` runs
+TRACE_ENV = "SGLAB_UI_TRACE"  # the trace file `sglab ui --trace` replays (absolute path)
 BOUND_FORM_FIELDS = ("stack", "baseline_url", "candidate_url")
 TABLE_CACHE_S = 1.0
 
@@ -50,11 +51,13 @@ class StackContext:
     window_s: float = DEFAULT_WINDOW_S
     warmup_requests: int = 0
     specs: dict = field(default_factory=dict)
-    plan_override: object | None = None  # the stack's LoadPlan with `sglab ui --profile` applied, if it differs
+    plan_override: object | None = None  # the stack's LoadPlan with `sglab ui --profile/--trace` applied, if it differs
+    plan: object | None = None  # the LoadPlan that is run (sglab.config LoadPlan; None without a stack)
 
     @classmethod
-    def load(cls, stack: str | None, profile: str | None = None) -> "StackContext":
-        """`profile` (from `sglab ui --profile`) replaces the stack's load.profile in what is run and recorded."""
+    def load(cls, stack: str | None, profile: str | None = None, trace: str | None = None) -> "StackContext":
+        """`profile`/`trace` (from `sglab ui --profile/--trace`) replace the stack's load.profile and
+        load.trace.file in what is run and recorded."""
         from sglab.config import load_stack
         from sglab.config.arms import baseline_arm, candidate_arm, confounds
         from sglab.config.models import PromotionPolicy
@@ -65,9 +68,12 @@ class StackContext:
             return cls("interactive", arms, policy=PromotionPolicy().model_dump(mode="json"))
         config = load_stack(stack).config
         plan = config.load
-        override = profile and profile != plan.profile
+        update = {"profile": profile} if profile and profile != plan.profile else {}
+        if trace and trace != plan.trace.file:
+            update["trace"] = plan.trace.model_copy(update={"file": trace})
+        override = bool(update)
         if override:
-            plan = plan.model_copy(update={"profile": profile})
+            plan = plan.model_copy(update=update)
         arms = {}
         specs = {}
         for spec in (baseline_arm(config), candidate_arm(config)):
@@ -84,6 +90,7 @@ class StackContext:
             warmup_requests=config.load.warmup_requests,
             specs=specs,
             plan_override=plan if override else None,
+            plan=plan,
         )
 
 
@@ -109,6 +116,11 @@ class Binding:
         return {"stack": self.stack, **{f"{arm}_url": url for arm, url in self.urls.items()}}
 
 
+def _overrides() -> tuple[str | None, str | None]:
+    """(profile, trace file) the launcher passed (`sglab ui --profile/--trace`)."""
+    return os.environ.get(PROFILE_ENV) or None, os.environ.get(TRACE_ENV) or None
+
+
 def _same(a: str | None, b: str | None) -> bool:
     return (a or "").strip().rstrip("/") == (b or "").strip().rstrip("/")
 
@@ -128,7 +140,7 @@ class UiSession:
         options = environment.parsed_options
         stack_name = getattr(options, "stack", None) if options is not None else None
         try:
-            stack = StackContext.load(stack_name, os.environ.get(PROFILE_ENV) or None)
+            stack = StackContext.load(stack_name, *_overrides())
         except ConfigError as exc:
             logger.error("sglab A/B tab: %s", exc)
             stack = StackContext.load(None)
@@ -190,7 +202,7 @@ class UiSession:
         stack_name = (getattr(options, "stack", None) or None) if options is not None else None
         if (stack_name or "interactive") != self.stack.name:  # changed in the web-UI form
             try:
-                self.stack = StackContext.load(stack_name, os.environ.get(PROFILE_ENV) or None)
+                self.stack = StackContext.load(stack_name, *_overrides())
             except ConfigError as exc:
                 logger.error("sglab A/B tab: %s", exc)
         urls = self.arm_urls()
@@ -199,7 +211,14 @@ class UiSession:
             logger.warning("sglab: arm URLs changed in the web-UI form (%s); this run records them and cannot "
                            "promote", ", ".join(f"{a} {u}" for a, u in urls.items()))
         arms = [info.model_copy(update={"url": urls.get(name)}) for name, info in self.stack.arms.items()]
-        self.run = LiveRun(
+        if self.run is not None and self.run.running:
+            self.run.stop(utc_now_iso())  # RESET mid-test: the old run (and an open-loop schedule) ends unsaved
+        run_class, extra = LiveRun, {}
+        if self.open_loop_profile() is not None:
+            from sglab.ui.open_loop_run import OpenLoopRun
+
+            run_class, extra = OpenLoopRun, self._open_loop_fields()
+        self.run = run_class(
             run_id=new_run_id(),
             stack=self.stack.name,
             arms=arms,
@@ -213,9 +232,51 @@ class UiSession:
             git_commit=git_commit(),
             target_kind=target_kind,
             urls_source=urls_source,
+            **extra,
         )
         self._rows_cache = None
+        if extra:
+            self._start_schedule(self.run)
         return self.run
+
+    # ---- open-loop profiles (sglab/ui/open_loop.py) -------------------------------------------
+
+    def open_loop_profile(self):
+        """The run's LoadProfile when it is open loop (rate, trace: not `distributable`) and Locust runs the
+        open-loop shape (`sglab ui` loads it for these profiles), else None."""
+        plan = self.stack.plan
+        if plan is None or type(getattr(self.environment, "shape_class", None)).__name__ != "OpenLoopShape":
+            return None
+        from sglab.load.profiles import profile_for
+
+        profile = profile_for(plan)
+        return None if profile.distributable else profile
+
+    def open_loop_users(self) -> int:
+        profile = self.open_loop_profile()
+        return profile.users_for(profile.levels()[0]) if profile is not None else 1
+
+    def open_loop_driver(self):
+        """The schedule of the running open-loop test (None when none runs)."""
+        run = self.run
+        return getattr(run, "driver", None) if run is not None and run.running else None
+
+    def _open_loop_fields(self) -> dict:
+        from locust import __version__ as locust_version
+
+        profile = self.open_loop_profile()
+        key = f"load.{profile.name}.max-in-flight"
+        return {"started_epoch": time.time(), "profile": profile.name, "level_label": profile.level_label,
+                "users": self.open_loop_users(), "locust_version": locust_version,
+                "users_from": f"{key} (the in-flight cap; users are not set in the form)"}
+
+    def _start_schedule(self, run) -> None:
+        from sglab.ui.open_loop import OpenLoopDriver
+
+        plan = self.stack.plan
+        run.driver = OpenLoopDriver(self.environment, run, plan, self.open_loop_profile(),
+                                    [a.name for a in run.arms], list(self.stack.policy.get("levels") or [1]))
+        run.driver.start()
 
     def check_live_flags(self, run: LiveRun) -> None:
         """Compare each server's live flags with the stack (as `sglab bench` does); mismatches block promotion."""
@@ -284,7 +345,8 @@ class UiSession:
         if self.run is not None:
             result = self.run.to_result(now, as_if_stopped=True)
             verdict = judge_or_none(result)
-            tables = (table_rows(self.run, result, verdict), category_rows(verdict))
+            rows = open_loop_rows if hasattr(self.run, "driver") else table_rows
+            tables = (rows(self.run, result, verdict), category_rows(verdict))
         self._rows_cache = (now, tables)
         return tables
 

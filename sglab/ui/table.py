@@ -32,9 +32,16 @@ def live_metrics() -> list[metrics.Metric]:
     return [m for m in metrics.all_metrics() if not m.uses_slo]
 
 
-def table_columns() -> list[tuple[str, str]]:
+def table_columns(level_label: str | None = None) -> list[tuple[str, str]]:
+    """The tab's columns; an open-loop session (`level_label`, the profile's: "rate (req/s)", "trace") adds its
+    level and the arrivals' accuracy, and its users are the in-flight cap."""
+    head = [("arm", "Arm"), ("users", "Users"), ("requests", "Requests"), ("errors", "Errors")]
+    if level_label is not None:
+        head = [("arm", "Arm"), ("level", level_label[:1].upper() + level_label[1:]),
+                ("users", "Users (in-flight cap)"), ("arrivals", "Arrivals (late = > 20 ms behind schedule)"),
+                ("requests", "Requests"), ("errors", "Errors")]
     return [
-        ("arm", "Arm"), ("users", "Users"), ("requests", "Requests"), ("errors", "Errors"),
+        *head,
         *(metric_column(m) for m in live_metrics()),
         ("ttft_p50", "TTFT p50 ms"), ("ttft_p99", "TTFT p99 ms"), ("itl_p50", "ITL p50 ms"), ("itl_p99", "ITL p99 ms"),
         ("accept_client", "Accept length (client)"), ("accept_server", "Accept length (server)"),
@@ -47,7 +54,7 @@ def _round(value: float | None, digits: int = 1) -> float | None:
 
 
 def arm_row(arm: str, level: int, samples: list[RequestSample], server_accept: float | None,
-            *, show_level: bool) -> dict:
+            *, show_level: bool, level_name: str | None = None) -> dict:
     """Each metric over the whole span so far (first measured request's start to the last one's end)."""
     timed = [s for s in samples if s.e2e_ms is not None]
     span_s = max(s.start_s + s.e2e_ms / 1000.0 for s in timed) - min(s.start_s for s in timed) if timed else 0.0
@@ -57,7 +64,7 @@ def arm_row(arm: str, level: int, samples: list[RequestSample], server_accept: f
     window = metrics.RoundWindow(requests=samples, started_at_s=0.0, duration_s=span_s)
     accept = summary.accept_length
     return {
-        "arm": f"{arm} (c={level})" if show_level else arm,
+        "arm": f"{arm} ({level_name or f'c={level}'})" if show_level else arm,
         "users": level,
         "requests": summary.requests,
         "errors": summary.errors,
@@ -72,10 +79,11 @@ def arm_row(arm: str, level: int, samples: list[RequestSample], server_accept: f
     }
 
 
-def gain_row(level: int, verdict, show_level: bool, windows: int) -> dict:
+def gain_row(level: int, verdict, show_level: bool, windows: int, *, level_name: str | None = None,
+             rounds_word: str = "pseudo-rounds") -> dict:
     """The running gain of every metric with its CI and the verdict wording, from the analysis stage's judge."""
     view = level_view(verdict, level)
-    label = "candidate vs baseline" + (f" (c={level})" if show_level else "")
+    label = "candidate vs baseline" + (f" ({level_name or f'c={level}'})" if show_level else "")
     return {
         "arm": label,
         "users": level,
@@ -88,7 +96,7 @@ def gain_row(level: int, verdict, show_level: bool, windows: int) -> dict:
         "itl_p99": view.itl_p99_delta,
         "accept_client": None,
         "accept_server": None,
-        "verdict": f"{view.wording} ({windows} pseudo-rounds)",
+        "verdict": f"{view.wording} ({windows} {rounds_word})",
     }
 
 
@@ -105,4 +113,31 @@ def table_rows(run: LiveRun, result: RunResult, verdict) -> list[dict]:
         judged_level = result.level(level)
         windows = len({r.round_index for r in judged_level.rounds}) if judged_level else 0
         rows.append(gain_row(level, verdict, show_level, windows))
+    return rows
+
+
+def open_loop_rows(run, result: RunResult, verdict) -> list[dict]:
+    """An open-loop run's rows (sglab/ui/open_loop_run.py): per level, each arm with its arrivals' accuracy and
+    the in-flight cap as its users, then the gain over the paired rounds and where the schedule is."""
+    from sglab.ui.open_loop_run import arrivals_text, level_text
+
+    samples = [s for s in run.snapshot() if not s.warmup]
+    levels = [lv for lv in run.level_order() if any(s.level == lv for s in samples)]
+    show_level = len(levels) > 1
+    driver = run.driver
+    rows: list[dict] = []
+    for level in levels:
+        name = level_text(run.profile, level)
+        for info in run.arms:
+            arm_samples = [s for s in samples if s.level == level and s.arm == info.name]
+            if arm_samples:
+                row = arm_row(info.name, level, arm_samples, run.server_accept_length.get(info.name),
+                              show_level=show_level, level_name=name)
+                stats = run.arrivals(level, info.name, include_running=True)
+                rows.append({**row, "level": name, "users": run.users, "arrivals": arrivals_text(stats)})
+        row = gain_row(level, verdict, show_level, run.paired_rounds(level), level_name=name,
+                       rounds_word="paired rounds")
+        here = driver is not None and getattr(driver, "level", None) == level
+        rows.append({**row, "level": name, "users": run.users,
+                     "arrivals": driver.position() if here else "level done"})
     return rows

@@ -106,10 +106,12 @@ def _install_web(environment, session: UiSession) -> None:
         auth.install_login(web_ui, credentials)
     guard.install(web_ui)
 
+    open_loop = session.open_loop_profile()
+    columns = table_columns(open_loop.level_label if open_loop is not None else None)
     web_ui.template_args.update({
         "extended_tabs": [{"title": TAB_TITLE, "key": TAB_KEY},
                           {"title": CATEGORY_TAB_TITLE, "key": CATEGORY_TAB_KEY}],
-        "extended_tables": [{"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in table_columns()]},
+        "extended_tables": [{"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in columns]},
                             {"key": CATEGORY_TAB_KEY,
                              "structure": [{"key": k, "title": t} for k, t in category_columns()]}],
         "extended_csv_files": [{"href": f".{RESULT_PATH}", "title": "Download the A/B run as a sglab result JSON"}],
@@ -120,6 +122,11 @@ def _install_web(environment, session: UiSession) -> None:
     def _keep_bound_arms():
         if request.method != "POST" or not request.path.endswith(SWARM_PATH):
             return None
+        refusal = _open_loop_form_refusal(session, request.form)
+        if refusal is not None:
+            logger.warning("sglab: %s", refusal)
+            return Response(json.dumps({"success": False, "message": refusal}), status=400,
+                            mimetype="application/json")
         changes = session.form_changes(request.form)
         if not changes:
             return None
@@ -174,6 +181,19 @@ def _install_web(environment, session: UiSession) -> None:
             "Content-Disposition": f"attachment; filename=sglab-{result.stack}-{result.run_id}.json"})
 
     gevent.spawn(_poll_servers, session)
+
+
+def _open_loop_form_refusal(session: UiSession, form) -> str | None:
+    """An open-loop run's users are its in-flight cap and its load is the arrival schedule: a /swarm that sets
+    users or a spawn rate would be ignored by Locust's shape, so it is refused instead of silently changed."""
+    profile = session.open_loop_profile()
+    given = [key for key in ("user_count", "spawn_rate") if form.get(key) not in (None, "")]
+    if profile is None or not given:
+        return None
+    return (f"refused: this is an open-loop {profile.name} run (levels {profile.levels()}, {profile.level_label}); "
+            f"its users are the in-flight cap load.{profile.name}.max-in-flight ({session.open_loop_users()}) and "
+            f"requests arrive on the profile's schedule, so {' and '.join(given)} cannot set the load. Start it "
+            f"without them; change the load in the stack's sglab:load (docs/web-ui.md)")
 
 
 def _on_sample(environment, sample: RequestSample) -> None:

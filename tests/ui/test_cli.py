@@ -47,14 +47,21 @@ def test_unreachable_urls_are_refused(capsys):
     assert "did not become healthy" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("profile", ["rate", "trace"])
-def test_open_loop_profiles_are_refused_with_the_bench_command(profile, capsys):
-    """Locust's UI drives a user count: an arrival schedule cannot run under it, so it is refused, not ignored."""
-    assert main(["ui", "--stack", "eagle-nccl-ll", "--profile", profile]) == 2
+def _busy_port():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+@pytest.mark.parametrize("profile, extra", [("rate", []), ("trace", ["--trace", "tests/data/trace_small.jsonl"])])
+def test_open_loop_profiles_are_accepted(profile, extra, capsys):
+    """rate and trace run in the UI now (sglab/ui/open_loop.py): the profile check passes, the port is next."""
+    with _busy_port() as sock:
+        port = sock.getsockname()[1]
+        assert main(["ui", "--stack", "eagle-nccl-ll", "--profile", profile, *extra, "--web-port", str(port)]) == 2
     err = capsys.readouterr().err
-    assert "open loop" in err and "Traceback" not in err
-    assert f"sglab bench --stack eagle-nccl-ll --profile {profile}" in err
-    assert "--profile concurrency" in err
+    assert f"port {port}" in err and "open loop" not in err and "Traceback" not in err
 
 
 def test_unknown_profile_is_refused(capsys):
@@ -79,20 +86,16 @@ def _rate_stack(tmp_path, monkeypatch) -> str:
     return "ui-rate"
 
 
-def test_a_stack_declaring_an_open_loop_profile_is_refused_unless_asked_closed_loop(tmp_path, monkeypatch, capsys):
+def test_a_stack_declaring_an_open_loop_profile_runs_it_or_closed_loop_when_asked(tmp_path, monkeypatch, capsys):
     stack = _rate_stack(tmp_path, monkeypatch)
-    assert main(["ui", "--stack", stack]) == 2
-    err = capsys.readouterr().err
-    assert f"stack {stack} declares load.profile rate" in err and "open loop" in err
-    assert f"sglab bench --stack {stack} --profile rate" in err
-
-    with socket.socket() as sock:  # --profile concurrency passes the check and gets as far as the port
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        port = sock.getsockname()[1]
-        assert main(["ui", "--stack", stack, "--profile", "concurrency", "--web-port", str(port)]) == 2
-    err = capsys.readouterr().err
-    assert f"port {port}" in err and "open loop" not in err
+    for argv in ([], ["--profile", "concurrency"]):  # both pass the profile check and get as far as the port
+        with _busy_port() as sock:
+            port = sock.getsockname()[1]
+            assert main(["ui", "--stack", stack, *argv, "--web-port", str(port)]) == 2
+        err = capsys.readouterr().err
+        assert f"port {port}" in err and "open loop" not in err
+    assert main(["ui", "--stack", stack, "--users", "4"]) == 2  # the rate profile's users are its in-flight cap
+    assert "load.rate.max-in-flight" in capsys.readouterr().err
 
 
 def test_profile_override_is_what_the_users_run_and_the_run_records(tmp_path, monkeypatch):

@@ -1,0 +1,197 @@
+"""Open-loop profiles (rate, trace) in the web UI: `sglab ui --profile rate|trace` runs the bench's interleaved
+schedule from Locust's START (real Locust, real HTTP, the simulators): arrivals on the profile's seeded schedule,
+the same requests and arrival offsets for both arms, rounds paired, late arrivals counted."""
+
+from __future__ import annotations
+
+import math
+
+import httpx
+import pytest
+
+from sglab.cli import main
+from sglab.load.profiles.rate import Arrivals
+from sglab.load.schedule import prompt_offset
+from sglab.results.store import list_runs, load_result
+
+from .harness import REST_HEADERS, ROOT, STACK, ab_rows, sglab_ui, wait_until
+
+TRACE = ROOT / "tests" / "data" / "trace_small.jsonl"
+RATE = 5  # req/s
+RATE_ROUNDS = 3
+ROUND_REQUESTS = 10
+SEED = 0
+OFFSET_TOLERANCE_S = 0.05  # a request starts within 50 ms of its scheduled arrival
+RATE_TOLERANCE = 0.05  # realised arrival rate within 5% of the schedule's
+
+
+def _stack(tmp_path, monkeypatch, name: str, load: dict, gated: list[int] | None = None) -> tuple[str, dict[str, str]]:
+    """eagle-nccl-ll with a small sglab:load (and the policy gating `gated`), in a stacks dir of its own."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    doc = yaml.load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
+    doc["config"]["sglab:load"] = load
+    if gated is not None:
+        doc["config"]["sglab:policy"] = {**dict(doc["config"].get("sglab:policy") or {}), "levels": gated}
+    stacks = tmp_path / "stacks"
+    stacks.mkdir(exist_ok=True)
+    with open(stacks / f"Pulumi.{name}.yaml", "w") as fh:
+        yaml.dump(doc, fh)
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(stacks))
+    return name, {"SGLAB_STACKS_DIR": str(stacks)}
+
+
+RATE_LOAD = {"profile": "rate", "rate": {"levels": [RATE], "max-in-flight": 8}, "rounds": RATE_ROUNDS,
+             "ungated-rounds": None, "round-requests": ROUND_REQUESTS, "round-duration-s": None,
+             "warmup-requests": 1, "max-new-tokens": 16, "seed": SEED}
+TRACE_LOAD = {"rounds": 2, "ungated-rounds": None, "warmup-requests": 1, "max-new-tokens": 16, "seed": SEED}
+
+
+# ---- the command line -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("flag", [["--users", "3"], ["--spawn-rate", "2"]])
+def test_users_and_spawn_rate_are_refused_for_an_open_loop_profile(flag, capsys):
+    """They mean nothing under an arrival schedule: refused with the key that sets the users, never ignored."""
+    assert main(["ui", "--stack", STACK, "--profile", "rate", *flag]) == 2
+    err = capsys.readouterr().err
+    assert "open loop" in err and "load.rate.max-in-flight" in err and "Traceback" not in err
+
+
+def test_trace_profile_without_a_trace_file_is_refused(capsys):
+    assert main(["ui", "--stack", STACK, "--profile", "trace"]) == 2
+    err = capsys.readouterr().err
+    assert "--trace FILE" in err and "load.trace.file" in err and "Traceback" not in err
+
+
+def test_a_bad_trace_file_is_refused_naming_the_file(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"timestamp_s": 0, "prompt": "x"}\n')
+    assert main(["ui", "--stack", STACK, "--profile", "trace", "--trace", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "output_tokens" in err and "Traceback" not in err
+
+
+def test_open_loop_locust_command_runs_the_shape_not_a_user_count():
+    """Locust gets the open-loop plugin (its LoadTestShape) and the one user class that follows the schedule;
+    no --users/--spawn-rate, so the form cannot set them."""
+    from sglab.ui.launcher import OPEN_LOOP_PLUGIN, UI_PLUGIN, UiOptions, locust_command
+
+    urls = {"baseline": "http://127.0.0.1:1", "candidate": "http://127.0.0.1:2"}
+    cmd = locust_command(UiOptions(stack=STACK), urls, ROOT / "loadtests" / "locustfile.py", 8, 8.0,
+                         open_loop=True)
+    assert f"{UI_PLUGIN},{OPEN_LOOP_PLUGIN}" in cmd[cmd.index("-f") + 1]
+    assert "--users" not in cmd and "--spawn-rate" not in cmd
+    assert cmd[-1] == "OpenLoopUser"
+    closed = locust_command(UiOptions(stack=STACK), urls, ROOT / "loadtests" / "locustfile.py", 2, 2.0)
+    assert "--users" in closed and str(OPEN_LOOP_PLUGIN) not in " ".join(closed)
+
+
+# ---- real runs through the UI's HTTP API ----------------------------------------------------------
+
+def _segments(level):
+    """{(round_index, arm): requests in start order} of the measured rounds."""
+    out: dict[tuple[int, str], list] = {}
+    for s in sorted(level.requests, key=lambda s: s.start_s):
+        if not s.warmup:
+            out.setdefault((s.round_index, s.arm), []).append(s)
+    return out
+
+
+def _round_start(level, round_index: int, arm: str) -> float:
+    return next(r.started_at_s for r in level.rounds if r.round_index == round_index and r.arm == arm
+                and not r.warmup)
+
+
+def _saved_run(ui, stack: str, timeout_s: float):
+    """The schedule ends the test by itself (the shape stops); the run is saved then."""
+    runs = wait_until(lambda: list_runs(stack, ui.results_dir), timeout_s, "the open-loop schedule to finish "
+                      "and its run to be saved", 1.0)
+    return load_result(runs[-1])
+
+
+@pytest.mark.slow
+def test_rate_profile_through_the_ui(tmp_path, monkeypatch):
+    stack, env = _stack(tmp_path, monkeypatch, "ui-rate-open", RATE_LOAD, gated=[RATE])
+    with sglab_ui(tmp_path, "--target", "sim", "--stack", stack, env=env) as ui:
+        page = httpx.get(ui.url + "/", timeout=10).text
+        assert '"hide_common_options": true' in page, "the form must not offer users/spawn rate for a rate run"
+        assert "OpenLoopShape" in ui.log() or "open loop" in ui.log(), ui.log()
+
+        refused = httpx.post(ui.url + "/swarm", data={"user_count": 50, "spawn_rate": 50}, headers=REST_HEADERS,
+                             timeout=10)
+        assert refused.status_code == 400 and "max-in-flight" in refused.json()["message"], refused.text
+        started = httpx.post(ui.url + "/swarm", data={}, headers=REST_HEADERS, timeout=10).json()
+        assert started["success"], started
+        saved = _saved_run(ui, stack, 150)
+
+        rows = ab_rows(httpx.get(ui.url + "/stats/requests", timeout=10).json())  # the stopped run stays shown
+        assert {"baseline", "candidate", "candidate vs baseline"} <= set(rows), rows
+        assert rows["baseline"]["level"] == f"{RATE} req/s" and rows["baseline"]["users"] == 8
+        assert rows["baseline"]["arrivals"].startswith("late 0/"), rows["baseline"]
+        assert "rounds" in rows["candidate vs baseline"]["verdict"]
+
+    assert saved.kind == "interactive" and saved.complete, saved.incomplete_reason
+    assert saved.load_plan.profile == "rate" and saved.loadgen["profile"] == "rate"
+    assert saved.loadgen["users"] == 8 and "max-in-flight" in saved.loadgen["users_from"]
+    level = saved.level(RATE)
+    assert level is not None and set(level.arms) == {"baseline", "candidate"}
+    measured = [r for r in level.rounds if not r.warmup]
+    assert sorted((r.round_index, r.arm) for r in measured) == sorted(
+        (i, a) for i in range(RATE_ROUNDS) for a in ("baseline", "candidate")), "every round has both arms"
+    assert all(r.complete and r.requests == ROUND_REQUESTS for r in measured)
+
+    segments = _segments(level)
+    count = 256  # the stack's random prompt set
+    worst = 0.0
+    for round_index in range(RATE_ROUNDS):
+        schedule = Arrivals(float(RATE), poisson=True, seed=f"arrivals:{SEED}:{RATE}:{round_index}")
+        first = prompt_offset(SEED, RATE, round_index, count)
+        expected = [(first + i) % count for i in range(ROUND_REQUESTS)]
+        for arm in ("baseline", "candidate"):
+            reqs = segments[(round_index, arm)]
+            assert [s.prompt_index for s in reqs] == expected, f"round {round_index} {arm}: not the same requests"
+            assert all(s.error is None for s in reqs), [s.error for s in reqs]
+            opened = _round_start(level, round_index, arm)
+            for i, s in enumerate(reqs):
+                worst = max(worst, abs(s.start_s - opened - schedule.start_offset_s(i)))
+    assert worst < OFFSET_TOLERANCE_S, f"a request started {worst * 1000:.0f} ms off its scheduled arrival"
+
+    arrivals = saved.loadgen["arrivals"][str(RATE)]
+    assert arrivals["scheduled"] == arrivals["sent"] == 2 * RATE_ROUNDS * ROUND_REQUESTS
+    assert arrivals["late"] == 0 and arrivals["unsent"] == 0
+    realised, planned = arrivals["realised_rate_per_s"], arrivals["schedule_rate_per_s"]
+    assert math.isclose(realised, planned, rel_tol=RATE_TOLERANCE), arrivals
+    print(f"rate {RATE} req/s through the UI: worst start offset {worst * 1000:.1f} ms, realised "
+          f"{realised:.3f} req/s vs schedule {planned:.3f} req/s, lag p99 {arrivals['lag_ms_p99']:.1f} ms")
+
+
+@pytest.mark.slow
+def test_trace_profile_through_the_ui(tmp_path, monkeypatch):
+    """`--profile trace --trace FILE` on a concurrency stack: every round of both arms replays the trace."""
+    from sglab.load.profiles.trace import read_trace
+
+    rows_of_trace = read_trace(TRACE)
+    offsets = [stamp - rows_of_trace[0][0] for stamp, _ in rows_of_trace]
+    stack, env = _stack(tmp_path, monkeypatch, "ui-trace-open", TRACE_LOAD)
+    with sglab_ui(tmp_path, "--target", "sim", "--stack", stack, "--profile", "trace", "--trace", str(TRACE),
+                  env=env) as ui:
+        assert httpx.post(ui.url + "/swarm", data={}, headers=REST_HEADERS, timeout=10).json()["success"]
+        saved = _saved_run(ui, stack, 150)
+        rows = ab_rows(httpx.get(ui.url + "/stats/requests", timeout=10).json())
+        assert rows["baseline"]["level"] == "trace", rows
+
+    assert saved.complete and saved.load_plan.profile == "trace"
+    assert saved.load_plan.trace["file"] == str(TRACE)
+    level = saved.level(1)
+    segments = _segments(level)
+    assert sorted(segments) == sorted((i, a) for i in range(2) for a in ("baseline", "candidate"))
+    worst = 0.0
+    for (round_index, arm), reqs in segments.items():
+        assert [s.prompt_index for s in reqs] == list(range(len(rows_of_trace))), "the whole trace, in order"
+        assert {s.category for s in reqs} == {p.category for _, p in rows_of_trace}
+        opened = _round_start(level, round_index, arm)
+        worst = max(worst, *(abs(s.start_s - opened - offsets[i]) for i, s in enumerate(reqs)))
+    assert worst < OFFSET_TOLERANCE_S, f"a request started {worst * 1000:.0f} ms off the trace's time"
+    assert saved.loadgen["arrivals"]["1"]["late"] == 0
+    print(f"trace through the UI: worst start offset {worst * 1000:.1f} ms")
