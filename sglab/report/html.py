@@ -7,13 +7,15 @@ import html
 from pathlib import Path
 
 from sglab import metrics
+from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.verdict import next_step
 from sglab.report.plots import OUTCOME_COLORS
+from sglab.report.table import level_label
 from sglab.results.schema import RunResult
 from sglab.results.verdict import LevelVerdict, Verdict
 
 CAPTIONS = {
-    "decode": "Decode tok/s per concurrency for both arms, and the candidate's gain with its confidence interval.",
+    "decode": "Decode tok/s per level for both arms, and the candidate's gain with its confidence interval.",
     "latency": "TTFT and inter-token latency distributions, both arms overlaid.",
     "accept": "The candidate's per-request accept length against the break-even accept length.",
     "attribution": "The gain split into the candidate's declared differences, speculation and their interaction.",
@@ -64,11 +66,15 @@ def _level_row(lv: LevelVerdict) -> str:
 
 def _levels_table(v: Verdict) -> str:
     conf = f"{v.confidence:.0%} CI"
-    head = ["conc.", "gates", "decode tok/s b → c", f"decode gain [{conf}]", f"output tok/s gain [{conf}]",
+    head = [_level_head(v), "gates", "decode tok/s b → c", f"decode gain [{conf}]", f"output tok/s gain [{conf}]",
             "TTFT p99 Δ", "ITL p99 Δ", "errors b / c", "baseline step ms", "verify cycle ms", "accept length",
             "break-even accept", "rounds", "outcome"]
     ths = "".join(f"<th>{_e(h)}</th>" for h in head)
     return f"<table><tr>{ths}</tr>{''.join(_level_row(lv) for lv in v.levels)}</table>"
+
+
+def _level_head(v: Verdict) -> str:
+    return {"concurrency": "conc.", "rate": "req/s"}.get(level_label(v), level_label(v))
 
 
 def _checks(v: Verdict) -> str:
@@ -90,7 +96,7 @@ def _attribution(v: Verdict) -> str:
         cells = "".join(f"<td>{_pct(c.estimate)} [{_pct(c.low)}, {_pct(c.high)}]</td>" for c in la.components)
         rows.append(f"<tr><td>{la.concurrency}</td>{cells}<td>{la.rounds}</td></tr>")
     labels = [c.label for c in v.attribution.levels[0].components] if v.attribution.levels else []
-    head = "".join(f"<th>{_e(label)}</th>" for label in ["conc.", *labels, "rounds"])
+    head = "".join(f"<th>{_e(label)}</th>" for label in [_level_head(v), *labels, "rounds"])
     return (f"<h2>Attribution</h2><p>Four arms per round; parts are percentage points of the baseline and add up "
             f"to the total.</p><table><tr>{head}</tr>{''.join(rows)}</table>")
 
@@ -156,6 +162,11 @@ def _inline(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> str:
     return "".join(figures)
 
 
+def _levels_title(v: Verdict) -> str:
+    label = level_label(v)
+    return "rate level (req/s)" if label == "rate" else f"{label} level"
+
+
 def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> str:
     from sglab.report.curves import INLINE
 
@@ -164,7 +175,7 @@ def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> 
     inline = _inline(result, verdict, plots)
     plots = {name: path for name, path in plots.items() if name not in INLINE}
     economics = "".join(
-        f"<li>concurrency {lv.concurrency}: baseline step {_num(lv.economics.baseline_step_ms)} ms/token; verify "
+        f"<li>{level_phrase(level_label(verdict), lv.concurrency)}: baseline step {_num(lv.economics.baseline_step_ms)} ms/token; verify "
         f"cycle {_num(lv.economics.verify_cycle_ms)} ms = {_num(lv.economics.candidate_itl_ms)} ms × accept "
         f"{_num(lv.economics.accept_length)}; break-even accept length {_num(lv.economics.break_even_accept_length)}"
         f" vs measured {_num(lv.economics.accept_length)}</li>"
@@ -180,9 +191,9 @@ def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> 
 {_e(sentence)}</div>
 {_loss_banner(verdict)}
 {f"<p>Next: <code>{_e(next_step(verdict))}</code></p>" if next_step(verdict) else ""}
-<h2>Per concurrency level</h2>
+<h2>Per {_e(_levels_title(verdict))}</h2>
 <p>Gate: {_e(metrics.label(verdict.metric))} gain ≥
-{verdict.min_gain:+.1%} at concurrency {_e(verdict.gating_levels)}; {_e(verdict.method)}
+{verdict.min_gain:+.1%} at {_e(level_phrase(level_label(verdict), verdict.gating_levels))}; {_e(verdict.method)}
 {verdict.confidence:.0%} interval over paired rounds. Crossover: {_e(verdict.crossover.note)}.</p>
 {_levels_table(verdict)}
 {inline}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from sglab import metrics
+from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.verdict import next_step
 from sglab.results.verdict import Gain, Verdict, pct
 
@@ -25,6 +26,15 @@ def _title(name: str) -> str:
         return f"{name} gain"
 
 
+# The level column's five-character head per load profile (what a level is); other profiles: their name, cut.
+_LEVEL_HEADS = {"concurrency": "conc", "rate": "req/s"}
+
+
+def level_label(v: Verdict) -> str:
+    """What the verdict's levels are (the run's load profile); a verdict from before profiles: concurrency."""
+    return v.operating_point.level_label if v.operating_point is not None else "concurrency"
+
+
 def _ci(g: Gain) -> str:
     return f"[{pct(g.low)}, {pct(g.high)}]"
 
@@ -34,10 +44,12 @@ def format_table(v: Verdict, lints: Iterable[Any] = ()) -> str:
     conf = f"{v.confidence:.0%} CI"
     names = list(v.levels[0].gains()) if v.levels else list(_TITLES)
     gain_head = " | ".join(f"{_title(n):>11} {conf:>17}" for n in names)
-    head = (f"{'conc':>5} {'gate':>4} | {gain_head} | "
+    label = level_label(v)
+    level_head = _LEVEL_HEADS.get(label, label[:5])
+    head = (f"{level_head:>5} {'gate':>4} | {gain_head} | "
             f"{'TTFT p99':>8} {'ITL p99':>8} | {'err b/c':>11} | {'accept':>6} {'b-even':>6} | outcome")
     lines = [f"{v.stack} run {v.run_id} ({v.kind}): {v.candidate_arm} vs {v.baseline_arm}, "
-             f"gate {_words(v.metric)} ≥ {v.min_gain:+.1%} at concurrency {v.gating_levels}, "
+             f"gate {_words(v.metric)} ≥ {v.min_gain:+.1%} at {level_phrase(label, v.gating_levels)}, "
              f"{v.method} interval", head, "-" * len(head)]
     for lv in v.levels:
         e = lv.economics
