@@ -199,7 +199,8 @@ def promote(stack: str, *, target: str = "production", root: Path | None = None,
     # Confounds from the stack's arms (they hash to what was benchmarked); the file's own list is not read.
     judged = result.model_copy(update={"confounds": [Confound(**c.as_dict()) for c in confounds(source.config)]})
     verdict = judge_under_policies(source, judged)
-    seal = check_seal(stack, result, run_dir / RESULT_FILE, accept_unkeyed=accept_unkeyed_seal)
+    result_file = result_path if result_path is not None and result_path.is_file() else run_dir / RESULT_FILE
+    seal = check_seal(stack, result, result_file, accept_unkeyed=accept_unkeyed_seal)
 
     target_path = stack_path(target, root)
     try:
