@@ -4,6 +4,7 @@
     sglab sweep --stack eagle-sweep --list             # the grid: arms and skipped combinations
     sglab sweep --stack eagle-sweep --resume RUN       # continue an interrupted sweep
     sglab sweep --stack eagle-sweep --probe PROBE_RUN  # leave out NCCL variants the probe shows slower
+    sglab sweep --stack S --target urls --baseline-url U --arm-url NAME=URL ...   # deployed arms (a wave)
 """
 
 from __future__ import annotations
@@ -31,7 +32,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-scale", type=float, help="simulator time scale (default: the stack's; --quick: 10)")
     p.add_argument("--out", help="results root (default: results/ or $SGLAB_RESULTS_DIR)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--target", choices=["sim", "urls"], default=None,
+                   help="sim (default): one `sglab sim` per arm; urls: deployed servers (--baseline-url, --arm-url)")
+    p.add_argument("--baseline-url", help="with --target urls: the baseline server")
+    p.add_argument("--arm-url", action="append", default=[], metavar="NAME=URL",
+                   help="with --target urls: a grid arm's server (repeat; only these arms are swept)")
+    p.add_argument("--result-configmap", metavar="NAME",
+                   help="in the benchmark Job: also store the sweep's result in this pre-created ConfigMap")
     p.set_defaults(func=run)
+
+
+URL_REASON = "not among the deployed arms (--arm-url)"
 
 
 from sglab.sweep.grid import QUICK_REASON  # noqa: E402
@@ -62,7 +73,48 @@ def _grid(loaded, args):
             grid = quick_subset(grid, loaded.config.sweep)
         except ValueError as exc:
             raise UsageError(f"{loaded.path}: sweep.quick-arms: {exc}") from None
-    return grid
+    return _deployed(grid, _urls(args))
+
+
+def _urls(args) -> dict[str, str]:
+    """arm name -> URL for --target urls ("baseline" included); empty for simulators."""
+    given = bool(args.baseline_url or args.arm_url)
+    target = args.target or ("urls" if given else "sim")
+    if target == "sim":
+        if given:
+            raise UsageError("--baseline-url/--arm-url go with --target urls (or leave --target out)")
+        if args.result_configmap:
+            raise UsageError("--result-configmap is for the benchmark Job, against deployed arms (--target urls)")
+        return {}
+    if not args.baseline_url or not args.arm_url:
+        raise UsageError("--target urls needs --baseline-url and at least one --arm-url NAME=URL")
+    if args.time_scale is not None:
+        raise UsageError("--time-scale sets the simulators' speed; with --target urls the servers run as deployed")
+    urls = {"baseline": args.baseline_url}
+    for item in args.arm_url:
+        name, sep, url = item.partition("=")
+        if not sep or not name or not url.startswith(("http://", "https://")):
+            raise UsageError(f"--arm-url {item!r}: give NAME=URL, e.g. s3-k1-d4=http://sglang-arm-s3-k1-d4:30000")
+        if name in urls:
+            raise UsageError(f"--arm-url names {name!r} twice" if name != "baseline" else
+                             "--arm-url baseline: the baseline is --baseline-url")
+        urls[name] = url
+    return urls
+
+
+def _deployed(grid, urls: dict[str, str]):
+    """The grid's arms that --arm-url names (in the grid's order); every name must be an arm of the grid."""
+    if not urls:
+        return grid
+    from sglab.sweep.grid import Grid, SkippedArm
+
+    named = set(urls) - {"baseline"}
+    unknown = sorted(named - {a.name for a in grid.arms})
+    if unknown:
+        raise UsageError(f"--arm-url names {unknown}, which are not arms of this stack's grid (see --list)")
+    kept = [a for a in grid.arms if a.name in named]
+    left = [SkippedArm(a.name, URL_REASON) for a in grid.arms if a.name not in named]
+    return Grid(baseline=grid.baseline, arms=kept, skipped=grid.skipped + left, notes=list(grid.notes))
 
 
 def _run_dir(loaded, args) -> Path:
@@ -105,20 +157,24 @@ def run(args: argparse.Namespace) -> int:
     from sglab.sweep.run import resume_sweep, run_sweep
     from sglab.sweep.state import load_state
 
+    from sglab.load.request import RefusedError
+
     progress = not args.no_progress and sys.stderr.isatty()
     out = Path(args.out) if args.out else None
+    urls = _urls(args)
+    target = ("in-cluster" if args.result_configmap else "urls") if urls else "sim"
     try:
         if args.resume:
             run_dir = _run_dir(loaded, args)
             state, result = load_state(run_dir), load_result(run_dir)
             if state.status in ("running", "interrupted"):
                 state, result, run_dir = resume_sweep(loaded, grid if not state.quick else _quick(loaded, args),
-                                                      run_dir, result, state, progress=progress)
+                                                      run_dir, result, state, urls=urls, progress=progress)
         else:
             plan, sim_env = _plan(loaded, args)
-            state, result, run_dir = run_sweep(loaded, grid, plan, quick=args.quick, sim_env=sim_env, out=out,
-                                               progress=progress)
-    except (TargetError, ValueError) as exc:
+            state, result, run_dir = run_sweep(loaded, grid, plan, quick=args.quick, target=target, urls=urls,
+                                               sim_env={} if urls else sim_env, out=out, progress=progress)
+    except (TargetError, ValueError, RefusedError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if state.status == "interrupted":
@@ -133,8 +189,28 @@ def run(args: argparse.Namespace) -> int:
     write_outputs(state, result, run_dir, gpus_per_arm=_gpus(loaded))
     print(ranking_table(state))
     print(f"sweep: {run_dir}")
+    if args.result_configmap and _store(state, result, run_dir, args.result_configmap) != 0:
+        return 2
     if state.status == "confirmed":
         print(f"promote the winner: sglab promote --stack {loaded.name} --result {state.confirmation['path']}")
+    return 0
+
+
+def _store(state, result, run_dir: Path, configmap: str) -> int:
+    """The benchmark Job's hand-over: the result (its verdict = the sweep's ranking and leader) in the ConfigMap."""
+    from sglab.deploy.result_sink import write_result_configmap
+    from sglab.results.store import write_result
+    from sglab.sweep.run import sweep_verdict
+
+    result.verdict = sweep_verdict(state)
+    write_result(result, run_dir, overwrite=True)
+    try:
+        namespace = write_result_configmap((run_dir / "result.json").read_text(encoding="utf-8"), configmap)
+    except Exception as exc:  # API unreachable or forbidden: the Job fails with one clear line
+        print(f"error: cannot store the result in ConfigMap {configmap}: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return 2
+    print(f"result stored in ConfigMap {namespace}/{configmap}")
     return 0
 
 

@@ -170,6 +170,31 @@ def resume_sweep(loaded: LoadedStack, grid: Grid, run_dir: Path, result: RunResu
     return state, result, run_dir
 
 
+def sweep_verdict(state: SweepState) -> dict:
+    """The sweep's decision as a result's verdict (what `--result-configmap` hands to the Pulumi program): the
+    ranking (arm, gain, interval, eliminated when and why, per gated level) and the leader with its config hash.
+    A leader is a candidate for the confirmation A/B, never a promotion."""
+    from sglab.sweep.outputs import ranking_rows
+
+    winner = state.arm(state.winner) if state.winner else None
+    rows = ranking_rows(state)
+    if winner is None:
+        sentence = (f"sweep of {len(state.arms)} arms: no arm beat the baseline by policy.min-gain; nothing to "
+                    "confirm" if state.status == "no-winner" else f"sweep of {len(state.arms)} arms: {state.status}")
+    else:
+        row = next((r for r in reversed(rows) if r["arm"] == state.winner), None)
+        shown = "" if row is None or row["gain"] is None else (
+            f" {row['gain']:+.1%} at c={row['level']}" + ("" if row["low"] is None or row["high"] is None else
+                                                         f" [{row['low']:+.1%}, {row['high']:+.1%}]"))
+        sentence = (f"sweep of {len(state.arms)} arms: leader {state.winner}{shown} "
+                    f"({'clears' if state.winner_cleared_min else 'does not clear'} policy.min-gain); "
+                    "confirm it with a fresh A/B before promoting")
+    return {"kind": "sweep", "outcome": state.status, "sentence": sentence, "metric": state.metric,
+            "winner": state.winner, "winner_config_hash": winner["config_hash"] if winner else None,
+            "winner_cleared_min": state.winner_cleared_min, "arms": [a["name"] for a in state.arms],
+            "ranking": rows}
+
+
 def finish(state: SweepState, result: RunResult, run_dir: Path) -> None:
     if not result.complete:
         state.status = "interrupted"
