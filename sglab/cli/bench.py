@@ -277,6 +277,14 @@ def build_request(args: argparse.Namespace):
                         check_live_flags=not args.skip_live_check)
 
 
+def _prompts_phrase(plan) -> str:
+    """What is sent, for the start line: `prompts suite (code,chat) to chat, natural stop`."""
+    spec = plan.prompts
+    detail = ", ".join(str(x) for x in (spec.file, spec.categories, spec.limit and f"at most {spec.limit}") if x)
+    stop = "natural stop" if plan.natural_stop else "fixed lengths (ignore_eos)"
+    return f"prompts {spec.source}{f' ({detail})' if detail else ''} to {plan.endpoint}, {stop}"
+
+
 def judge_and_report(result, run_dir) -> str | None:
     """Store the verdict in the result, print its table, write the report; returns the outcome."""
     from sglab.analysis.verdict import format_table, judge
@@ -310,8 +318,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"sglab bench {request.loaded.name}: {request.kind} run, arms {arms}, target {request.target_kind}, "
           f"{profile.name} profile, levels {profile.levels()} ({profile.level_label}), "
           f"{request.plan.rounds} rounds at gated levels "
-          f"{request.loaded.config.policy.levels}, {request.plan.ungated_rounds or request.plan.rounds} elsewhere",
-          file=sys.stderr)
+          f"{request.loaded.config.policy.levels}, {request.plan.ungated_rounds or request.plan.rounds} elsewhere; "
+          f"{_prompts_phrase(request.plan)}", file=sys.stderr)
     try:
         if request.loaded.config.policy.method == "sequential":  # stop each gated level at its decision
             from sglab.sweep.sequential import run_sequential

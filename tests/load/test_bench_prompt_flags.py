@@ -142,3 +142,4 @@ def test_a_quick_run_with_the_suite_and_natural_stop_records_both(stack, out) ->
     samples = result["levels"][0]["requests"]
     assert {s["category"] for s in samples} == {"code", "chat"}
     assert "verdict:" in proc.stdout
+    assert "prompts suite (code,chat) to chat, natural stop" in proc.stderr  # the start line says what is sent
