@@ -16,6 +16,7 @@ from deploy_extras.fake_api import FakeConfigMapApi
 from sglab.cli import main
 from sglab.config.loader import load_stack
 from sglab.deploy.benchmark_job import RESULT_CONFIGMAP_FLAG, benchmark_plan
+from sglab.deploy.pull import pull_results
 from sglab.deploy.result_sink import PAYLOAD_KEY, SUMMARY_KEY, decode_parts
 from sglab.deploy.sweep_arms import plan_wave
 from sglab.deploy.sweep_job import ARM_URL_FLAG, summarize_sweep
@@ -86,11 +87,13 @@ def test_the_jobs_sweep_of_a_wave_runs_against_urls_and_stores_its_ranking(root,
         assert {m for m, _, _ in api.requests} <= {"GET", "PUT"}  # what the Job's Role allows
         configmap = command[command.index(RESULT_CONFIGMAP_FLAG) + 1]
         stored = api.configmaps[(stack.namespace, configmap)]
+        pulled = pull_results(name, namespace=stack.namespace, kubeconfig=env["KUBECONFIG"], base=tmp_path / "results")
     (result_file,) = results_dir.glob(f"{name}/*/result.json")
     result = json.loads(result_file.read_text())
     state = json.loads((result_file.parent / "sweep.json").read_text())
     assert json.loads(decode_parts([stored["binaryData"][PAYLOAD_KEY]])) == result
     assert result["kind"] == "sweep" and state["target"] == "in-cluster"
+    assert [json.loads(p.read_text()) for p in pulled] == [result]  # `sglab results pull` brings the wave home
     assert sorted(a["name"] for a in state["arms"]) == ["s1-k1-d2", "s1-k1-d2-LL"]  # only the wave's arms
     assert all(a["live_flags_checked"] and not a["live_mismatches"] for a in result["arms"])
     outputs = summarize_sweep(stored["data"][SUMMARY_KEY])
