@@ -143,8 +143,11 @@ def run(args: argparse.Namespace) -> int:
     if quick_left:
         print(f"  left out by --quick (not in sweep.quick-arms): {len(quick_left)}", file=sys.stderr)
     if args.list:
+        from sglab.deploy.sweep_arms import arm_waves
+
+        waves = arm_waves(loaded.config, loaded.name)  # on a cluster (sglab:sweep.wave, docs/sweep.md)
         for a in grid.arms:
-            print(f"{a.name}  {a.config_hash[:12]}")
+            print(f"{a.name}  {a.config_hash[:12]}" + (f"  wave {waves[a.name]}" if a.name in waves else ""))
         return 0
     if not grid.arms:
         raise UsageError(f"{loaded.path}: sweep: every combination of the grid was skipped (see above)")

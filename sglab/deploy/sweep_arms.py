@@ -64,6 +64,13 @@ def wave_slices(arms: int, parallel: int) -> list[tuple[int, int]]:
     return slices
 
 
+def arm_waves(stack: StackConfig, stack_name: str) -> dict[str, int]:
+    """arm name -> the wave that deploys it new on a cluster (`sglab sweep --list`)."""
+    grid = sweep_grid(stack, stack_name)
+    slices = wave_slices(len(grid.arms), stack.sweep.parallel_arms if stack.sweep else 1)
+    return {grid.arms[i].name: w for w, (start, stop) in enumerate(slices, 1) for i in range(start, stop)}
+
+
 @dataclass(frozen=True)
 class WaveArm:
     arm: SweepArm

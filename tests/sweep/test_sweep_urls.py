@@ -146,3 +146,12 @@ def test_bad_url_arguments_are_refused_with_exit_2(root, monkeypatch, capsys, ar
     err = capsys.readouterr().err
     for word in words:
         assert word in err, err
+
+
+def test_list_names_the_cluster_wave_of_every_arm(root, monkeypatch, capsys):
+    name = wave_stack(root)
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(root / "stacks"))
+    assert main(["sweep", "--stack", name, "--list"]) == 0
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert [(arm, wave) for arm, _, _, wave in lines] == [("s1-k1-d2", "1"), ("s3-k1-d4", "1"), ("s1-k1-d2-LL", "2"),
+                                                         ("s3-k1-d4-LL", "3")]
