@@ -10,7 +10,6 @@ round holds a mix; imports keep their file order.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from sglab.config.loader import ConfigError, project_root
 from sglab.config.models import PromptSpec
 from sglab.load.datasets import CategorySource, PromptRecord, load_openai_jsonl, load_sharegpt, load_suite
 from sglab.load.datasets.suite import SUITE_CATEGORIES
+from sglab.load.jsonl import jsonl_rows
 
 # Short common English words: each is about one token for most tokenizers.
 _VOCABULARY = (
@@ -64,14 +64,7 @@ def _from_file(spec: PromptSpec, base_dir: Path | None) -> list[Prompt]:
         raise ConfigError(path, "load.prompts.file", "prompt file not found",
                           "give a JSONL file with one {\"prompt\": \"...\"} object per line")
     prompts: list[Prompt] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(path, "load.prompts.file", f"line {number} is not JSON: {exc.msg}",
-                              "write one JSON object per line", number) from None
+    for number, row in jsonl_rows(path, key="load.prompts.file", objects=False):  # a bare string is a prompt too
         text = row.get("prompt", row.get("text")) if isinstance(row, dict) else row
         if not isinstance(text, str) or not text:
             raise ConfigError(path, "load.prompts.file", f"line {number} has no \"prompt\" string",

@@ -8,12 +8,12 @@ traffic), it is dropped from the prompt and its length (words x 1.3) is the targ
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from sglab.errors import ConfigError
 from sglab.load.datasets.model import (CategorySource, Dataset, PromptRecord, message_content, positive_int,
                                        words_to_tokens)
+from sglab.load.jsonl import jsonl_rows
 
 DEFAULT_OUTPUT_TOKENS = 256
 
@@ -28,16 +28,8 @@ def load_openai_jsonl(path: Path | str, *, categories: CategorySource | None = N
         if not path.is_file():
             raise ConfigError(path, None, "dataset file not found",
                               "give a JSONL file with one {\"messages\": [...]} object per line")
-        text = path.read_text(encoding="utf-8")
     records: list[PromptRecord] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(path, None, f"line {number} is not JSON: {exc.msg}",
-                              "write one JSON object per line", number) from None
+    for number, row in jsonl_rows(path, key=None, text=text):
         records.append(record_from_row(row, str(path), number, categories, default_output_tokens, len(records)))
         if limit is not None and len(records) >= limit:
             break

@@ -11,11 +11,11 @@ requests, the same times), so rounds stay paired; a round ends when the trace is
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from sglab.errors import ConfigError
 from sglab.load.datasets.model import message_content, positive_int
+from sglab.load.jsonl import jsonl_rows
 from sglab.load.profiles.base import LoadProfile, Pacing
 from sglab.load.profiles.registry import register
 from sglab.load.prompts import Prompt
@@ -43,16 +43,7 @@ def read_trace(path: Path) -> list[tuple[float, Prompt]]:
                           'give a JSONL file with one {"timestamp_s": 0.0, "prompt": "...", "output_tokens": 128} '
                           "object per line")
     rows: list[tuple[float, Prompt]] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(path, KEY, f"line {number} is not JSON: {exc.msg}", "write one JSON object per line",
-                              number) from None
-        if not isinstance(row, dict):
-            raise ConfigError(path, KEY, f"line {number} is not an object", "write one JSON object per line", number)
+    for number, row in jsonl_rows(path, key=KEY):
         stamp = row.get("timestamp_s")
         if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not stamp >= 0 or stamp == float("inf"):
             raise ConfigError(path, f"{KEY}:timestamp_s", f"line {number}: timestamp_s must be a number >= 0, "
