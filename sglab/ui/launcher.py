@@ -114,13 +114,13 @@ def port_is_free(host: str, port: int) -> bool:
 
 def locust_command(opts: UiOptions, urls: dict[str, str], locustfile: Path, users: int, spawn_rate: float,
                    *, open_loop: bool = False) -> list[str]:
-    """Closed loop: the form prefilled with users and spawn rate. Open loop: the open-loop plugin's shape sets the
-    users (no --users/--spawn-rate) and only its schedule-following user class runs."""
+    """The form prefilled with users and spawn rate; open loop: those are the in-flight cap (the open-loop plugin's
+    shape keeps them, and the tab refuses a form that changes them) and only the schedule's user class runs."""
     files = f"{locustfile},{UI_PLUGIN},{OPEN_LOOP_PLUGIN}" if open_loop else f"{locustfile},{UI_PLUGIN}"
     cmd = [
         sys.executable, "-m", "locust", "-f", files,
         "--web-host", opts.web_host, "--web-port", str(opts.web_port),
-        *(() if open_loop else ("--users", str(users), "--spawn-rate", f"{spawn_rate:g}")),
+        "--users", str(users), "--spawn-rate", f"{spawn_rate:g}",
         "--baseline-url", urls["baseline"], "--candidate-url", urls["candidate"],
         "--stack", opts.stack,
     ]
@@ -160,6 +160,9 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
         raise LaunchError(f"locustfile {locustfile} not found (stack key locust.locustfile)")
     users = opts.users or 2 * min(config.policy.levels or [1])  # one user per arm per gating concurrency
     spawn_rate = opts.spawn_rate or float(users)
+    if open_loop:  # derived, not chosen: the in-flight cap (sglab.ui.open_loop.OpenLoopShape runs the same)
+        users = getattr(config.load, profile).max_in_flight
+        spawn_rate = float(min(users, 100))
     log_dir = opts.log_dir or Path(tempfile.mkdtemp(prefix=f"sglab-ui-{opts.stack}-"))
 
     runs_before = set(list_runs(opts.stack))

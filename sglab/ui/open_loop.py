@@ -226,7 +226,13 @@ class OpenLoopUser(ArmUser):
 
 
 class OpenLoopShape(LoadTestShape):
-    """Users = the profile's in-flight cap while the schedule runs; None (stop, then save) once it is done."""
+    """Users = the profile's in-flight cap while the schedule runs; None (stop, then save) once it is done.
+
+    `use_common_options`: Locust's form keeps its users and spawn-rate fields, prefilled by `sglab ui` with the
+    cap; the A/B tab refuses a /swarm whose values differ (sglab/ui/web_tab.py), so they cannot change the load.
+    """
+
+    use_common_options = True
 
     def tick(self):
         environment = self.runner.environment if self.runner is not None else None

@@ -268,7 +268,7 @@ class UiSession:
         key = f"load.{profile.name}.max-in-flight"
         return {"started_epoch": time.time(), "profile": profile.name, "level_label": profile.level_label,
                 "users": self.open_loop_users(), "locust_version": locust_version,
-                "users_from": f"{key} (the in-flight cap; users are not set in the form)"}
+                "users_from": f"{key} (the in-flight cap; the form is prefilled with it and may not change it)"}
 
     def _start_schedule(self, run) -> None:
         from sglab.ui.open_loop import OpenLoopDriver

@@ -184,16 +184,30 @@ def _install_web(environment, session: UiSession) -> None:
 
 
 def _open_loop_form_refusal(session: UiSession, form) -> str | None:
-    """An open-loop run's users are its in-flight cap and its load is the arrival schedule: a /swarm that sets
-    users or a spawn rate would be ignored by Locust's shape, so it is refused instead of silently changed."""
+    """An open-loop run's users are its in-flight cap and its load is the arrival schedule: a /swarm whose users,
+    spawn rate or run time differ from what the shape runs would be ignored by it, so it is refused instead."""
     profile = session.open_loop_profile()
-    given = [key for key in ("user_count", "spawn_rate") if form.get(key) not in (None, "")]
-    if profile is None or not given:
+    if profile is None:
         return None
-    return (f"refused: this is an open-loop {profile.name} run (levels {profile.levels()}, {profile.level_label}); "
-            f"its users are the in-flight cap load.{profile.name}.max-in-flight ({session.open_loop_users()}) and "
-            f"requests arrive on the profile's schedule, so {' and '.join(given)} cannot set the load. Start it "
-            f"without them; change the load in the stack's sglab:load (docs/web-ui.md)")
+    cap = session.open_loop_users()
+    derived = {"user_count": float(cap), "spawn_rate": float(min(cap, 100))}
+    changed = []
+    for key, value in derived.items():
+        given = form.get(key)
+        try:
+            if given not in (None, "") and float(given) != value:
+                changed.append(f"{key}={given}")
+        except ValueError:
+            changed.append(f"{key}={given}")
+    if form.get("run_time"):
+        changed.append(f"run_time={form.get('run_time')}")
+    if not changed:
+        return None
+    return (f"refused: this is an open-loop {profile.name} run (levels {profile.levels()}, {profile.level_label}): "
+            f"requests arrive on the profile's schedule and its users are the in-flight cap "
+            f"load.{profile.name}.max-in-flight ({cap} users, spawn rate {derived['spawn_rate']:g}), so "
+            f"{', '.join(changed)} cannot set the load. Leave the form's values as prefilled (or send none); change "
+            f"the load in the stack's sglab:load (docs/web-ui.md)")
 
 
 def _on_sample(environment, sample: RequestSample) -> None:

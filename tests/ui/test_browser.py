@@ -159,6 +159,40 @@ def test_ab_tab_in_chromium(tmp_path, browser, output_dir):
     assert saved.kind == "interactive" and saved.complete
 
 
+def test_open_loop_rate_run_in_chromium(tmp_path, browser, monkeypatch):
+    """`--profile rate`: Locust's form has no user count (the shape sets it), START runs the schedule, and the A/B
+    tab names the level by the profile's label (a rate) with the arrivals column."""
+    from selenium.webdriver.common.by import By
+
+    from .test_open_loop import RATE, RATE_LOAD, _stack
+
+    stack, env = _stack(tmp_path, monkeypatch, "ui-rate-browser", RATE_LOAD, gated=[RATE])
+    with sglab_ui(tmp_path, "--target", "sim", "--stack", stack, env=env) as ui:
+        browser.get(ui.url + "/")
+        button = wait_until(lambda: browser.find_element(By.XPATH, "//button[@type='submit']"), 30,
+                            "Locust's start form")
+        users = wait_until(lambda: browser.find_element(By.NAME, "userCount"), 30, "the form's user count")
+        assert users.get_attribute("value") == "8", "the form shows the in-flight cap as its users"
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+        wait_until(lambda: button.click() or True, 15, "the START button to be clickable")
+        wait_until(lambda: browser.find_element(By.XPATH, "//*[@role='tab'][normalize-space(.)='A/B']"), 30,
+                   "the A/B tab").click()
+
+        def rate_rows():
+            table = browser.execute_script(ROWS_JS)
+            if not table or len(table["rows"]) < 3:
+                return None
+            rows = {row[0]: dict(zip(table["head"], row)) for row in table["rows"]}
+            return (table["head"], rows) if "baseline" in rows else None
+
+        head, rows = wait_until(rate_rows, 90, "the open-loop rows in the A/B tab", 1.0)
+        assert "Rate (req/s)" in head and rows["baseline"]["Rate (req/s)"] == f"{RATE} req/s", (head, rows)
+        assert rows["baseline"]["Users (in-flight cap)"] == "8"
+        assert any(h.startswith("Arrivals") for h in head) and rows["baseline"][
+            next(h for h in head if h.startswith("Arrivals"))].startswith("late ")
+        browser.save_screenshot(str(tmp_path / "ab-tab-rate.png"))
+
+
 ATTACK_PAGE = """<!doctype html><title>{name}</title>
 <form id="attack" method="POST" action="{action}">{fields}</form>
 <script>document.getElementById('attack').submit()</script>

@@ -73,15 +73,15 @@ def test_a_bad_trace_file_is_refused_naming_the_file(tmp_path, capsys):
 
 
 def test_open_loop_locust_command_runs_the_shape_not_a_user_count():
-    """Locust gets the open-loop plugin (its LoadTestShape) and the one user class that follows the schedule;
-    no --users/--spawn-rate, so the form cannot set them."""
+    """Locust gets the open-loop plugin (its LoadTestShape) and the one user class that follows the schedule; the
+    form's users and spawn rate are prefilled with the in-flight cap (what the shape runs)."""
     from sglab.ui.launcher import OPEN_LOOP_PLUGIN, UI_PLUGIN, UiOptions, locust_command
 
     urls = {"baseline": "http://127.0.0.1:1", "candidate": "http://127.0.0.1:2"}
     cmd = locust_command(UiOptions(stack=STACK), urls, ROOT / "loadtests" / "locustfile.py", 8, 8.0,
                          open_loop=True)
     assert f"{UI_PLUGIN},{OPEN_LOOP_PLUGIN}" in cmd[cmd.index("-f") + 1]
-    assert "--users" not in cmd and "--spawn-rate" not in cmd
+    assert cmd[cmd.index("--users") + 1] == "8" and cmd[cmd.index("--spawn-rate") + 1] == "8"
     assert cmd[-1] == "OpenLoopUser"
     closed = locust_command(UiOptions(stack=STACK), urls, ROOT / "loadtests" / "locustfile.py", 2, 2.0)
     assert "--users" in closed and str(OPEN_LOOP_PLUGIN) not in " ".join(closed)
@@ -115,7 +115,7 @@ def test_rate_profile_through_the_ui(tmp_path, monkeypatch):
     stack, env = _stack(tmp_path, monkeypatch, "ui-rate-open", RATE_LOAD, gated=[RATE])
     with sglab_ui(tmp_path, "--target", "sim", "--stack", stack, env=env) as ui:
         page = httpx.get(ui.url + "/", timeout=10).text
-        assert '"hide_common_options": true' in page, "the form must not offer users/spawn rate for a rate run"
+        assert '"num_users": 8' in page and '"spawn_rate": 8.0' in page, "the form shows the in-flight cap as users"
         assert "OpenLoopShape" in ui.log() or "open loop" in ui.log(), ui.log()
 
         refused = httpx.post(ui.url + "/swarm", data={"user_count": 50, "spawn_rate": 50}, headers=REST_HEADERS,
@@ -195,3 +195,42 @@ def test_trace_profile_through_the_ui(tmp_path, monkeypatch):
     assert worst < OFFSET_TOLERANCE_S, f"a request started {worst * 1000:.0f} ms off the trace's time"
     assert saved.loadgen["arrivals"]["1"]["late"] == 0
     print(f"trace through the UI: worst start offset {worst * 1000:.1f} ms")
+
+
+@pytest.mark.slow
+def test_the_in_flight_cap_holds_late_arrivals_are_counted_and_stop_keeps_rounds_paired(tmp_path, monkeypatch):
+    """20 req/s into a cap of 1: arrivals wait for the one user, so they start late; the tab and the saved result
+    say how many. STOP mid-schedule saves only rounds both arms completed."""
+    load = {**RATE_LOAD, "rate": {"levels": [20], "max-in-flight": 1, "arrival": "constant"}, "rounds": 50,
+            "max-new-tokens": 32}
+    stack, env = _stack(tmp_path, monkeypatch, "ui-rate-capped", load, gated=[20])
+    with sglab_ui(tmp_path, "--target", "sim", "--stack", stack, env=env) as ui:
+        assert httpx.post(ui.url + "/swarm", data={}, headers=REST_HEADERS, timeout=10).json()["success"]
+
+        def late_shown():
+            rows = ab_rows(httpx.get(ui.url + "/stats/requests", timeout=10).json())
+            gain = rows.get("candidate vs baseline") or {}
+            late = rows.get("baseline", {}).get("arrivals") or ""
+            return rows if "paired rounds" in (gain.get("verdict") or "") and not late.startswith("late 0/") \
+                and not gain["verdict"].endswith("(0 paired rounds)") else None
+
+        rows = wait_until(late_shown, 120, "late arrivals and a paired round in the A/B tab", 1.0)
+        assert rows["baseline"]["users"] == 1 and rows["baseline"]["level"] == "20 req/s"
+        assert httpx.post(ui.url + "/stop", headers=REST_HEADERS, timeout=10).json()["success"]
+        saved = load_result(wait_until(lambda: list_runs(stack, ui.results_dir), 30, "the saved run")[-1])
+
+    assert saved.complete and saved.load_plan.profile == "rate"
+    level = saved.level(20)
+    measured = [r for r in level.rounds if not r.warmup]
+    rounds = {r.round_index for r in measured}
+    assert rounds and sorted((r.round_index, r.arm) for r in measured) == sorted(
+        (i, a) for i in rounds for a in ("baseline", "candidate")), "only rounds both arms completed are kept"
+    assert {(s.round_index, s.arm) for s in level.requests if not s.warmup} <= {(r.round_index, r.arm)
+                                                                                for r in measured}
+    for (round_index, arm), reqs in _segments(level).items():  # one request at a time: the cap held
+        for before, after in zip(reqs, reqs[1:]):
+            assert after.start_s >= before.start_s + before.e2e_ms / 1000 - 0.002, (round_index, arm)
+    arrivals = saved.loadgen["arrivals"]["20"]
+    assert arrivals["late"] > 0 and arrivals["lag_ms_p99"] > 20, arrivals
+    assert arrivals["realised_rate_per_s"] < arrivals["schedule_rate_per_s"], arrivals
+    print(f"cap 1 at 20 req/s: {arrivals}")
