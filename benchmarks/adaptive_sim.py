@@ -4,8 +4,9 @@ One fresh simulator per (arm, content); the adaptive arms keep SGLang's default 
 [1, 3, 7], EMA 0.2, warm-up 10, interval 5) and start at 3 or 7 steps. Per concurrency, one unmeasured round
 lets the EMA settle (the tier then carries on, as on a server that has seen this traffic), then `rounds`
 rounds of c parallel streamed chat requests (ignore_eos) are measured: decode tok/s = (tokens - 1) /
-(last - first content chunk), divided by the time scale. "tier" is sglang:spec_num_steps after the run;
-"model" is the timing model's steady rate at that tier (sglab.sim.timing, the content's E[a]).
+(last - first content chunk), divided by the time scale. "tier" is sglang:spec_num_steps after the run
+(a snapshot), "sw" the adaptive arm's tier switches so far (/server_info); "model" is the timing model's steady
+rate at that tier (sglab.sim.timing, the content's E[a]).
 Contents: the calibrated random text, suite prompts of two categories, and two synthetic extremes (random
 text with every p_i set by --sim-set) that show where the tier goes.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import re
 import statistics
 import sys
@@ -100,7 +102,7 @@ def main() -> int:
           f"time scale {args.time_scale}; per-request decode tok/s (median), settled tier, model at that tier")
     for content, (category, overrides) in CONTENTS.items():
         prompts = prompts_for(category)
-        results: dict[str, dict[int, tuple[float, float, float]]] = {}
+        results: dict[str, dict[int, tuple[float, float, int, float]]] = {}
         for arm, (steps, adaptive) in ARMS.items():
             argv = COMMON + ["--speculative-num-steps", str(steps), "--speculative-num-draft-tokens", str(steps + 1)]
             argv += ["--speculative-adaptive"] if adaptive else []
@@ -112,11 +114,14 @@ def main() -> int:
                     rates = asyncio.run(measure(url, prompts, c, rounds, args.tokens, args.time_scale))
                     metrics = asyncio.run(_get(url + "/metrics"))
                     tier = gauge(metrics, "spec_num_steps")
-                    results[arm][c] = (statistics.median(rates), tier, model_rate(overrides, category, int(tier), c))
+                    info = json.loads(asyncio.run(_get(url + "/server_info")))
+                    switches = (info["sglab_sim"]["speculative"]["adaptive"] or {}).get("switches", 0)
+                    results[arm][c] = (statistics.median(rates), tier, switches,
+                                       model_rate(overrides, category, int(tier), c))
         print(f"\n{content}")
-        print("   arm                " + "".join(f"  c={c:<3} tok/s tier  model" for c in args.concurrency))
+        print("   arm                " + "".join(f"  c={c:<3} tok/s tier  sw  model" for c in args.concurrency))
         for arm, by_c in results.items():
-            cells = "".join(f"  {rate:9.1f} {tier:4.0f} {model:6.1f}" for rate, tier, model in by_c.values())
+            cells = "".join(f"  {rate:9.1f} {tier:4.0f} {sw:3d} {model:6.1f}" for rate, tier, sw, model in by_c.values())
             print(f"   {arm:<18}{cells}")
     return 0
 
