@@ -110,6 +110,9 @@ class OpenLoopDriver:
             self.environment.sglab_open_loop = None
 
     def _close(self) -> None:
+        """Close the gate, unless a newer schedule (RESET started one) owns it now."""
+        if getattr(self.environment, "sglab_open_loop", None) not in (self, None):
+            return
         self.collector.close()
         pacing = get_pacing(self.environment)
         if pacing is not None:
@@ -117,6 +120,9 @@ class OpenLoopDriver:
 
     def _run(self) -> None:
         self.collector.set_phase(open=False, run_started_epoch=self.run.started_epoch)
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S  # after RESET: the old schedule's requests end first
+        while self.collector.in_flight and time.monotonic() < deadline and not self.stopped:
+            gevent.sleep(POLL_S)
         try:
             for level in self.profile.levels():
                 if self.stopped:

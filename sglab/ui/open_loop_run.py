@@ -41,7 +41,10 @@ class OpenLoopRun(LiveRun):
     driver: object | None = None
 
     def add(self, sample: RequestSample, *, level: int = 0, received_monotonic_s: float | None = None) -> RequestSample:
-        """The schedule already gave the sample its level, round and warm-up; kept as it is."""
+        """The schedule already gave the sample its level, round and warm-up; kept as it is. A request that started
+        before this run (one of a schedule RESET replaced) is not this run's."""
+        if sample.start_s < 0:
+            return sample
         with self._lock:
             self.samples.append(sample)
         return sample

@@ -234,3 +234,25 @@ def test_the_in_flight_cap_holds_late_arrivals_are_counted_and_stop_keeps_rounds
     assert arrivals["late"] > 0 and arrivals["lag_ms_p99"] > 20, arrivals
     assert arrivals["realised_rate_per_s"] < arrivals["schedule_rate_per_s"], arrivals
     print(f"cap 1 at 20 req/s: {arrivals}")
+
+
+@pytest.mark.slow
+def test_reset_restarts_the_schedule_and_only_the_new_run_is_saved(tmp_path, monkeypatch):
+    """Locust's RESET mid-schedule: the tab starts a new run whose schedule starts over (the old one is dropped);
+    no request of the old schedule leaks into it, and its rounds stay paired with the same requests."""
+    stack, env = _stack(tmp_path, monkeypatch, "ui-rate-reset", RATE_LOAD, gated=[RATE])
+    with sglab_ui(tmp_path, "--target", "sim", "--stack", stack, env=env) as ui:
+        assert httpx.post(ui.url + "/swarm", data={}, headers=REST_HEADERS, timeout=10).json()["success"]
+        first = wait_until(lambda: (d := httpx.get(ui.url + "/sglab/result.json", timeout=10).json()).get("levels")
+                           and d, 60, "the first run's measured rounds", 0.5)
+        assert httpx.post(ui.url + "/stats/reset", headers=REST_HEADERS, timeout=10).status_code == 200
+        saved = _saved_run(ui, stack, 150)
+    assert saved.run_id != first["run_id"] and len(list_runs(stack, ui.results_dir)) == 1
+    level = saved.level(RATE)
+    assert sorted((r.round_index, r.arm) for r in level.rounds if not r.warmup) == sorted(
+        (i, a) for i in range(RATE_ROUNDS) for a in ("baseline", "candidate"))
+    for round_index in range(RATE_ROUNDS):
+        sequences = [[s.prompt_index for s in _segments(level)[(round_index, arm)]] for arm in ("baseline",
+                                                                                              "candidate")]
+        assert sequences[0] == sequences[1] and len(sequences[0]) == ROUND_REQUESTS
+    assert saved.loadgen["arrivals"][str(RATE)]["sent"] == 2 * RATE_ROUNDS * ROUND_REQUESTS
