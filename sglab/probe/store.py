@@ -7,12 +7,11 @@ and `pull_probe_results` takes it. A result already on disk is never overwritten
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sglab.results.sink import PAYLOAD_KEY, RESULT_LABEL, decode_parts, encode_result, parts_count
+from sglab.results.configmap_reader import StoreReport, group_parts, read_document, store_once
+from sglab.results.sink import encode_result
 from sglab.probe.result import PROBE_FILE, PROBE_KIND, RUN_PREFIX, ProbeResult, load_probe, parse_probe, to_json
 
 # Index + one part: a probe result is tens of KB gzipped; the Job's Role names exactly these ConfigMaps.
@@ -41,28 +40,19 @@ def store_to_configmap(path: Path | str, name: str, namespace: str | None = None
     return write_result_configmap(fitting_json(result), name, namespace, core_api=core_api)
 
 
-@dataclass
-class ProbePullReport:
-    written: list[Path] = field(default_factory=list)
-    unchanged: list[Path] = field(default_factory=list)
-    conflicts: list[Path] = field(default_factory=list)
-    pending: list[str] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)
+class ProbePullReport(StoreReport):
+    """What a probe pull did (the benchmark pull's account, without trimming: a probe is never trimmed)."""
 
 
-def _read(index: Any, by_name: dict[str, Any], stack: str) -> ProbeResult | str | None:
-    """The probe result of one index ConfigMap, a reason it is not one, or None while it is not written yet."""
-    count = parts_count(index.metadata.annotations)
-    if count == 0:
-        return None
-    parts = [index] + [by_name.get(f"{index.metadata.name}-{i}") for i in range(1, count)]
-    payloads = [(cm.binary_data or {}).get(PAYLOAD_KEY) if cm is not None else None for cm in parts]
-    if any(not p for p in payloads):
-        return f"part(s) missing of {count}"
+def _read(parts: list[Any], stack: str) -> ProbeResult | str | None:
+    """The probe result of one index ConfigMap and its parts, a reason it is not one, or None while it is not
+    written yet."""
+    document, problem = read_document(parts)
+    if document is None:
+        return problem
     try:
-        document = json.loads(decode_parts(payloads) or "")
-        result = parse_probe(document, index.metadata.name)
-    except (OSError, EOFError, ValueError) as exc:
+        result = parse_probe(document, parts[0].metadata.name)
+    except (ValueError, TypeError) as exc:
         return str(exc).splitlines()[0]
     if result.stack != stack:
         return f"holds a probe of stack {result.stack!r}, not {stack!r}"
@@ -73,33 +63,16 @@ def _read(index: Any, by_name: dict[str, Any], stack: str) -> ProbeResult | str 
 
 def store_pulled(configmaps: list[Any], stack: str, base: Path) -> ProbePullReport:
     """Write every probe result among `configmaps` to <base>/<stack>/<run_id>/probe.json unless one is there."""
-    from sglab.results.store import write_json_atomic
-
     report = ProbePullReport()
-    by_name = {cm.metadata.name: cm for cm in configmaps}
-    for cm in sorted(configmaps, key=lambda c: c.metadata.name):
-        if (cm.metadata.labels or {}).get(RESULT_LABEL) != PROBE_KIND:
-            continue
-        read = _read(cm, by_name, stack)
+    for parts in group_parts(configmaps, PROBE_KIND):
+        name = parts[0].metadata.name
+        read = _read(parts, stack)
         if read is None:
-            report.pending.append(cm.metadata.name)
-            continue
-        if isinstance(read, str):
-            report.rejected.append(f"{cm.metadata.name}: {read}")
-            continue
-        payload = read.model_dump(mode="json")
-        target = base / stack / read.run_id / PROBE_FILE
-        if target.exists():
-            try:
-                same = json.loads(target.read_text(encoding="utf-8")) == payload
-            except (OSError, json.JSONDecodeError):
-                same = False
-            (report.unchanged if same else report.conflicts).append(target)
-            continue
-        try:
-            report.written.append(write_json_atomic(target, payload))
-        except FileExistsError:
-            report.conflicts.append(target)
+            report.pending.append(name)
+        elif isinstance(read, str):
+            report.rejected.append(f"{name}: {read}")
+        else:
+            store_once(base / stack / read.run_id / PROBE_FILE, read.model_dump(mode="json"), report)
     return report
 
 

@@ -24,9 +24,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from sglab.errors import ConfigError
-from sglab.results import integrity
+from sglab.results import configmap_reader, integrity
 from sglab.results.schema import SCHEMA_VERSION, RunResult
-from sglab.results.sink import INDEX, PAYLOAD_KEY, RESULT_LABEL, TRIMMED_ANNOTATION, decode_parts, parts_count
+from sglab.results.sink import INDEX, RESULT_LABEL, TRIMMED_ANNOTATION
 from sglab.results.store import RESULT_FILE, results_root, utc_now_iso, write_json_atomic
 
 STACK_LABEL = "sglab/stack"
@@ -43,12 +43,7 @@ class PulledResult:
 
 
 @dataclass
-class PullReport:
-    written: list[Path] = field(default_factory=list)
-    unchanged: list[Path] = field(default_factory=list)
-    conflicts: list[Path] = field(default_factory=list)
-    pending: list[str] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)
+class PullReport(configmap_reader.StoreReport):
     trimmed: list[str] = field(default_factory=list)
 
 
@@ -58,14 +53,7 @@ def label_selector(stack: str) -> str:
 
 def group_parts(configmaps: list[Any]) -> list[list[Any]]:
     """Each result as [index, part 1, ...] (None where a part is missing), from a ConfigMap listing."""
-    by_name = {cm.metadata.name: cm for cm in configmaps}
-    results = []
-    for cm in configmaps:
-        if (cm.metadata.labels or {}).get(RESULT_LABEL) != INDEX:
-            continue
-        count = parts_count(cm.metadata.annotations)
-        results.append([cm] + [by_name.get(f"{cm.metadata.name}-{i}") for i in range(1, count)])
-    return sorted(results, key=lambda parts: parts[0].metadata.name)
+    return configmap_reader.group_parts(configmaps, INDEX)
 
 
 def parse_result(parts: list[Any], stack: str) -> PulledResult:
@@ -74,23 +62,8 @@ def parse_result(parts: list[Any], stack: str) -> PulledResult:
     index = parts[0]
     annotations = index.metadata.annotations or {}
     pulled = PulledResult(configmap=index.metadata.name, trimmed=annotations.get(TRIMMED_ANNOTATION))
-    count = parts_count(annotations)
-    if count == 0:
-        return pulled
-    payloads = [(cm.binary_data or {}).get(PAYLOAD_KEY) if cm is not None else None for cm in parts[:count]]
-    missing = [str(i) for i, p in enumerate(payloads) if not p] + [str(i) for i in range(len(payloads), count)]
-    if missing:
-        pulled.problem = f"part(s) {', '.join(missing)} of {count} missing"
-        return pulled
-    try:
-        text = decode_parts(payloads)
-    except (OSError, ValueError, EOFError) as exc:
-        pulled.problem = f"undecodable payload: {exc}"
-        return pulled
-    try:
-        document = json.loads(text or "")
-    except json.JSONDecodeError as exc:
-        pulled.problem = f"not JSON: {exc}"
+    document, pulled.problem = configmap_reader.read_document(parts)
+    if document is None:
         return pulled
     if not isinstance(document, dict) or document.get("schema_version") != SCHEMA_VERSION:
         found = document.get("schema_version") if isinstance(document, dict) else None
@@ -126,19 +99,9 @@ def store_pulled(pulled: list[PulledResult], stack: str, base: Path | None = Non
             continue
         payload = item.result.model_dump(mode="json")
         target = root / item.result.run_id / RESULT_FILE
-        if target.exists():
-            try:
-                same = json.loads(target.read_text(encoding="utf-8")) == payload
-            except (OSError, json.JSONDecodeError):
-                same = False
-            (report.unchanged if same else report.conflicts).append(target)
-            if same and not (target.parent / PROVENANCE_FILE).exists():
+        if not configmap_reader.store_once(target, payload, report):
+            if target in report.unchanged and not (target.parent / PROVENANCE_FILE).exists():
                 write_provenance(target, item, namespace, context)
-            continue
-        try:
-            report.written.append(write_json_atomic(target, payload))
-        except FileExistsError:
-            report.conflicts.append(target)
             continue
         write_provenance(target, item, namespace, context)
         if item.trimmed:
