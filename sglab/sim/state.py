@@ -66,7 +66,7 @@ class SimState:
             return {}
         meta: dict[str, Any] = {"spec_verify_ct": event.verify_ct}
         if event.verify_ct > 0:
-            proposed = event.verify_ct * max(1, spec.num_draft_tokens - 1)
+            proposed = event.proposed_drafts or event.verify_ct * max(1, spec.num_draft_tokens - 1)
             meta.update({
                 "spec_accept_length": event.completion_tokens / event.verify_ct,
                 "spec_accept_rate": event.accepted_drafts / proposed,
