@@ -5,10 +5,15 @@ ClusterIP Service unless the stack says `locust.service-type: LoadBalancer`; wor
 on its own always-ClusterIP Service. Web login is on by default: the password is the Pulumi secret
 `sglab:locust-password`, stored in a Kubernetes Secret and handed to the master as SGLAB_UI_PASSWORD
 (sglab/ui/auth.py reads it). Every Locust pod carries the label the servers' NetworkPolicy admits.
+
+Only this stack's workers join the master: both read SGLAB_WORKER_TOKEN from one Secret whose random value
+`pulumi up` generates when it first creates it and then keeps (ignore_changes), marked secret in the state
+and never exported; the master ignores a worker without it (sglab/load/distributed.py).
 """
 
 from __future__ import annotations
 
+import secrets
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +38,11 @@ LOGIN_SECRET = f"{RELEASE}-web-login"
 LOGIN_SECRET_KEY = "password"
 STACK_CONFIGMAP = f"{RELEASE}-stack"
 PASSWORD_CONFIG_KEY = "locust-password"
+WORKER_TOKEN_ENV = "SGLAB_WORKER_TOKEN"  # sglab/load/distributed.py's (that module imports gevent: not here)
+WORKER_TOKEN_SECRET = f"{RELEASE}-worker-token"
+WORKER_TOKEN_KEY = "token"
+# What `sglab render` shows for the token: `pulumi up` generates the value once per stack.
+WORKER_TOKEN_PLACEHOLDER = "<secret: random, generated per stack by pulumi up>"
 UI_PLUGIN = "sglab/ui/locust_plugin.py"  # the A/B tab and its login; the master loads it beside the locustfile
 
 
@@ -82,6 +92,7 @@ def chart_values(stack: StackConfig, stack_name: str) -> dict[str, Any]:
             "existingSecret": LOGIN_SECRET if locust.web_login else "",
             "secretKey": LOGIN_SECRET_KEY,
         },
+        "workerToken": {"env": WORKER_TOKEN_ENV, "existingSecret": WORKER_TOKEN_SECRET, "secretKey": WORKER_TOKEN_KEY},
         "podLabels": dict(stack.network_policy.allowed_from),
         "stackFile": {"configMap": STACK_CONFIGMAP if stack_name else "", "mountPath": STACKS_MOUNT},
         "runAsUser": PROJECT_IMAGE_UID,
@@ -124,6 +135,16 @@ def login_secret_manifest(stack: StackConfig, stack_name: str, password: Any) ->
     return secret_manifest(stack, stack_name, LOGIN_SECRET, LOGIN_SECRET_KEY, password)
 
 
+def worker_token_secret_manifest(stack: StackConfig, stack_name: str, token: Any) -> dict[str, Any]:
+    """The Secret both master and workers read SGLAB_WORKER_TOKEN from (`token` may be a Pulumi Output)."""
+    return secret_manifest(stack, stack_name, WORKER_TOKEN_SECRET, WORKER_TOKEN_KEY, token)
+
+
+def new_worker_token() -> Any:
+    """A fresh random token, secret in Pulumi's state (kept after the first `pulumi up`: see the component)."""
+    return pulumi.Output.secret(secrets.token_urlsafe(32))
+
+
 def stack_configmap_manifest(stack: StackConfig, stack_name: str) -> dict[str, Any]:
     """The stack file for `locust --stack` (the A/B tab's arms, load plan and policy), secrets as markers."""
     return {"apiVersion": "v1", "kind": "ConfigMap",
@@ -138,21 +159,25 @@ class LocustRelease:
     secret: dict[str, Any] | None
     stack_configmap: dict[str, Any]
     network_policies: list[dict[str, Any]]
+    worker_token: dict[str, Any]
 
     def manifests(self) -> list[dict[str, Any]]:
         """The objects outside the chart (what `sglab render` adds to the chart's own)."""
-        return [m for m in (self.secret, self.stack_configmap) if m is not None] + self.network_policies
+        return ([m for m in (self.secret, self.worker_token, self.stack_configmap) if m is not None]
+                + self.network_policies)
 
 
-def locust_release(stack: StackConfig, stack_name: str, password: Any) -> LocustRelease:
+def locust_release(stack: StackConfig, stack_name: str, password: Any,
+                   worker_token: Any = WORKER_TOKEN_PLACEHOLDER) -> LocustRelease:
     check_login(stack, stack_name, password)
     return LocustRelease(stack.namespace, chart_values(stack, stack_name),
                          login_secret_manifest(stack, stack_name, password),
-                         stack_configmap_manifest(stack, stack_name), network_policy_manifests(stack, stack_name))
+                         stack_configmap_manifest(stack, stack_name), network_policy_manifests(stack, stack_name),
+                         worker_token_secret_manifest(stack, stack_name, worker_token))
 
 
 class LocustLoadGenerator(pulumi.ComponentResource):
-    """Locust master + workers (charts/locust via helm.v4.Chart) and the login Secret."""
+    """Locust master + workers (charts/locust via helm.v4.Chart), the login Secret and the worker-token Secret."""
 
     TYPE = "sglab:index:LocustLoadGenerator"
 
@@ -166,6 +191,12 @@ class LocustLoadGenerator(pulumi.ComponentResource):
                 string_data=release.secret["stringData"],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends)))
             depends.append(secret)
+        token = release.worker_token
+        depends.append(k8s.core.v1.Secret(  # random once: later runs' fresh values are ignored, pods keep theirs
+            f"{name}-worker-token", metadata=token["metadata"], type=token["type"], string_data=token["stringData"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(foundation or []),
+                                        ignore_changes=["stringData"], additional_secret_outputs=["stringData",
+                                                                                                   "data"])))
         stack_file = k8s.core.v1.ConfigMap(
             f"{name}-stack", metadata=release.stack_configmap["metadata"], data=release.stack_configmap["data"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(foundation or [])))
@@ -185,7 +216,7 @@ class LocustLoadGenerator(pulumi.ComponentResource):
 def build_locust(dep: Any) -> LocustLoadGenerator:
     """Program builder (`dep` is program.Deployment); refuses login without a password."""
     try:
-        release = locust_release(dep.stack, dep.stack_name, dep.secrets.get(PASSWORD_CONFIG_KEY))
+        release = locust_release(dep.stack, dep.stack_name, dep.secrets.get(PASSWORD_CONFIG_KEY), new_worker_token())
     except ConfigError as exc:
         raise pulumi.RunError(str(exc)) from None
     locust = LocustLoadGenerator("locust", release, foundation=dep.foundation())
@@ -208,6 +239,8 @@ VALUES_HEADER = """\
 # GENERATED from sglab's config model by `python -m sglab.deploy.locust`; do not edit by hand.
 # sglab always passes every value; these defaults serve `helm install` and `helm lint`. With webLogin
 # enabled, create the Secret first: kubectl create secret generic sglab-locust-web-login --from-literal=password=...
+# Master and workers share a worker token: kubectl create secret generic sglab-locust-worker-token \
+#   --from-literal=token="$(openssl rand -hex 32)"
 """
 
 

@@ -87,7 +87,7 @@ def test_rendered_objects_are_schema_valid(variant, version):
         manifest = {"apiVersion": "v1", "kind": kind, **{k: unsecret(v)[0] for k, v in resource.inputs.items()
                                                          if k not in ("apiVersion", "kind")}}
         kubernetes_validate.validate(manifest, version, strict=True)
-    assert len(extra) == (2 if variant.get("web-login", True) else 1)
+    assert len(extra) == (3 if variant.get("web-login", True) else 2)  # + the worker-token Secret
 
 
 def test_chart_lints_clean_with_the_program_values(default_run):
@@ -124,7 +124,7 @@ def test_pods_carry_the_configured_allowed_from_label():
 
 
 def test_web_login_reads_the_password_from_the_pulumi_secret(default_run, objects):
-    (secret,) = default_run.of_type(SECRET)
+    (secret,) = [r for r in default_run.of_type(SECRET) if r.name != "locust-worker-token"]
     assert secret.inputs["metadata"]["name"] == LOGIN_SECRET
     assert unsecret(secret.inputs["stringData"]) == ({"password": PASSWORD["locust-password"]}, True)
     master = next(d for d in by_kind(objects, "Deployment") if d["metadata"]["name"].endswith("-master"))
@@ -148,7 +148,7 @@ def test_login_without_a_password_is_refused_with_the_fix():
 
 def test_without_login_there_is_no_secret_and_no_login_flag():
     run = locust_run({"web-login": False}, secrets=None)
-    assert run.error is None and run.of_type(SECRET) == []
+    assert run.error is None and [r.name for r in run.of_type(SECRET)] == ["locust-worker-token"]
     master = next(d for d in by_kind(render(chart_inputs(run)), "Deployment")
                   if d["metadata"]["name"].endswith("-master"))
     assert "--web-login" not in container(master)["args"]

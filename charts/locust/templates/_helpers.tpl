@@ -37,6 +37,17 @@ sglab/stack: {{ .Values.stack }}
   value: {{ .Values.targets.candidateUrl | quote }}
 {{- end -}}
 
+{{/* The token a worker shows the master (sglab/load/distributed.py), from the one Secret both read. */}}
+{{- define "locust.workerTokenEnv" -}}
+{{- if .Values.workerToken.existingSecret }}
+- name: {{ .Values.workerToken.env }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.workerToken.existingSecret | quote }}
+      key: {{ .Values.workerToken.secretKey | quote }}
+{{- end }}
+{{- end -}}
+
 {{/* Non-root (the project image's user), nothing to escalate to, the runtime's seccomp profile. */}}
 {{- define "locust.podSecurity" -}}
 runAsNonRoot: true
