@@ -11,6 +11,7 @@ else is chat; text without any punctuation (bench_serving-style random words, `m
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from sglab.sim.tokens import count_tokens
 
@@ -19,6 +20,7 @@ CHAT = "chat"
 CATEGORIES = ("code", "maths", "extraction", "summarisation", "translation", "long-context", CHAT, RANDOM)
 LONG_CONTEXT_MIN_TOKENS = 1500  # prompts at least this long (simulator tokens) are long-context
 MIN_SCORE = 3  # a category needs this much evidence to beat the chat/random fallback
+CLASSIFY_CACHE_SIZE = 1024  # distinct prompt texts remembered (the bundled suite has 310)
 
 
 def _words(*words: str) -> re.Pattern[str]:
@@ -66,8 +68,10 @@ _SIGNALS: dict[str, tuple[tuple[re.Pattern[str], int, int], ...]] = {
 _PUNCTUATION = re.compile(r"[.?!,;:]")
 
 
+@lru_cache(maxsize=CLASSIFY_CACHE_SIZE)
 def classify(text: str) -> str:
-    """The category of a prompt's text (one of CATEGORIES)."""
+    """The category of a prompt's text (one of CATEGORIES). Cached: a run repeats its prompt set, and a long
+    prompt costs up to ~2 ms of regex scanning in the scheduler's event loop."""
     if not text.strip():
         return RANDOM
     if not _PUNCTUATION.search(text):  # random words: no human writes a prompt without punctuation
