@@ -152,7 +152,7 @@ WRONG = {
                      "sglab:server.max-running-requests", ["boolean", "number"]),
     "bool-for-float": (edit("    mem-fraction-static: 0.88", "    mem-fraction-static: false"),
                        "sglab:server.mem-fraction-static", ["boolean", "number"]),
-    "bool-in-number-list": (edit("  sglab:placement:", "  sglab:load:\n    concurrency: [1, true]\n  sglab:placement:"),
+    "bool-in-number-list": (edit("  sglab:load:\n", "  sglab:load:\n    concurrency: [1, true]\n"),
                             "sglab:load.concurrency", ["boolean", "number"]),
     "bool-for-nccl-int": (edit("    NCCL_P2P_LEVEL: SYS", "    NCCL_P2P_LEVEL: SYS\n    NCCL_IB_TIMEOUT: true"),
                           "sglab:nccl.NCCL_IB_TIMEOUT", ["boolean", "integer"]),

@@ -93,6 +93,7 @@ def test_the_simulator_window_accept_length_comes_from_the_counters_exactly(run:
 
 def test_chat_requests_get_a_client_side_accept_length(tmp_path: Path) -> None:
     stack = (Path(__file__).resolve().parents[2] / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text()
+    stack = stack.split("  sglab:load:")[0]  # random prompts, as this test was written for
     (tmp_path / "stacks").mkdir()
     path = tmp_path / "stacks" / "Pulumi.chat.yaml"
     path.write_text(stack.replace("config:\n", "config:\n  sglab:load:\n    endpoint: chat\n", 1))

@@ -16,8 +16,9 @@ from sglab.results.store import load_result
 from .conftest import FIXED_ITL_MS, FIXED_PROFILE, FIXED_TTFT_MS, ROOT, bench, child_env, load, run_dirs
 
 STACK = "eagle-nccl-ll"
-SMALL = ["--concurrency", "1,2", "--rounds", "3", "--ungated-rounds", "3", "--round-requests", "3", "--warmup-requests", "1",
-         "--max-new-tokens", "16", "--time-scale", "5"]
+# the stack ships the suite (chat); this file pins random prompts on /generate with exact token counts
+SMALL = ["--prompts", "random", "--concurrency", "1,2", "--rounds", "3", "--ungated-rounds", "3", "--round-requests", "3",
+         "--warmup-requests", "1", "--max-new-tokens", "16", "--time-scale", "5"]
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +135,7 @@ def test_ttft_and_itl_match_a_fixed_sim_profile(out):
 
 def test_broken_streams_and_errors_become_failures_with_reasons(out):
     # level 1: the stack's policy gates it, and bench refuses a run that leaves a gated level out
-    proc = bench(["--stack", STACK, "--concurrency", "1", "--rounds", "2", "--round-requests", "8",
+    proc = bench(["--stack", STACK, "--prompts", "random", "--concurrency", "1", "--rounds", "2", "--round-requests", "8",
                   "--warmup-requests", "0", "--max-new-tokens", "16", "--time-scale", "5",
                   "--sim-env", "SGLAB_SIM_DISCONNECT_RATE=0.3", "--sim-env", "SGLAB_SIM_ERROR_RATE=0.2",
                   "--sim-env", "SGLAB_SIM_STALL_RATE=0.2", "--sim-env", "SGLAB_SIM_STALL_S=3",
@@ -222,8 +223,9 @@ def test_live_flag_mismatch_refuses_to_run(out):
 
 @pytest.mark.slow
 def test_distributed_workers_run_the_same_schedule(out):
-    bench(["--stack", STACK, "--workers", "2", "--concurrency", "1,3", "--rounds", "2", "--ungated-rounds", "2", "--round-requests", "5",
-           "--warmup-requests", "1", "--max-new-tokens", "12", "--time-scale", "5"], out)
+    bench(["--stack", STACK, "--prompts", "random", "--workers", "2", "--concurrency", "1,3", "--rounds", "2",
+           "--ungated-rounds", "2", "--round-requests", "5", "--warmup-requests", "1", "--max-new-tokens", "12",
+           "--time-scale", "5"], out)
     (run_dir,) = run_dirs(out, STACK)
     result = load(run_dir)
     assert result["complete"] and result["loadgen"]["workers"] == 2
