@@ -135,8 +135,11 @@ def open_loop_rows(run, result: RunResult, verdict) -> list[dict]:
                               show_level=show_level, level_name=name)
                 stats = run.arrivals(level, info.name, include_running=True)
                 rows.append({**row, "level": name, "users": run.users, "arrivals": arrivals_text(stats)})
-        row = gain_row(level, verdict, show_level, run.paired_rounds(level), level_name=name,
+        paired = run.paired_rounds(level)
+        row = gain_row(level, verdict if paired else None, show_level, paired, level_name=name,
                        rounds_word="paired rounds")
+        if not paired:
+            row["verdict"] = "waiting: a verdict needs rounds that both arms completed (0 paired rounds)"
         here = driver is not None and getattr(driver, "level", None) == level
         rows.append({**row, "level": name, "users": run.users,
                      "arrivals": driver.position() if here else "level done"})
