@@ -59,9 +59,8 @@ def test_chart_commands_run_a_distributed_ab_swarm_behind_login(tmp_path):
     objects = render(chart_inputs(run))
     master = next(d for d in by_kind(objects, "Deployment") if d["metadata"]["name"].endswith("-master"))
     worker = next(d for d in by_kind(objects, "Deployment") if d["metadata"]["name"].endswith("-worker"))
-    (secret,) = run.of_type("kubernetes:core/v1:Secret")
-    secret_data, _ = unsecret(secret.inputs["stringData"])
-    secrets = {f"{secret.inputs['metadata']['name']}/{k}": v for k, v in secret_data.items()}
+    secrets = {f"{secret.inputs['metadata']['name']}/{k}": v for secret in run.of_type("kubernetes:core/v1:Secret")
+               for k, v in unsecret(secret.inputs["stringData"])[0].items()}  # the login and the worker token
     (stack_cm,) = [c for c in run.of_type("kubernetes:core/v1:ConfigMap") if c.name == "locust-stack"]
     stacks_dir = tmp_path / "stacks"
     stacks_dir.mkdir()
