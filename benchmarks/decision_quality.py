@@ -147,7 +147,9 @@ def budget_table(title: str, policy: PromotionPolicy, plan: LoadPlan, noise: dic
 def fixed_mode(args: argparse.Namespace) -> list[str]:
     """The fixed-n design through the real judge(): false promotions and power at the default budget."""
     plan = LoadPlan()
-    policy = StackConfig.model_fields["policy"].default_factory()  # the stack default, not a copy of it
+    # the stack default, not a copy of it, read once after its fixed rounds: the fixed-n paired-t (the default
+    # method, sequential, is measured by the peeking/power modes)
+    policy = StackConfig.model_fields["policy"].default_factory().model_copy(update={"method": "paired-t"})
     cand_cv, accept = candidate_request_cv(plan.max_new_tokens)
     modelled = dict(baseline_tok_per_s=88.8, round_cv=ASSUMED_ROUND_JITTER_CV, shared_cv=ASSUMED_SHARED_DRIFT_CV,
                     request_cv=BASELINE_REQUEST_CV, candidate_request_cv=cand_cv)

@@ -326,7 +326,10 @@ def policy_weakenings(recorded: PromotionPolicy, now: PromotionPolicy) -> list[s
     dropped = [lv for lv in recorded.levels if lv not in now.levels]
     if dropped:
         out.append(f"{_key('levels')}: {now.levels} no longer gates {dropped} (recorded {recorded.levels})")
-    for field in ("metric", "method"):
-        if getattr(now, field) != getattr(recorded, field):
-            out.append(f"{_key(field)}: {getattr(now, field)} is not the recorded {getattr(recorded, field)}")
+    if now.metric != recorded.metric:
+        out.append(f"{_key('metric')}: {now.metric} is not the recorded {recorded.metric}")
+    # the confidence sequence is valid for any run and wider than a fixed-n interval: judging a fixed-n run
+    # under it is stricter (the run must then pass it too); any other change of method is refused
+    if now.method != recorded.method and now.method != "sequential":
+        out.append(f"{_key('method')}: {now.method} is not the recorded {recorded.method}")
     return out

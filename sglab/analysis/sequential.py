@@ -202,3 +202,18 @@ def first_decision(values: np.ndarray, *, threshold_log: float, confidence: floa
     first = np.where(any_hit, hit.argmax(axis=-1), 0)
     picked = np.take_along_axis(code, first[..., None], axis=-1)[..., 0]
     return np.where(any_hit, first + 1, 0), np.where(any_hit, picked, NONE)
+
+
+def method_phrase(method: str) -> str:
+    """How a verdict's intervals were computed, for its table and report (`paired-t interval` as before)."""
+    if method == "sequential":
+        return "sequential: anytime-valid confidence sequence at the gated levels, paired-t at the others"
+    return f"{method} interval"
+
+
+def method_sentence(method: str, confidence: float) -> str:
+    """The same for the report's prose: `paired-t 95% interval over paired rounds` as before."""
+    if method == "sequential":
+        return (f"{confidence:.0%} anytime-valid confidence sequence over paired rounds at the gated levels (a "
+                "sequential run stops there at its decision), paired-t over the fixed rounds of the others")
+    return f"{method} {confidence:.0%} interval over paired rounds"

@@ -49,11 +49,10 @@ def __getattr__(name: str):
 
 
 def policy_of(result: RunResult) -> PromotionPolicy:
-    """The policy recorded with the run (the stack's at bench time), else the safe defaults."""
-    if not result.policy:
-        return PromotionPolicy()
+    """The policy recorded with the run (the stack's at bench time), else the safe defaults; a record without
+    `method` is judged with the paired-t it was written under (PromotionPolicy.from_record)."""
     try:
-        return PromotionPolicy.model_validate(result.policy.model_dump(exclude_unset=True))
+        return PromotionPolicy.from_record(result.policy.model_dump(exclude_unset=True) if result.policy else {})
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         key = "policy." + ".".join(str(p) for p in err["loc"])
@@ -66,7 +65,7 @@ def _gain(level: LevelResult, metric: str, base: str, cand: str, policy: Promoti
     if not rounds:
         return Gain(metric=metric, rounds=0), None
     worse, better = metrics.get(metric).improvement(data[:, 0], data[:, 1])
-    ci = log_ratio_ci(worse, better, confidence=policy.confidence, method=policy.method)
+    ci = log_ratio_ci(worse, better, confidence=policy.confidence, method=policy.interval_method(level.concurrency))
     estimate, low, high = ci.as_gain()
     return Gain(metric=metric, rounds=ci.n, baseline_mean=float(data[:, 0].mean()),
                 candidate_mean=float(data[:, 1].mean()), estimate=estimate, low=low, high=high,

@@ -315,16 +315,23 @@ def run(args: argparse.Namespace) -> int:
 
     arms = ", ".join(a.name for a in request.arms)
     profile = profile_for(request.plan)
+    sequential = request.loaded.config.policy.method == "sequential"
+    if sequential:  # stop each gated level at its decision
+        from sglab.sweep.sequential import max_rounds_for, run_sequential, stop_lines
+
+        limit = max_rounds_for(request.plan.rounds, max_rounds=args.max_rounds, rounds_given=args.rounds is not None)
+        gated_rounds = (f"sequential ({request.loaded.config.policy.confidence:.0%} confidence sequence, stops at "
+                        f"its decision, at most {limit} rounds)")
+    else:
+        gated_rounds = f"{request.plan.rounds} rounds ({request.loaded.config.policy.method})"
     print(f"sglab bench {request.loaded.name}: {request.kind} run, arms {arms}, target {request.target_kind}, "
           f"{profile.name} profile, levels {profile.levels()} ({profile.level_label}), "
-          f"{request.plan.rounds} rounds at gated levels "
+          f"{gated_rounds} at gated levels "
           f"{request.loaded.config.policy.levels}, {request.plan.ungated_rounds or request.plan.rounds} elsewhere; "
           f"{_prompts_phrase(request.plan)}", file=sys.stderr)
     try:
-        if request.loaded.config.policy.method == "sequential":  # stop each gated level at its decision
-            from sglab.sweep.sequential import run_sequential
-
-            result, run_dir = run_sequential(request, max_rounds=args.max_rounds)
+        if sequential:
+            result, run_dir = run_sequential(request, max_rounds=args.max_rounds, rounds_given=args.rounds is not None)
         else:
             result, run_dir = run_bench(request)
     except RefusedError as exc:
@@ -334,6 +341,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"result: {run_dir / 'result.json'}")
+    if sequential:
+        for line in stop_lines(result, "c" if profile.name == "concurrency" else "level"):
+            print(f"sequential {line}")
     judge_and_report(result, run_dir)
     if args.result_configmap:
         from sglab.deploy.result_sink import write_result_configmap

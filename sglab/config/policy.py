@@ -12,6 +12,11 @@ from sglab.config.base import Model
 from sglab.config.traffic import Slo, Traffic
 
 
+# The interval of a recorded policy that names none: every result written before `sequential` became the
+# default was judged with it (docs/verdict.md, "Sequential decisions"). Not a second default of `method`.
+UNRECORDED_METHOD = "paired-t"
+
+
 class PromotionPolicy(Model):
     """When a candidate may be promoted. Defaults are deliberately conservative."""
 
@@ -26,13 +31,27 @@ class PromotionPolicy(Model):
     min_rounds: Annotated[int, Field(ge=2)] = 3
     min_requests: Annotated[int, Field(ge=1)] = 20
     confidence: Annotated[float, Field(gt=0.5, lt=1, allow_inf_nan=False)] = 0.95
-    # How the per-round interval is computed (sglab/analysis/stats.py; docs/verdict.md measures both).
-    # sequential: the confidence sequence, and `sglab bench` stops a gated level once it decides (--max-rounds).
-    method: Literal["paired-t", "bootstrap", "sequential"] = "paired-t"
+    # How the per-round interval is computed at the gated levels (sglab/analysis/stats.py; docs/verdict.md
+    # measures them). sequential: the anytime-valid confidence sequence, and `sglab bench` stops a gated
+    # level once it decides (--max-rounds); paired-t / bootstrap: fixed-n intervals, read once.
+    method: Literal["paired-t", "bootstrap", "sequential"] = "sequential"
     # What a good request is, for the goodput metrics (goodput_tok_per_s, goodput_req_per_s).
     slo: Slo | None = None
     # Set from sglab:traffic by the stack (write sglab:traffic, not this): the gate runs at its levels.
     traffic: Traffic | None = None
+
+    @classmethod
+    def from_record(cls, recorded: dict) -> "PromotionPolicy":
+        """The policy a result recorded (snake_case keys). A record without `method` predates the sequential
+        default and was judged with the fixed-n paired-t, so it still is (a sequential run always records
+        its method); every other missing key takes today's default, as before."""
+        return cls.model_validate({"method": UNRECORDED_METHOD, **recorded})
+
+    def interval_method(self, level: int) -> str:
+        """The interval at one level: a sequential policy's ungated levels run their fixed load.ungated-rounds
+        and are read once, so they get the fixed-n paired-t (the confidence sequence would be unbounded for
+        their first 4 rounds); gated levels and the fixed-n methods use `method`."""
+        return "paired-t" if self.method == "sequential" and level not in self.levels else self.method
 
     @field_validator("metric", mode="plain")
     @classmethod

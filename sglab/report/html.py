@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sglab import metrics
 from sglab.analysis.operating_point import level_phrase
+from sglab.analysis.sequential import method_sentence
 from sglab.analysis.verdict import next_step
 from sglab.report.plots import OUTCOME_COLORS
 from sglab.report.table import level_label
@@ -193,8 +194,8 @@ def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> 
 {f"<p>Next: <code>{_e(next_step(verdict))}</code></p>" if next_step(verdict) else ""}
 <h2>Per {_e(_levels_title(verdict))}</h2>
 <p>Gate: {_e(metrics.label(verdict.metric))} gain ≥
-{verdict.min_gain:+.1%} at {_e(level_phrase(level_label(verdict), verdict.gating_levels))}; {_e(verdict.method)}
-{verdict.confidence:.0%} interval over paired rounds. Crossover: {_e(verdict.crossover.note)}.</p>
+{verdict.min_gain:+.1%} at {_e(level_phrase(level_label(verdict), verdict.gating_levels))};
+{_e(method_sentence(verdict.method, verdict.confidence))}. Crossover: {_e(verdict.crossover.note)}.</p>
 {_levels_table(verdict)}
 {inline}
 {_categories(verdict)}

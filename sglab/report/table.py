@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 from sglab import metrics
 from sglab.analysis.operating_point import level_phrase
+from sglab.analysis.sequential import method_phrase
 from sglab.analysis.verdict import next_step
 from sglab.results.verdict import Gain, Verdict, pct
 
@@ -50,7 +51,7 @@ def format_table(v: Verdict, lints: Iterable[Any] = ()) -> str:
             f"{'TTFT p99':>8} {'ITL p99':>8} | {'err b/c':>11} | {'accept':>6} {'b-even':>6} | outcome")
     lines = [f"{v.stack} run {v.run_id} ({v.kind}): {v.candidate_arm} vs {v.baseline_arm}, "
              f"gate {_words(v.metric)} ≥ {v.min_gain:+.1%} at {level_phrase(label, v.gating_levels)}, "
-             f"{v.method} interval", head, "-" * len(head)]
+             f"{method_phrase(v.method)}", head, "-" * len(head)]
     for lv in v.levels:
         e = lv.economics
         gains = lv.gains()

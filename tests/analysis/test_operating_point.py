@@ -43,9 +43,11 @@ def test_traffic_gates_every_level_so_the_demo_numbers_reject() -> None:
 
 def test_non_inferiority_where_the_traffic_says_so() -> None:
     result = synthetic_result(gain={1: 0.05, 16: -0.01}, levels=(1, 16), rounds=8)
-    strict = judge(result, PromotionPolicy(traffic=Traffic(levels=[1, 16])))
+    # a fixed 8-round run read once: the fixed-n paired-t (the sequence would need more rounds to decide)
+    strict = judge(result, PromotionPolicy(method="paired-t", traffic=Traffic(levels=[1, 16])))
     assert strict.outcome != "promote"
-    lenient = judge(result, PromotionPolicy(traffic=Traffic(levels=[1, 16], non_inferiority={16: 0.05})))
+    lenient = judge(result, PromotionPolicy(method="paired-t",
+                                            traffic=Traffic(levels=[1, 16], non_inferiority={16: 0.05})))
     assert lenient.level(16).outcome == "win" and lenient.level(16).non_inferiority_margin == 0.05
     assert lenient.outcome == "promote" and "non-inferiority margin -5.0%" in lenient.sentence
     assert "loses -" in lenient.sentence  # still named: it is slower there, within the margin
@@ -105,7 +107,8 @@ def test_bad_traffic_is_refused_with_its_key(tmp_path: Path, extra: str, key: st
 def test_the_recorded_traffic_judges_the_same_after_the_result_file() -> None:
     from sglab.results.schema import RunResult
 
-    policy = PromotionPolicy(traffic=Traffic(levels=[1, 16], non_inferiority={16: 0.05}), levels=[1, 16])
+    policy = PromotionPolicy(method="paired-t", traffic=Traffic(levels=[1, 16], non_inferiority={16: 0.05}),
+                             levels=[1, 16])
     result = synthetic_result(gain={1: 0.05, 16: -0.01}, levels=(1, 16), rounds=8,
                               policy=policy.model_dump(mode="json", by_alias=False))
     stored = RunResult.model_validate_json(result.model_dump_json())

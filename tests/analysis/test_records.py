@@ -47,7 +47,9 @@ def test_empty_records_of_old_files_mean_not_recorded_and_explicit_nulls_are_kep
     raw["policy"], raw["load_plan"] = {}, {}
     result = RunResult.model_validate(raw)
     assert result.policy is None and result.load_plan is None
-    assert policy_of(result) == PromotionPolicy()
+    # today's defaults, except the interval: a file that records no method predates the sequential
+    # default and is judged with the fixed-n paired-t it was written under
+    assert policy_of(result) == PromotionPolicy(method="paired-t")
     raw["policy"] = {"min_gain": 0.02, "ttft_p99_max_increase": None}
     policy = policy_of(RunResult.model_validate(raw))
     assert policy.min_gain == 0.02 and policy.ttft_p99_max_increase is None  # not the default 0.5

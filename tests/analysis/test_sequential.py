@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -164,3 +165,90 @@ def test_futility_stops_hopeless_runs_early_and_never_adds_a_promotion() -> None
     assert rec.futility and rec.decision in ("futile", "reject") and rec.rounds < 32
     # without max-rounds there is nothing to be futile against
     assert sequential_test(rng.normal(0.0, 0.0276, 32), min_gain=0.005, futility=True).decision != "futile"
+
+
+# ---- sequential is the default; results recorded under the fixed-n design are judged as they were --------
+
+V1 = Path(__file__).parents[1] / "data" / "results" / "v1-article-replay.json"
+
+
+def test_the_default_method_is_sequential_and_the_fixed_n_methods_stay_selectable() -> None:
+    from sglab.config.models import PromotionPolicy
+
+    assert PromotionPolicy().method == "sequential"
+    assert PromotionPolicy(method="paired-t").method == "paired-t"
+    assert PromotionPolicy(method="bootstrap").interval_method(1) == "bootstrap"
+
+
+@pytest.mark.parametrize("drop_method", [False, True])
+def test_an_old_result_recorded_under_paired_t_is_still_judged_with_it(drop_method: bool) -> None:
+    import json
+
+    from sglab.analysis.verdict import judge, policy_of
+    from sglab.results.schema import RunResult
+
+    raw = json.loads(V1.read_text(encoding="utf-8"))
+    assert raw["policy"]["method"] == "paired-t"
+    expected = judge(RunResult.model_validate(raw))
+    if drop_method:  # a writer that left the key out: it predates `sequential`, and paired-t was the default
+        del raw["policy"]["method"]
+    v = judge(RunResult.model_validate(raw))
+    assert v.method == "paired-t"
+    got, want = v.level(1).decode, expected.level(1).decode
+    assert (got.low, got.high) == (want.low, want.high)
+    # what the new default would give: a wider interval, so the fallback is not the new default in disguise
+    result = RunResult.model_validate(raw)
+    sequential = judge(result, policy_of(result).model_copy(update={"method": "sequential"}))
+    assert sequential.level(1).decode.low is None or sequential.level(1).decode.low < got.low
+
+
+def test_a_sequential_policy_gives_the_gated_level_the_sequence_and_the_others_the_fixed_n_t() -> None:
+    from sglab.analysis.stats import mean_ci
+    from sglab.analysis.synthetic import synthetic_result
+    from sglab.analysis.verdict import judge
+    from sglab.analysis.samples import paired
+
+    result = synthetic_result(gain=0.04, levels=(1, 4), rounds=8, policy={"method": "sequential", "levels": [1]})
+    v = judge(result)
+    assert v.method == "sequential"
+    for level, method in ((1, "sequential"), (4, "paired-t")):
+        _, data = paired(result.level(level), "decode_tok_per_s", ["baseline", "candidate"])
+        ci = mean_ci(np.log(data[:, 1] / data[:, 0]), method=method)
+        assert v.level(level).decode.low == pytest.approx(math.expm1(ci.low))
+        assert v.level(level).decode.high == pytest.approx(math.expm1(ci.high))
+
+
+def test_judging_a_fixed_n_run_under_the_sequence_is_stricter_and_the_reverse_a_loosening() -> None:
+    from sglab.analysis.checks import policy_weakenings
+    from sglab.config.models import PromotionPolicy
+
+    fixed, seq = PromotionPolicy(method="paired-t"), PromotionPolicy(method="sequential")
+    assert policy_weakenings(fixed, seq) == []
+    assert policy_weakenings(seq, fixed) == ["policy.method: paired-t is not the recorded sequential"]
+    assert policy_weakenings(fixed, PromotionPolicy(method="bootstrap"))  # narrower: refused as before
+
+
+def test_a_fixed_n_run_under_a_sequential_policy_is_checked_against_its_plan_not_a_stop() -> None:
+    from sglab.analysis.checks import _schedule_problems
+    from sglab.analysis.synthetic import synthetic_result
+
+    result = synthetic_result(levels=(1,), rounds=16, gain=0.06, policy={"method": "sequential", "levels": [1]})
+    assert _schedule_problems(result) == []  # its 16 planned rounds, though its sequence decided earlier
+    result.sequential = {}  # it claims to have stopped on its sequence: then it went on too long
+    assert any("beyond the planned" in p for p in _schedule_problems(result))
+
+
+def test_the_stop_is_said_with_its_round_its_band_and_the_line_it_cleared() -> None:
+    from sglab.sweep.sequential import stop_reason
+
+    x = np.random.default_rng(3).normal(0.05, 0.01, 40)
+    rec = sequential_test(x, min_gain=0.005, min_rounds=3, max_rounds=32, futility=True)
+    assert rec.decision == "promote"
+    line = stop_reason(1, rec)
+    assert line.startswith(f"c=1: promote at round {rec.rounds} of at most 32: the 95% confidence sequence "
+                           f"[{rec.last.low:+.1%}, {rec.last.high:+.1%}] clears +0.5%")
+    rec = sequential_test(-0.1 + 0.01 * np.random.default_rng(4).normal(size=40), min_gain=0.005, min_rounds=3,
+                          max_rounds=32)
+    assert rec.decision == "reject" and "lies below +0.5%" in stop_reason(4, rec)
+    rec = sequential_test(0.005 + 0.03 * np.random.default_rng(5).normal(size=6), min_gain=0.005, max_rounds=6)
+    assert rec.decision == "inconclusive" and "still straddles +0.5%" in stop_reason(1, rec)

@@ -115,6 +115,7 @@ def test_the_evidence_check_accepts_a_sequential_run_only_where_its_sequence_sto
 
     policy = {"method": "sequential", "levels": [1]}
     full = synthetic_result(levels=(1,), rounds=30, gain=0.06, policy=policy)
+    full.sequential = {}  # what run_sequential records: this run stopped on its sequence
     stop = decided_rounds(full, load_stack("eagle-nccl-ll").config.policy.model_copy(update={"method": "sequential"}))[1]
     assert 5 <= stop < 30
 
@@ -124,6 +125,7 @@ def test_the_evidence_check_accepts_a_sequential_run_only_where_its_sequence_sto
         level.rounds = [r for r in level.rounds if r.round_index < n]
         level.requests = [q for q in level.requests if q.round_index < n]
         result.load_plan = result.load_plan.model_copy(update={"rounds": 30})
+        result.sequential = {}  # a sequential run (run_sequential records its looks)
         return result
 
     assert _schedule_problems(cut(stop)) == []  # stopped at its decision: what its plan says
