@@ -40,7 +40,9 @@ Decision = Literal["promote", "reject", "futile", "continue", "inconclusive"]
 """promote: the lower bound clears log(1 + min-gain); reject: the upper bound is below it (the gain is
 short of the minimum with confidence: cannot promote); futile (only with `futility` and max-rounds):
 even a true gain at the current upper bound would leave the lower bound at max-rounds (same spread)
-short of the minimum, so stop without promoting; continue: none yet; inconclusive: none by max-rounds.
+short of the minimum, so stop without promoting (unless, at the current estimate and spread, the upper bound
+would fall below the minimum by max-rounds: then the run goes on to that reject); continue: none yet;
+inconclusive: none by max-rounds.
 Stopping early without promoting never raises the false-promotion rate; futility only costs power."""
 PROMOTE, REJECT, FUTILE, NONE = 1, -1, -2, 0
 _NAMES: dict[int, Decision] = {PROMOTE: "promote", REJECT: "reject", FUTILE: "futile"}
@@ -150,7 +152,10 @@ def look_codes(values: np.ndarray, *, threshold_log: float, confidence: float = 
         with np.errstate(invalid="ignore"):
             sd = np.where(np.isfinite(factor), (upper - mean) / np.where(np.isfinite(factor), factor, 1.0), np.inf)
             hopeless = allowed & (n < max_rounds) & (upper < threshold_log + at_max * sd)
-        code = np.where((code == NONE) & hopeless, FUTILE, code)
+            # a clear loser is not given up on: at its estimate and spread it would be rejected (upper bound
+            # below the threshold) by max-rounds, and a reject says more than "futile" (an inconclusive verdict)
+            reject_in_reach = mean + at_max * sd < threshold_log
+        code = np.where((code == NONE) & hopeless & ~reject_in_reach, FUTILE, code)
     return mean, lower, upper, code
 
 

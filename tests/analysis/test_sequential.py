@@ -252,3 +252,20 @@ def test_the_stop_is_said_with_its_round_its_band_and_the_line_it_cleared() -> N
     assert rec.decision == "reject" and "lies below +0.5%" in stop_reason(4, rec)
     rec = sequential_test(0.005 + 0.03 * np.random.default_rng(5).normal(size=6), min_gain=0.005, max_rounds=6)
     assert rec.decision == "inconclusive" and "still straddles +0.5%" in stop_reason(1, rec)
+
+
+def test_futility_does_not_give_up_on_a_clear_loser_that_a_few_more_rounds_reject() -> None:
+    # eagle-default's measured c=1 rounds with the suite prompts (4 s rounds, simulators at 3x): -17.5%, sd 9.2%.
+    # At round 6 the upper bound (+3.0%) could not clear +0.5% by round 32: futile, an inconclusive verdict;
+    # a reject is within reach at that estimate, so the run goes on to it.
+    x = [-0.106, -0.135, -0.315, -0.205, -0.062, -0.227]
+    head = sequential_test(x, min_gain=0.005, min_rounds=3, max_rounds=32, futility=True)
+    assert head.decision == "continue" and head.last.high is not None and head.last.high > 0.005
+    rng = np.random.default_rng(11)
+    more = x + list(rng.normal(-0.175, 0.092, 26))
+    rec = sequential_test(more, min_gain=0.005, min_rounds=3, max_rounds=32, futility=True)
+    assert rec.decision == "reject" and rec.rounds < 16
+    # near the threshold the futility stop still ends the run early
+    flat = sequential_test(np.random.default_rng(12).normal(0.0, 0.0235, 32), min_gain=0.005, min_rounds=3,
+                           max_rounds=32, futility=True)
+    assert flat.decision == "futile" and flat.rounds < 32
