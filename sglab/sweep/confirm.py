@@ -58,12 +58,10 @@ def run_confirmation(loaded: LoadedStack, state: SweepState, *, out: Path | None
     request = BenchRequest(loaded=stack, plan=confirmation_plan(loaded, state), kind="ab",
                            target_kind=state.target if state.target == "sim" else "urls",
                            sim_env=dict(state.sim_env), out=out, progress=progress)
-    if stack.config.policy.method == "sequential":  # like `sglab bench`: stop at the sequence's decision
-        from sglab.sweep.sequential import run_sequential
-
-        result, run_dir = run_sequential(request)  # at most 2 x the confirmation's rounds
-    else:
-        result, run_dir = run_bench(request)
+    # fixed rounds, also under the default sequential policy: its verdict is the confidence sequence at
+    # those rounds (valid, stricter than the t), and a sequential stop at the source's min-gain could leave
+    # the evidence short of a promotion target's higher one (docs/verdict.md, "Sequential decisions")
+    result, run_dir = run_bench(request)
     result.sweep = sweep_record(state)
     write_result(result, run_dir, overwrite=True)
     outcome = judge_and_report(result, run_dir) if result.complete else None
