@@ -13,7 +13,7 @@ import math
 from sglab import metrics
 from sglab.config.models import PromotionPolicy
 from sglab.results.schema import RunResult
-from sglab.results.verdict import Crossover, LevelVerdict, OperatingPoint, pct
+from sglab.results.verdict import LOSS_PREFIX, Crossover, LevelVerdict, OperatingPoint, pct
 
 __all__ = ["effective_policy", "level_label", "level_phrase", "operating_point", "slo_targets"]
 
@@ -66,6 +66,12 @@ def _serve_phrase(label: str, threshold: int) -> str:
     return f"do not serve ≥ {threshold} concurrent requests with this config"
 
 
+def _shown_slower(level: LevelVerdict, metric: str) -> bool:
+    """The interval lies below no change; a level without an interval counts by its estimate."""
+    g = level.gain(metric)
+    return g.high < 0 if g.high is not None else (g.estimate or 0.0) < 0
+
+
 def _listing(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
@@ -85,13 +91,20 @@ def operating_point(result: RunResult, levels: list[LevelVerdict], policy: Promo
         for i, lv in enumerate(losing):
             g = lv.gain(policy.metric)
             unit = f" {words}" if i == 0 else ""
+            noise = "" if _shown_slower(lv, policy.metric) else ", which includes no change"
             parts.append(f"{pct(g.estimate)}{unit} at {level_phrase(label, lv.concurrency)} "
-                         f"({conf} {pct(g.low)} to {pct(g.high)})")
-        threshold = min(lv.concurrency for lv in losing)
-        if (policy.metric == "decode_tok_per_s" and crossover.status == "between"
-                and crossover.concurrency is not None and crossover.concurrency <= threshold):
-            threshold = max(1, math.ceil(crossover.concurrency))
-        point.loss_text = f"The candidate loses {_listing(parts)}: {_serve_phrase(label, threshold)}."
+                         f"({conf} {pct(g.low)} to {pct(g.high)}{noise})")
+        shown = [lv for lv in losing if _shown_slower(lv, policy.metric)]
+        point.slower = [lv.concurrency for lv in shown]
+        if shown:
+            threshold = min(lv.concurrency for lv in shown)
+            if (policy.metric == "decode_tok_per_s" and crossover.status == "between"
+                    and crossover.concurrency is not None and crossover.concurrency <= threshold):
+                threshold = max(1, math.ceil(crossover.concurrency))
+            advice = _serve_phrase(label, threshold)
+        else:  # a negative estimate inside the noise (an A/A run's -0.1%) is no reason to avoid a level
+            advice = "within the noise, not shown to be slower"
+        point.loss_text = f"{LOSS_PREFIX}{_listing(parts)}: {advice}."
     if ungated and gated and not has_blockers:
         judged = _listing([str(c) for c in gated])
         others = _listing([str(c) for c in ungated])

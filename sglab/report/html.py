@@ -13,7 +13,7 @@ from sglab.analysis.verdict import next_step
 from sglab.report.plots import OUTCOME_COLORS
 from sglab.report.table import level_label
 from sglab.results.schema import RunResult
-from sglab.results.verdict import LevelVerdict, Verdict
+from sglab.results.verdict import LOSS_PREFIX, LevelVerdict, Verdict
 
 CAPTIONS = {
     "decode": "Decode tok/s per level for both arms, and the candidate's gain with its confidence interval.",
@@ -126,9 +126,11 @@ def _loss_banner(verdict: Verdict) -> str:
     if op is None or not (op.loss_text or op.not_gated_text):
         return ""
     parts = []
-    if op.loss_text:
+    if op.loss_text and op.slower:
         parts.append(f"<div class='verdict' style='border-color:#C62828'><b class='bad'>LOSES</b> — "
-                     f"{_e(op.loss_text.removeprefix('The candidate loses '))}</div>")
+                     f"{_e(op.loss_text.removeprefix(LOSS_PREFIX))}</div>")
+    elif op.loss_text:
+        parts.append(f"<p class='muted'>{_e(op.loss_text)}</p>")
     if op.not_gated_text:
         parts.append(f"<p class='muted'>{_e(op.not_gated_text)}</p>")
     return "".join(parts)

@@ -12,7 +12,7 @@ from sglab import metrics
 from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.sequential import method_phrase
 from sglab.analysis.verdict import next_step
-from sglab.results.verdict import Gain, Verdict, pct
+from sglab.results.verdict import LOSS_PREFIX, Gain, Verdict, pct
 
 # Column titles of the built-in metrics, as the table has always written them.
 _TITLES = {"decode_tok_per_s": "decode gain", "output_tok_per_s": "output gain"}
@@ -68,7 +68,8 @@ def format_table(v: Verdict, lints: Iterable[Any] = ()) -> str:
     lines.append("")
     op = v.operating_point
     if op is not None and op.loss_text:
-        lines.append(f"LOSES: {op.loss_text.removeprefix('The candidate loses ')}")
+        head = "LOSES" if op.slower else "below the baseline within the noise"
+        lines.append(f"{head}: {op.loss_text.removeprefix(LOSS_PREFIX)}")
     if op is not None and op.weighted_gain is not None:
         lines.append(f"traffic-weighted gain over the gated levels: {pct(op.weighted_gain)}")
     for level in sorted({c.level for c in v.categories}):

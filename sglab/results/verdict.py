@@ -91,6 +91,9 @@ class Check(BaseModel):
     fix: str | None = None
 
 
+LOSS_PREFIX = "The candidate loses "  # how loss_text starts
+
+
 class OperatingPoint(BaseModel):
     """Where the gate was evaluated and where the candidate loses (sglab/analysis/operating_point.py)."""
 
@@ -100,6 +103,7 @@ class OperatingPoint(BaseModel):
     ungated: list[int] = Field(default_factory=list, description="measured but not gated")
     losing: list[int] = Field(default_factory=list, description="measured levels where the gate metric's "
                               "estimate is below zero")
+    slower: list[int] = Field(default_factory=list, description="losing levels whose interval lies below no change")
     loss_text: str | None = None  # "loses -18.8% decode tok/s at concurrency 16 (...): do not serve ..."
     not_gated_text: str | None = None
     weighted_gain: float | None = Field(None, description="traffic-weighted gain over the gated levels "

@@ -115,3 +115,13 @@ def test_the_recorded_traffic_judges_the_same_after_the_result_file() -> None:
     v = judge(stored)
     assert v.gating_levels == [1, 16] and v.level(16).non_inferiority_margin == 0.05
     assert v.operating_point.gated_by == "traffic" and v.outcome == "promote"
+
+
+def test_a_negative_estimate_inside_the_noise_is_not_called_a_loss_to_avoid() -> None:
+    """An A/A run's -0.1% (interval across zero) must not tell the user to stop serving the config."""
+    v = judge(synthetic_result(gain={1: 0.0, 4: -0.01}, levels=(1, 4), round_cv=0.02))
+    g = v.level(4).decode
+    assert g.estimate < 0 < g.high
+    assert "do not serve" not in v.sentence and "which includes no change" in v.sentence
+    assert v.operating_point.losing == [4] and v.operating_point.slower == []
+    assert "LOSES" not in format_table(v) and "within the noise" in format_table(v)
