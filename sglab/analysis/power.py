@@ -2,7 +2,9 @@
 
 Assumes the per-round spread stays what it was and the true gain is the measured one; then finds
 the smallest round count at which the interval would clear (or miss) the threshold with 80%
-probability: (t_{n-1} + z_0.8) * sd / sqrt(n) <= |mean - threshold|, all in log-ratio units.
+probability: (t_{n-1} + z_0.8) * sd / sqrt(n) <= |mean - threshold|, all in log-ratio units. Under the
+sequential method the interval is the confidence sequence, wider than t at every n:
+(radius(n) + z_0.8 / sqrt(n)) * sd <= |mean - threshold|.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ import math
 
 from scipy import stats
 
+from sglab.analysis.sequential import radius_factor
+
 ASSURANCE = 0.8
 MAX_ROUNDS = 200
 
 
 def rounds_to_decide(*, mean_log: float, sd_log: float, threshold_log: float, rounds_now: int,
                      confidence: float = 0.95, assurance: float = ASSURANCE,
-                     max_rounds: int = MAX_ROUNDS) -> int | None:
+                     max_rounds: int = MAX_ROUNDS, method: str = "paired-t") -> int | None:
     """Extra rounds needed (>= 1), or None when even `max_rounds` in total would likely not decide."""
     distance = abs(mean_log - threshold_log)
     if distance == 0.0:
@@ -27,7 +31,10 @@ def rounds_to_decide(*, mean_log: float, sd_log: float, threshold_log: float, ro
     z = stats.norm.ppf(assurance)
     tail = (1 + confidence) / 2
     for total in range(max(rounds_now + 1, 2), max_rounds + 1):
-        half_width = (stats.t.ppf(tail, total - 1) + z) * sd_log / math.sqrt(total)
+        if method == "sequential":
+            half_width = (float(radius_factor(total, confidence=confidence)) + z / math.sqrt(total)) * sd_log
+        else:
+            half_width = (stats.t.ppf(tail, total - 1) + z) * sd_log / math.sqrt(total)
         if half_width <= distance:
             return total - rounds_now
     return None

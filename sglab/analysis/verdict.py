@@ -103,7 +103,7 @@ def _level(level: LevelResult, base: str, cand: str, policy: PromotionPolicy) ->
     if outcome == "undecided" and decisive.mean_log is not None and decisive.sd_log is not None:
         more = rounds_to_decide(mean_log=decisive.mean_log, sd_log=decisive.sd_log,
                                 threshold_log=math.log1p(threshold), rounds_now=decisive.rounds,
-                                confidence=policy.confidence)
+                                confidence=policy.confidence, method=policy.interval_method(level.concurrency))
     return LevelVerdict(
         concurrency=level.concurrency, gating=gating, outcome=outcome, decode=decode, output=output,
         ttft_p99=_latency(bstats.ttft_p99_ms, cstats.ttft_p99_ms),
@@ -187,6 +187,8 @@ def next_step(v: Verdict) -> str | None:
         return f"sglab promote --stack {v.stack} --dry-run"
     if v.outcome == "inconclusive" and v.more_rounds and not v.blockers:
         done = max((lv.gain(v.metric).rounds for lv in v.levels if lv.gating), default=0)
+        if v.method == "sequential":  # the sequence keeps its error rate however long it runs: raise the cap
+            return f"sglab bench --stack {v.stack} --max-rounds {done + v.more_rounds}"
         return f"sglab bench --stack {v.stack} --rounds {done + v.more_rounds}"
     return None
 

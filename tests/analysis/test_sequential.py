@@ -269,3 +269,19 @@ def test_futility_does_not_give_up_on_a_clear_loser_that_a_few_more_rounds_rejec
     flat = sequential_test(np.random.default_rng(12).normal(0.0, 0.0235, 32), min_gain=0.005, min_rounds=3,
                            max_rounds=32, futility=True)
     assert flat.decision == "futile" and flat.rounds < 32
+
+
+def test_an_inconclusive_sequential_run_asks_for_the_rounds_its_sequence_needs() -> None:
+    """The fixed-n formula under-counts what a confidence sequence needs; the advice names --max-rounds."""
+    from sglab.analysis.power import rounds_to_decide
+    from sglab.analysis.synthetic import synthetic_result
+    from sglab.analysis.verdict import judge, next_step
+    from sglab.config.models import PromotionPolicy
+
+    fixed = rounds_to_decide(mean_log=0.02, sd_log=0.03, threshold_log=0.005, rounds_now=6)
+    seq = rounds_to_decide(mean_log=0.02, sd_log=0.03, threshold_log=0.005, rounds_now=6, method="sequential")
+    assert fixed is not None and seq is not None and seq > fixed
+    v = judge(synthetic_result(gain=0.012, levels=(1,), rounds=6, round_cv=0.02), PromotionPolicy(method="sequential"))
+    assert v.outcome == "inconclusive" and v.more_rounds
+    step = next_step(v)
+    assert step is not None and "--max-rounds" in step and "--rounds " not in step
