@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow
 
 def test_traffic_at_1_and_16_gets_reject_and_names_the_loss(tmp_path: Path) -> None:
     stack = (project_root() / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text()
+    stack = stack.split("  sglab:load:")[0]  # random prompts: with the suite c = 16 loses only about -2%
     (tmp_path / "stacks").mkdir()
     # --quick, but the simulators at 5x with 1.5 s rounds: at 10x, 16 streams on a busy 2-core machine turn
     # the decode rate at concurrency 16 into scheduling noise (95% CI about +-30%)
