@@ -40,9 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true",
                    help="CI preset (under a minute): levels 1,4, 10 rounds of 0.9 s per arm; simulators at 10x speed")
     p.add_argument("--workers", type=int, default=0, help="Locust worker processes (distributed mode)")
-    p.add_argument("--rounds", type=int, help="rounds at the levels the policy gates on (default: load.rounds)")
+    p.add_argument("--rounds", type=int, help="rounds at the levels the policy gates on (default: load.rounds); "
+                   "under policy.method sequential (the default) an explicit --rounds is the cap on rounds at the "
+                   "gated levels (each stops earlier once its confidence sequence decides), unless --max-rounds "
+                   "is given")
     p.add_argument("--max-rounds", type=int, help="policy.method sequential: most rounds per gated level before "
-                   "the run ends inconclusive (default: 2 x load.rounds)")
+                   "the run ends inconclusive; overrides --rounds, so it raises the cap an explicit --rounds sets "
+                   "(default: --rounds if given, else 2 x load.rounds; at least policy.min-rounds)")
     p.add_argument("--ungated-rounds", type=int,
                    help="rounds at the other levels, which only show the crossover (default: load.ungated-rounds)")
     p.add_argument("--concurrency", help="comma-separated levels, e.g. 1,4 (default: the stack's)")
