@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from functools import partial
 
+from sglab.analysis.operating_point import level_label, level_phrase
 from sglab.analysis.samples import comparison_arms
 from sglab.config.arms import ArmSpec, arm_differences
 from sglab.config.models import PromotionPolicy
@@ -27,6 +29,7 @@ UNMEASURABLE = "cannot be checked"
 PER_ARM_FLAGS = ("server --host", "server --port")
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _SHOWN = 3
+_LEVELS_KEY = {"rate": "load.rate.levels"}  # where a profile's levels are declared (concurrency: load.concurrency)
 
 
 def _arm_from_command(name: str, command: str) -> ArmSpec:
@@ -112,45 +115,55 @@ def blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: Promoti
         out.append(Check(name="incomplete", ok=False, detail=f"the run is incomplete{why}",
                          fix=f"re-run `sglab bench --stack {stack}` to completion"))
     out += evidence_problems(result)
+    label = level_label(result)
+    at = partial(level_phrase, label)  # 'concurrency 4', '4 req/s', 'the trace replay'
+    levels_key = _LEVELS_KEY.get(label, "load.concurrency")
     for c in policy.levels:
         lv = levels.get(c)
         if lv is None:
-            out.append(Check(name=f"data@{c}", ok=False, detail=f"gating concurrency {c} was not measured",
-                             fix=f"add {c} to load.concurrency and re-run"))
+            if label == "trace":
+                out.append(Check(name=f"data@{c}", ok=False, detail=f"gating level {c} was not measured (a trace "
+                                 "replay is level 1)", fix="judge a trace replay with policy.levels [1]"))
+                continue
+            out.append(Check(name=f"data@{c}", ok=False, detail=f"gating {at(c)} was not measured",
+                             fix=f"add {c} to {levels_key} and re-run"))
             continue
         if lv.outcome == "no-data":
             out.append(Check(name=f"data@{c}", ok=False,
-                             detail=f"no round at gating concurrency {c} has successful requests from both arms",
+                             detail=f"no round at gating {at(c)} has successful requests from both arms",
                              fix="see the run's errors for why an arm failed, fix it and re-run"))
             continue
         gain = lv.gain(policy.metric)
         if gain.rounds < policy.min_rounds:
             out.append(Check(name=f"rounds@{c}", ok=False,
-                             detail=f"only {gain.rounds} paired rounds at concurrency {c} "
+                             detail=f"only {gain.rounds} paired rounds at {at(c)} "
                                     f"(policy.min-rounds {policy.min_rounds})",
                              fix="raise load.rounds and re-run"))
         fewest = min(lv.baseline_requests, lv.candidate_requests)
         if fewest < policy.min_requests:
             out.append(Check(name=f"requests@{c}", ok=False,
-                             detail=f"only {fewest} successful requests per arm at concurrency {c} "
+                             detail=f"only {fewest} successful requests per arm at {at(c)} "
                                     f"(policy.min-requests {policy.min_requests})",
                              fix="raise load.rounds or load.round-duration-s and re-run"))
     for lv in levels.values():
         if lv.baseline_error_rate > policy.error_cap:
             out.append(Check(name=f"baseline-errors@{lv.concurrency}", ok=False,
-                             detail=f"the baseline failed {lv.baseline_error_rate:.1%} of requests at concurrency "
-                                    f"{lv.concurrency} (cap {policy.error_cap:.1%}); the comparison is unreliable",
-                             fix="fix the baseline (see the run's errors) or lower load.concurrency, then re-run"))
+                             detail=f"the baseline failed {lv.baseline_error_rate:.1%} of requests at "
+                                    f"{at(lv.concurrency)} (cap {policy.error_cap:.1%}); the comparison is unreliable",
+                             fix=f"fix the baseline (see the run's errors) or lower {levels_key}, then re-run"
+                             if label != "trace" else "fix the baseline (see the run's errors), then re-run"))
     return out
 
 
-def guards(levels: dict[int, LevelVerdict], policy: PromotionPolicy) -> list[Check]:
+def guards(levels: dict[int, LevelVerdict], policy: PromotionPolicy, label: str = "concurrency") -> list[Check]:
+    """`label` is the run's level label (level_label), for the details' words."""
+    at = partial(level_phrase, label)
     out: list[Check] = []
     for lv in levels.values():
         ok = lv.candidate_error_rate <= policy.error_cap
         out.append(Check(name=f"errors@{lv.concurrency}", ok=ok,
                          detail=f"candidate error rate {lv.candidate_error_rate:.1%} "
-                                f"({'≤' if ok else '>'} cap {policy.error_cap:.1%}) at concurrency {lv.concurrency}",
+                                f"({'≤' if ok else '>'} cap {policy.error_cap:.1%}) at {at(lv.concurrency)}",
                          fix=None if ok else "find why the candidate fails requests (see the run's errors)"))
     for c in policy.levels:
         lv = levels.get(c)
@@ -162,12 +175,12 @@ def guards(levels: dict[int, LevelVerdict], policy: PromotionPolicy) -> list[Che
                 continue
             if delta.increase is None:
                 out.append(Check(name=f"{name}@{c}", ok=False,
-                                 detail=f"{name} {UNMEASURABLE} at concurrency {c}: no latency samples",
+                                 detail=f"{name} {UNMEASURABLE} at {at(c)}: no latency samples",
                                  fix="re-run with request samples kept"))
                 continue
             ok = delta.increase <= cap
             out.append(Check(name=f"{name}@{c}", ok=ok,
-                             detail=f"{name} {pct(delta.increase)} at concurrency {c} "
+                             detail=f"{name} {pct(delta.increase)} at {at(c)} "
                                     f"({'within' if ok else 'beyond'} the allowed {cap:+.0%})",
                              fix=None if ok else f"the candidate's {name} grew too much; tune it or raise "
                                                  f"policy.{name.replace('-p99', '')}-p99-max-increase"))

@@ -106,13 +106,16 @@ def operating_point(result: RunResult, levels: list[LevelVerdict], policy: Promo
             advice = "within the noise, not shown to be slower"
         point.loss_text = f"{LOSS_PREFIX}{_listing(parts)}: {advice}."
     if ungated and gated and not has_blockers:
-        judged = _listing([str(c) for c in gated])
+        judged = level_phrase(label, _listing([str(c) for c in gated]))  # 'concurrency 1', '1 req/s'
         others = _listing([str(c) for c in ungated])
+        if label == "rate":  # '4 and 16 req/s'; a concurrency run's stay bare ('4 and 16')
+            others = level_phrase(label, others)
         if policy.traffic is None:
-            point.not_gated_text = (f"Only {label} {judged} was judged (policy.levels; no sglab:traffic declared): "
+            point.not_gated_text = (f"Only {judged} was judged (policy.levels; no sglab:traffic declared): "
                                     f"{others} {'was' if len(ungated) == 1 else 'were'} measured but not gated.")
         else:
-            point.not_gated_text = (f"{label.capitalize()} {others} {'was' if len(ungated) == 1 else 'were'} "
+            outside = others if label == "rate" else f"{label} {others}"
+            point.not_gated_text = (f"{outside[:1].upper()}{outside[1:]} {'was' if len(ungated) == 1 else 'were'} "
                                     "measured outside the declared traffic and not gated.")
     traffic = policy.traffic
     if traffic is not None and traffic.weights is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from sglab.analysis.operating_point import level_label
 from sglab.config.loader import ConfigError
 from sglab.results.schema import RunResult
 from sglab.results.store import list_runs, load_result, results_root
@@ -22,15 +23,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _level_name(label: str, level: int) -> str:
+    """A level as the run's profile measured it: c4 (concurrency), 4 req/s (rate), trace."""
+    return {"rate": f"{level} req/s", "trace": "trace"}.get(label, f"c{level}")
+
+
 def _gains(result: RunResult) -> str:
     verdict = result.verdict or {}
+    label = level_label(result)
     parts = []
     for level in verdict.get("levels", []):
         decode = level.get("decode") or {}
         estimate = decode.get("estimate")
         if estimate is not None:
-            parts.append(f"c{level['concurrency']} {estimate:+.1%}")
-    return " ".join(parts) or "-"
+            parts.append(f"{_level_name(label, level['concurrency'])} {estimate:+.1%}")
+    return (", " if label == "rate" else " ").join(parts) or "-"
 
 
 def _state(result: RunResult) -> str:
@@ -60,6 +67,9 @@ def rows(stack: str, base: Path | None = None) -> list[tuple[str, ...]]:
             out.append((run_dir.name, "?", "?", "?", "-", "-", f"unreadable: {exc.problem}"))
             continue
         levels = ",".join(str(lv.concurrency) for lv in result.levels) or "-"
+        label = level_label(result)
+        if levels != "-" and label in ("rate", "trace"):
+            levels = "trace" if label == "trace" else f"{levels} req/s"
         complete = _state(result)
         outcome = (result.verdict or {}).get("outcome", "-")
         out.append((result.run_id, result.kind, complete, result.target.kind, levels, _gains(result), outcome))

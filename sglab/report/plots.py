@@ -16,10 +16,17 @@ from sglab.analysis.samples import per_round  # noqa: E402
 from sglab import metrics  # noqa: E402
 from sglab.results.schema import LevelResult, RunResult  # noqa: E402
 from sglab.results.verdict import Verdict  # noqa: E402
+from sglab.analysis.operating_point import level_phrase  # noqa: E402
+from sglab.report.table import level_label  # noqa: E402
 
 COLORS = {"baseline": "#4C72B0", "candidate": "#DD8452", "baseline+confounds": "#55A868",
           "candidate-confounds": "#C44E52", "baseline-b": "#8172B3"}
 OUTCOME_COLORS = {"promote": "#2E7D32", "reject": "#C62828", "inconclusive": "#EF6C00"}
+
+
+def _axis(label: str) -> str:
+    """An x-axis that counts levels, named as the profile measured them."""
+    return {"rate": "rate (req/s)", "trace": "trace replay"}.get(label, label)
 
 
 def _color(arm: str) -> str:
@@ -62,8 +69,9 @@ def metric_plot(result: RunResult, verdict: Verdict, path: Path, metric: str = "
             halves.append(h)
         left.bar(xs + (i - (len(arms) - 1) / 2) * width, means, width, yerr=halves, capsize=4, label=arm,
                  color=_color(arm))
+    label = level_label(verdict)
     left.set_xticks(xs, [str(lv.concurrency) for lv in levels])
-    left.set_xlabel("concurrency")
+    left.set_xlabel(_axis(label))
     per = " per request" if declared.from_requests else ""
     left.set_ylabel(f"{declared.label}{per} (mean over rounds)")
     left.set_title(f"{declared.label}, {verdict.confidence:.0%} CI over rounds")
@@ -88,10 +96,10 @@ def metric_plot(result: RunResult, verdict: Verdict, path: Path, metric: str = "
             right.annotate("gate", (c, est[conc.index(c)]), textcoords="offset points", xytext=(6, 6), fontsize=8)
     if verdict.crossover.status == "between" and verdict.crossover.concurrency:
         right.axvline(verdict.crossover.concurrency, color="#C62828", ls=":", lw=1,
-                      label=f"crossover ≈ {verdict.crossover.concurrency:.1f}")
+                      label=f"crossover ≈ {verdict.crossover.concurrency:.1f}{' req/s' if label == 'rate' else ''}")
     right.set_xscale("log", base=2)
     right.set_xticks(conc, [str(c) for c in conc])
-    right.set_xlabel("concurrency")
+    right.set_xlabel(_axis(label))
     right.set_ylabel(f"{verdict.candidate_arm} vs {verdict.baseline_arm}, {declared.label} gain (%)")
     right.set_title("gain per level")
     right.legend(fontsize=8)
@@ -139,8 +147,9 @@ def latency_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None
         ax.axhline(0.99, color="#999999", ls=":", lw=1)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
-    left.set_title(f"TTFT CDF at concurrency {level.concurrency}")
-    right.set_title(f"ITL CDF at concurrency {level.concurrency}")
+    where = level_phrase(level_label(verdict), level.concurrency)
+    left.set_title(f"TTFT CDF at {where}")
+    right.set_title(f"ITL CDF at {where}")
     return _save(fig, path)
 
 
@@ -165,7 +174,8 @@ def accept_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
                    label=f"measured mean {econ.accept_length:.2f} ({econ.accept_length_source})")
     ax.set_xlabel("accept length (tokens per verify cycle)")
     ax.set_ylabel("requests")
-    ax.set_title(f"accept length at concurrency {level.concurrency}: right of the red line, speculation pays")
+    ax.set_title(f"accept length at {level_phrase(level_label(verdict), level.concurrency)}: right of the red line, "
+                 "speculation pays")
     ax.legend(fontsize=8)
     return _save(fig, path)
 
@@ -188,7 +198,7 @@ def attribution_plot(verdict: Verdict, path: Path) -> Path | None:
         ax.bar_label(bars, labels=[f"{v:+.1f}" for v in est], fontsize=7, padding=2)
     ax.axhline(0, color="#999999", lw=1)
     ax.set_xticks(xs, [str(lv.concurrency) for lv in att.levels])
-    ax.set_xlabel("concurrency")
+    ax.set_xlabel(_axis(level_label(verdict)))
     ax.set_ylabel("gain over baseline (percentage points)")
     ax.set_title(f"where the gain comes from ({att.confidence:.0%} CI over rounds)")
     ax.legend(fontsize=8)

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.samples import per_round
 from sglab.results.schema import RunResult
 from sglab.sweep.run import BASELINE
@@ -38,8 +39,9 @@ def ranking_rows(state: SweepState) -> list[dict[str, Any]]:
 def ranking_table(state: SweepState) -> str:
     lines = [f"sweep {state.run_id} of stack {state.stack}: {len(state.arms)} arms vs one baseline, "
              f"gate {state.metric}; status {state.status}, winner {state.winner or 'none'}"]
+    label = state.plan.get("profile") or "concurrency"
     for level, raw in sorted(state.records.items(), key=lambda kv: int(kv[0])):
-        lines.append(f"\nconcurrency {level}: {raw['outcome']} after {raw['rounds']} rounds; each arm's "
+        lines.append(f"\n{level_phrase(label, int(level))}: {raw['outcome']} after {raw['rounds']} rounds; each arm's "
                      f"interval at {raw['arm_confidence']:.2%} (familywise {raw['confidence']:.0%}), "
                      f"min gain {raw['min_gain']:+.1%}")
         lines.append(f"  {'#':>3} {'arm':<26} {'status':<10} {'rounds':>6} {'gain':>8} {'interval':>20}  eliminated")
