@@ -124,7 +124,7 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
         raise ConfigError(f"result {result.run_id}", "arms", str(exc), "compare a run with two or more arms") from None
     levels = {lv.concurrency: _level(lv, base, cand, policy) for lv in sorted(result.levels, key=lambda x: x.concurrency)}
     blockers = _blockers(result, levels, policy)
-    guards = _guards(levels, policy)
+    guards = _guards(levels, policy, level_label(result))
     unmeasured = [g for g in guards if not g.ok and unable_to_measure(g)]
     failed = [g for g in guards if not g.ok and not unable_to_measure(g)]
     blockers += unmeasured
@@ -169,7 +169,7 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
         statistical_outcome=statistical, sentence="", baseline_arm=base, candidate_arm=cand,
         metric=policy.metric, min_gain=policy.min_gain, confidence=policy.confidence, method=policy.method,
         gating_levels=list(policy.levels), levels=list(levels.values()), guards=guards, blockers=blockers,
-        reasons=reasons, crossover=crossover(gains), more_rounds=more,
+        reasons=reasons, crossover=crossover(gains, level_label(result)), more_rounds=more,
         attribution=attribute(result, metric=policy.metric, confidence=policy.confidence, method=policy.method),
         policy=policy.model_dump(mode="json", by_alias=True),
         computed_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

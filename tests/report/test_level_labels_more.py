@@ -188,3 +188,8 @@ def test_bench_help_says_what_rounds_and_max_rounds_do_under_sequential() -> Non
     assert "sequential" in helps["rounds"] and "cap" in helps["rounds"], helps
     assert "--max-rounds" in helps["rounds"], helps
     assert "overrides --rounds" in helps["max_rounds"] and "2 x load.rounds" in helps["max_rounds"], helps
+
+
+def test_the_judged_verdict_names_rate_levels_in_its_crossover_and_guards() -> None:
+    v = judge(profiled("rate"))
+    assert "req/s" in v.crossover.note and not [g for g in v.guards if "concurrency" in g.detail]
