@@ -74,7 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--round-s", type=float, help="seconds per arm per round")
     p.add_argument("--round-requests", type=int, help="requests per arm per round (instead of --round-s)")
     p.add_argument("--warmup-requests", type=int, help="discarded warm-up requests per arm and level")
-    p.add_argument("--max-new-tokens", type=int, help="tokens per request (ignore_eos)")
+    p.add_argument("--max-new-tokens", type=int, help="tokens per request for prompts without their own output length (random, file); the "
+                   "suite, imports and traces send each record's own")
     p.add_argument("--request-timeout-s", type=float, help="per-request timeout (default: the stack's)")
     p.add_argument("--sim-env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra SGLAB_SIM_* knob for the simulators (recorded in the result)")
@@ -173,7 +174,7 @@ def _prompt_overrides(args: argparse.Namespace, stack_prompts) -> dict:
     return overrides
 
 
-def _check_profile(loaded, plan, workers: int) -> None:
+def _check_profile(loaded, plan, workers: int, *, max_new_tokens_given: bool = False) -> None:
     """The profile exists, its requests (a trace, the prompt set) read and it can run as asked (else exit 2)."""
     from sglab.errors import ConfigError
     from sglab.load.profiles import profile_for, profile_names
@@ -186,7 +187,13 @@ def _check_profile(loaded, plan, workers: int) -> None:
     from sglab.load.prompts import build_prompts
 
     base_dir = loaded.path.parent.parent  # as the runner reads them
-    profile.prompts(base_dir) or build_prompts(plan.prompts, base_dir)  # a bad dataset fails here, not mid-run
+    prompts = profile.prompts(base_dir) or build_prompts(plan.prompts, base_dir)  # a bad dataset fails here
+    own = sum(1 for p in prompts if p.output_tokens)
+    if max_new_tokens_given and own:
+        raise UsageError(f"--max-new-tokens: {own} of this run's {len(prompts)} requests carry their own output "
+                         f"length ({plan.prompts.source if profile.name != 'trace' else 'the trace'}), which is "
+                         "what they send; leave --max-new-tokens out, or send fixed-length requests with "
+                         "--prompts random (or file:PATH)")
     if workers and not profile.distributable:
         raise UsageError(f"--workers: the {profile.name} profile's arrival schedule runs in one process; "
                          "leave --workers out (one process sends thousands of requests per second)")
@@ -267,7 +274,7 @@ def build_request(args: argparse.Namespace):
         err = exc.errors(include_url=False)[0]
         raise ConfigError(loaded.path, "load." + ".".join(str(p) for p in err["loc"]),
                           f"{err['msg']} (after command-line overrides)", "check --rounds/--concurrency/--round-*") from None
-    _check_profile(loaded, plan, args.workers)
+    _check_profile(loaded, plan, args.workers, max_new_tokens_given=args.max_new_tokens is not None)
     _refuse_ungated_run(loaded, plan)
     sim_env = _sim_env(args.sim_env, args.time_scale) if target == "sim" else {}
     if args.quick and target == "sim" and "SGLAB_SIM_TIME_SCALE" not in sim_env:

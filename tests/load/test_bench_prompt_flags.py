@@ -143,3 +143,14 @@ def test_a_quick_run_with_the_suite_and_natural_stop_records_both(stack, out) ->
     assert {s["category"] for s in samples} == {"code", "chat"}
     assert "verdict:" in proc.stdout
     assert "prompts suite (code,chat) to chat, natural stop" in proc.stderr  # the start line says what is sent
+
+
+def test_max_new_tokens_is_refused_where_every_request_carries_its_own_length(stack, tmp_path, capsys) -> None:
+    """The suite's records send their own output lengths: a --max-new-tokens that would be ignored is an error."""
+    name = stack()
+    assert main(["bench", "--stack", name, "--out", str(tmp_path / "results"), "--prompts", "suite",
+                 "--max-new-tokens", "16"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "--max-new-tokens" in err and "--prompts random" in err, err
+    assert not (tmp_path / "results").exists()
+    assert plan(name, "--prompts", "random", "--max-new-tokens", "16").max_new_tokens == 16

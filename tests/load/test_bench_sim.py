@@ -105,7 +105,7 @@ def test_result_document_and_locust_reports(small_run):
 def test_results_lists_runs_and_a_second_run_never_touches_the_first(small_run, tmp_path):
     out, first_dir, _, _ = small_run
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in first_dir.iterdir()}
-    bench(["--stack", STACK, "--concurrency", "1", "--rounds", "1", "--round-requests", "1",
+    bench(["--stack", STACK, "--prompts", "random", "--concurrency", "1", "--rounds", "1", "--round-requests", "1",
            "--warmup-requests", "0", "--max-new-tokens", "4", "--time-scale", "5"], out)
     dirs = run_dirs(out, STACK)
     assert len(dirs) == 2 and first_dir in dirs
@@ -120,7 +120,7 @@ def test_results_lists_runs_and_a_second_run_never_touches_the_first(small_run, 
 
 
 def test_ttft_and_itl_match_a_fixed_sim_profile(out):
-    bench(["--stack", STACK, "--concurrency", "1", "--rounds", "2", "--round-requests", "3",
+    bench(["--stack", STACK, "--prompts", "random", "--concurrency", "1", "--rounds", "2", "--round-requests", "3",
            "--warmup-requests", "1", "--max-new-tokens", "24", "--sim-env", f"SGLAB_SIM_SET={FIXED_PROFILE}"], out)
     (run_dir,) = run_dirs(out, STACK)
     result = load(run_dir)
@@ -160,7 +160,7 @@ def test_broken_streams_and_errors_become_failures_with_reasons(out):
 
 
 def test_sigint_keeps_a_valid_incomplete_result(out):
-    cmd = [sys.executable, "-m", "sglab.cli", "bench", "--stack", STACK, "--out", str(out), "--no-progress",
+    cmd = [sys.executable, "-m", "sglab.cli", "bench", "--stack", STACK, "--prompts", "random", "--out", str(out), "--no-progress",
            "--concurrency", "1,2", "--rounds", "50", "--round-s", "0.5", "--warmup-requests", "1",
            "--max-new-tokens", "16", "--time-scale", "5"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -238,7 +238,7 @@ def test_distributed_workers_run_the_same_schedule(out):
 
 
 def test_aa_runs_two_identical_baseline_servers(out):
-    bench(["--stack", STACK, "--aa", "--concurrency", "1", "--rounds", "2", "--round-requests", "2",
+    bench(["--stack", STACK, "--prompts", "random", "--aa", "--concurrency", "1", "--rounds", "2", "--round-requests", "2",
            "--warmup-requests", "0", "--max-new-tokens", "8", "--time-scale", "5"], out)
     (run_dir,) = run_dirs(out, STACK)
     result = load_result(run_dir)
@@ -253,7 +253,7 @@ def test_aa_runs_two_identical_baseline_servers(out):
 
 @pytest.mark.slow
 def test_attribute_interleaves_four_arms_in_the_same_rounds(out):
-    bench(["--stack", "article-replay", "--attribute", "--concurrency", "1", "--rounds", "2", "--round-requests", "2",
+    bench(["--stack", "article-replay", "--prompts", "random", "--attribute", "--concurrency", "1", "--rounds", "2", "--round-requests", "2",
            "--warmup-requests", "0", "--max-new-tokens", "8", "--time-scale", "5"], out)
     (run_dir,) = run_dirs(out, "article-replay")
     result = load_result(run_dir)

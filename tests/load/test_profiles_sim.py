@@ -53,7 +53,7 @@ def assert_paired_same_requests(level: dict, rounds: int) -> None:
 
 def test_rate_profile_sends_poisson_arrivals_on_schedule_to_both_arms(out):
     # level 1 req/s too: the stack's policy gates level 1, and bench refuses a run that cannot measure it
-    bench(["--stack", STACK, "--profile", "rate", "--rates", "1,20", "--rounds", "2", "--ungated-rounds", "2",
+    bench(["--stack", STACK, "--prompts", "random", "--profile", "rate", "--rates", "1,20", "--rounds", "2", "--ungated-rounds", "2",
            "--round-s", "1.5", "--warmup-requests", "0", "--max-new-tokens", "8", "--time-scale", "5"], out)
     (run_dir,) = run_dirs(out, STACK)
     result = load(run_dir)
