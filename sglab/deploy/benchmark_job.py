@@ -36,6 +36,7 @@ from sglab.deploy.naming import (PENDING, PROJECT_IMAGE_UID, RESULT_CONFIGMAP_FL
 from sglab.deploy.objects import common_labels
 from sglab.deploy.pulumi_config import SECRET_MARKER
 from sglab.deploy.result_sink import INDEX, RESULT_PARTS, SUMMARY_KEY, part_names
+from sglab.results.sink import read_summary
 from sglab.deploy.sweep_arms import Wave, plan_wave
 from sglab.deploy.sweep_job import next_step, summarize_sweep, sweep_command
 
@@ -261,14 +262,11 @@ def summarize_result(summary_json: str | None) -> dict[str, Any]:
     """Stack outputs from the result summary the Job wrote (result_sink.summary_of); `pending` while there is
     none, `invalid` if it is not one (the outputs say why instead of failing the deployment)."""
     empty = {"verdict": PENDING, "sentence": "", "run_id": "", "levels": [], "break_even": []}
-    if not summary_json:
+    summary = read_summary(summary_json)
+    if summary is None:
         return empty
-    try:
-        summary = json.loads(summary_json)
-    except json.JSONDecodeError as exc:
-        return {**empty, "verdict": "invalid", "sentence": f"the result ConfigMap's summary is not JSON: {exc}"}
-    if not isinstance(summary, dict) or not isinstance(summary.get("run_id"), str):
-        return {**empty, "verdict": "invalid", "sentence": "the result ConfigMap holds no sglab result summary"}
+    if isinstance(summary, str):
+        return {**empty, "verdict": "invalid", "sentence": summary}
     verdict = summary.get("verdict") if isinstance(summary.get("verdict"), dict) else {}
     outcome = verdict.get("outcome")
     gains, economics = _level_rows(verdict)

@@ -3,13 +3,13 @@ outputs read back from the result it stored (sglab/deploy/benchmark_job.py decla
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sglab.config.arms import baseline_arm
 from sglab.config.models import StackConfig
 from sglab.deploy.naming import PENDING, RESULT_CONFIGMAP_FLAG, release_host, service_url
 from sglab.deploy.sweep_arms import Wave
+from sglab.results.sink import read_summary
 
 ARM_URL_FLAG = "--arm-url"
 
@@ -33,14 +33,13 @@ def summarize_sweep(summary_json: str | None) -> dict[str, Any]:
     verdict is sglab.sweep.run.sweep_verdict): status, ranking, the leader and its config hash."""
     empty = {"status": PENDING, "sentence": "", "run_id": "", "ranking": [], "leader": None,
              "leader_config_hash": None, "leader_cleared_min": False}
-    if not summary_json:
+    summary = read_summary(summary_json)
+    if summary is None:
         return empty
-    try:
-        summary = json.loads(summary_json)
-    except json.JSONDecodeError as exc:
-        return {**empty, "status": "invalid", "sentence": f"the result ConfigMap's summary is not JSON: {exc}"}
-    verdict = summary.get("verdict") if isinstance(summary, dict) else None
-    if not isinstance(verdict, dict) or summary.get("kind") != "sweep" or not isinstance(summary.get("run_id"), str):
+    if isinstance(summary, str):
+        return {**empty, "status": "invalid", "sentence": summary}
+    verdict = summary.get("verdict")
+    if not isinstance(verdict, dict) or summary.get("kind") != "sweep":
         return {**empty, "status": "invalid", "sentence": "the result ConfigMap holds no sglab sweep result summary"}
     ranking = [row for row in verdict.get("ranking") or [] if isinstance(row, dict)]
     return {"status": str(verdict.get("outcome") or PENDING), "sentence": str(verdict.get("sentence") or ""),

@@ -72,6 +72,19 @@ def summary_of(document: dict[str, Any]) -> str:
     return json.dumps({k: document.get(k) for k in keys}, separators=(",", ":"))
 
 
+def read_summary(summary_json: str | None) -> dict[str, Any] | str | None:
+    """summary_of's text read back: None while there is none, the summary, or why it is not one."""
+    if not summary_json:
+        return None
+    try:
+        summary = json.loads(summary_json)
+    except json.JSONDecodeError as exc:
+        return f"the result ConfigMap's summary is not JSON: {exc}"
+    if not isinstance(summary, dict) or not isinstance(summary.get("run_id"), str):
+        return "the result ConfigMap holds no sglab result summary"
+    return summary
+
+
 def encode_result(result_json: str, *, max_part_bytes: int | None = None,
                   max_parts: int | None = None) -> EncodedResult:
     """The ConfigMap payload for a result; raises ValueError if even the trimmed result cannot fit."""
