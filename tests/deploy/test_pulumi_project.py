@@ -11,12 +11,12 @@ import yaml
 from sglab.config.loader import project_root
 
 REPO = project_root()
-# In CI the shared data folder sits beside the checkout.
-SCHEMA = REPO / ".." / "shared" / "data" / "pulumi-project.schema.json"
+# Vendored into the repository (tests/data/README.md says from where): a clone needs nothing beside it.
+SCHEMA = REPO / "tests" / "data" / "pulumi-project.schema.json"
 
 
 def test_pulumi_yaml_matches_the_published_schema():
-    assert SCHEMA.is_file(), f"missing {SCHEMA.resolve()} (the shared data folder beside the checkout)"
+    assert SCHEMA.is_file(), f"missing {SCHEMA} (vendored test data, tests/data/README.md)"
     schema = json.loads(SCHEMA.read_text())
     project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
     jsonschema.validate(project, schema)
