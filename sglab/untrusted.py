@@ -1,0 +1,44 @@
+"""Untrusted text on its way to a terminal: one function every printer uses (ground floor).
+
+Anything sglab did not write itself (a stack value, a result's run_id, a prompt file's category, a server's
+error body) may carry escape sequences that move the cursor, recolour or erase a line; printed raw, a
+`results/` writer could hide compare's "HMAC does not match". `printable` keeps the text readable and
+makes every control visible instead.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+# Bidirectional overrides and isolates reorder what a terminal shows (Trojan Source); line and paragraph
+# separators break lines on some terminals.
+_INVISIBLE_FORMATTING = {0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029, 0xFEFF}
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def printable(value: object, *, newlines: bool = False, limit: int | None = 500) -> str:
+    """`str(value)` safe for a console: C0/C1 controls, DEL, bidi and separator characters escaped
+    (`\\x1b`, `\\u202e`); newlines and tabs kept only with `newlines=True` (multi-line messages);
+    cut to `limit` characters with a marker saying how much was cut (None: no cut)."""
+    text = value if isinstance(value, str) else str(value)
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if newlines and ch in "\n\t":
+            out.append(ch)
+        elif code < 0x20 or 0x7F <= code <= 0x9F or code in _INVISIBLE_FORMATTING:
+            out.append(_escape(ch))
+        elif unicodedata.category(ch) in ("Cs", "Co", "Cn"):  # surrogates, private use, unassigned
+            out.append(_escape(ch))
+        else:
+            out.append(ch)
+    rendered = "".join(out)
+    if limit is not None and len(rendered) > limit:
+        rendered = rendered[:limit] + f"… ({len(rendered) - limit} more characters)"
+    return rendered

@@ -1,0 +1,27 @@
+"""sglab.untrusted.printable: nothing a hostile file carries reaches a terminal raw."""
+
+from sglab.untrusted import printable
+
+
+def test_escape_sequences_are_made_visible():
+    hidden = "run-1\x1b[2K\x1b[1A\rHMAC matches"
+    shown = printable(hidden)
+    assert "\x1b" not in shown and "\r" not in shown
+    assert shown == "run-1\\x1b[2K\\x1b[1A\\x0dHMAC matches"
+
+
+def test_c1_controls_bidi_and_del_are_escaped():
+    for ch in ("\x9b", "\x7f", "\u202e", "\u2066", "\u2028", "\x00"):
+        assert ch not in printable(f"a{ch}b")
+
+
+def test_newlines_only_where_asked_and_plain_text_unchanged():
+    assert printable("a\nb") == "a\\x0ab"
+    assert printable("a\nb\tc", newlines=True) == "a\nb\tc"
+    assert printable("Kimi-K2.5 — /shared/kimi-k2.5-int4 +3.9% µs") == "Kimi-K2.5 — /shared/kimi-k2.5-int4 +3.9% µs"
+
+
+def test_long_text_is_cut_with_a_marker():
+    shown = printable("x" * 2000, limit=100)
+    assert shown.startswith("x" * 100) and "1900 more characters" in shown
+    assert printable("x" * 2000, limit=None) == "x" * 2000
