@@ -1,23 +1,26 @@
-"""How good is the promotion rule? False-promotion rate and power, measured on simulated runs.
+"""How good is the promotion rule? False promotions, power and rounds, measured on simulated runs.
 
-Each trial builds a synthetic RunResult with a known true gain and the DEFAULT budget (LoadPlan
-defaults: rounds, round length, max-new-tokens) and runs the real `judge()` with the DEFAULT
-PromotionPolicy. Goals (issue 5): <= 2% false promotions on A/A and on A/B below min-gain,
->= 90% power for +5.9% at concurrency 1.
+Fixed mode (`--mode fixed`, the default): each trial builds a synthetic RunResult with a known true gain and
+the DEFAULT budget and runs the real `judge()` with the DEFAULT policy read once after its fixed rounds (the
+fixed-n paired t). Goals (issue 5): <= 2% false promotions on A/A and on A/B below min-gain, >= 90% power
+for +5.9% at concurrency 1. Noise: "modelled" (the simulator's acceptance model plus assumed round jitter) or
+"measured" (a complete simulator run's per-round spread, newest under results/ or --from-result PATH).
 
-Noise. "modelled": the candidate's per-request spread comes from the simulator's acceptance model
-(eagle-nccl-ll: 2 steps), plus an assumed per-arm round jitter (CPU contention on a shared box) and a
-round drift shared by both arms (cancelled by pairing). "measured": when a complete simulator run
-exists under results/ (or --from-result PATH), the spread of its per-round log-ratios at concurrency 1
-replaces the model. Run: .venv/bin/python benchmarks/decision_quality.py [--trials N]
+The bench's sequential rule (`--mode rule|reruns|guards|sequential`, issue 18): the per-round log-ratio
+itself is simulated, sd 2.9% per round (the simulator's measured spread at 6 s rounds), under the noise of
+real servers on two nodes: i.i.d. Gaussian; AR(1) rho 0.5 and 0.8 (each node drifting on its own); left
+skew -2 (a centred, reflected exponential); stragglers (5% of rounds the candidate stalls and loses 10%);
+a candidate-only trend +1.5% -> -1.5% over the 32 rounds (mean 0). Every case runs the real
+`sglab.analysis.sequential.first_decision` / `look_codes` (the bench's rule: max 32 rounds, futility, the
+default policy), vectorised over thousands of runs, against the previous rule (Lai's i.i.d. t-mixture
+sequence, promotion from round 3, the old futility stop). (a) false promotions of identical arms; (b) power,
+rounds and rounds saved against the fixed-n t of the same power; (c) re-running an inconclusive pair up to 10
+times at a true gain equal to min-gain, fresh sequences vs one continued sequence
+(sglab/analysis/accumulate.py); (d) the TTFT p99 guard at +5% and +35% against a +20% cap
+(sglab/analysis/guards.py). Rates come with 95% Wilson intervals. `--mode sweep` (needs a real run's noise,
+--from-result) compares successive elimination with the exhaustive grid.
 
-Sequential decisions (--mode peeking|power|sweep|sequential, issue 11): the per-round log-ratio itself
-is simulated with the spread of a real run (Gaussian with its sd, and its own centred rounds resampled):
-(a) false promotions when a look is taken after every round and the run stops at the first `promote`,
-for the fixed-n paired t and for the confidence sequence (sglab/analysis/sequential.py); (b) power and
-mean rounds to a decision vs the fixed-n design; (c) a sweep: P(the true best is picked) and arm-rounds
-(GPU-minutes) of successive elimination (sglab/analysis/elimination.py) vs the exhaustive grid at fixed
-rounds. Needs a real run: --from-result results/<stack>/<run>/result.json (else the newest sim run).
+Run: .venv/bin/python benchmarks/decision_quality.py --mode sequential   (docs/verdict.md: the tables, wall time)
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ from scipy import stats
 
 from sglab.analysis import judge
 from sglab.analysis.elimination import eliminate
+from sglab.analysis.guards import ratio_interval
 from sglab.analysis.samples import comparison_arms, paired
-from sglab.analysis.sequential import (DEFAULT_MIXTURE_G, FUTILE, METHOD, PROMOTE, REJECT, cs_bounds,
-                                       first_decision)
+from sglab.analysis.sequential import (FUTILE, NONE, PROMOTE, REJECT, bounds, cs_bounds, look_codes,
+                                       radius_factor)
 from sglab.analysis.synthetic import synthetic_result
 from sglab.config.models import LoadPlan, PromotionPolicy, StackConfig
 from sglab.results.store import load_result, results_root
@@ -181,20 +185,6 @@ def fixed_mode(args: argparse.Namespace) -> list[str]:
 
 
 
-# --- sequential decisions (issue 11): the statistic itself, simulated with a real run's noise ---------
-
-# A CS at 90% has about the fixed-n 95% t's one-sided error at the boundary (both ~2.5%, measured): the
-# equal-error comparison. Its guarantee is weaker (<= 10% for either side), the policy's 95% stays the default.
-EQUAL_ERROR_CONFIDENCE = 0.90
-
-
-def sequential_designs(confidence: float) -> list[tuple[float, int, bool]]:
-    """(confidence, max-rounds, futility) of the sequential designs in the power table."""
-    return ([(confidence, m, False) for m in (16, 20, 32)] + [(confidence, m, True) for m in (20, 32, 48)]
-            + [(EQUAL_ERROR_CONFIDENCE, 32, False), (EQUAL_ERROR_CONFIDENCE, 32, True),
-               (EQUAL_ERROR_CONFIDENCE, 48, True)])
-
-
 SWEEP_ROUND_S = 6.0  # LoadPlan's default round length at the gated level
 SWEEP_GPUS_PER_ARM = 8  # one H200 node per arm
 GPU_MIN_PER_ARM_ROUND = SWEEP_ROUND_S / 60 * SWEEP_GPUS_PER_ARM
@@ -229,76 +219,239 @@ class RoundNoise:
         return rng.choice(self.baseline_residuals, size=shape)
 
 
-def t_lower_bounds(x: np.ndarray, confidence: float) -> np.ndarray:
-    """The fixed-n paired-t lower bound recomputed after every round (what peeking at the old verdict sees)."""
+# --- the bench's sequential rule under the noise of real servers (issue 18) ----------------------------
+
+SD = 0.029  # per-round sd of the log-ratio: the simulator's measured spread at 6 s rounds (docs/verdict.md)
+MAX_ROUNDS = 32  # the bench rule: max rounds = 2 x load.rounds
+RUNS = 10  # re-runs of an inconclusive pair
+
+
+def wilson(hits: float, trials: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a rate measured as hits / trials."""
+    p = hits / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def rate(mask: np.ndarray) -> str:
+    low, high = wilson(float(mask.sum()), mask.size)
+    return f"{mask.mean():.2%} [{low:.2%}, {high:.2%}]"
+
+
+def noise_models() -> list[tuple[str, object]]:
+    """(label, draw(rng, shape) -> per-round log-ratio noise, marginal sd SD, mean 0)."""
+    def gaussian(rng, shape):
+        return rng.normal(0.0, SD, shape)
+
+    def ar1(rho):
+        def draw(rng, shape):
+            z = rng.normal(0.0, SD, shape)
+            out = np.empty(shape)
+            out[..., 0] = z[..., 0]
+            for r in range(1, shape[-1]):
+                out[..., r] = rho * out[..., r - 1] + math.sqrt(1 - rho * rho) * z[..., r]
+            return out
+        return draw
+
+    def left_skew(rng, shape):  # skewness -2: a centred, reflected exponential (gamma shape 1)
+        return SD * (1.0 - rng.exponential(1.0, shape))
+
+    def stragglers(rng, shape, p=0.05, loss=0.10):  # 5% of rounds the candidate stalls and loses 10%
+        return (rng.normal(0.0, math.sqrt(SD * SD - p * (1 - p) * loss * loss), shape)
+                - loss * (rng.random(shape) < p) + p * loss)
+
+    def trend(rng, shape):  # the candidate alone: +1.5% falling to -1.5% over the 32 rounds, mean 0
+        return rng.normal(0.0, SD, shape) + 0.015 - 0.03 * np.arange(shape[-1]) / (MAX_ROUNDS - 1)
+
+    return [("i.i.d. Gaussian", gaussian), ("AR(1), rho 0.5", ar1(0.5)), ("AR(1), rho 0.8", ar1(0.8)),
+            ("left skew -2", left_skew), ("stragglers (5% of rounds -10%)", stragglers),
+            ("candidate-only trend +1.5% -> -1.5%", trend)]
+
+
+def previous_rule(x: np.ndarray, threshold: float, policy: PromotionPolicy, max_rounds: int = MAX_ROUNDS
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The rule before issue 18, for comparison: Lai's t-mixture sequence, decisions from min-rounds, futility
+    judged at the point estimate. (first round of a decision, 0 = none; code)."""
+    mean, lower, upper = cs_bounds(x, confidence=policy.confidence)
+    n = np.arange(1, x.shape[-1] + 1)
+    allowed = n >= policy.min_rounds
+    code = np.where(allowed & (lower > threshold), PROMOTE, np.where(allowed & (upper < threshold), REJECT, NONE))
+    factor = radius_factor(n, confidence=policy.confidence)
+    at_max = float(radius_factor(max_rounds, confidence=policy.confidence))
+    with np.errstate(invalid="ignore"):
+        sd = np.where(np.isfinite(factor), (upper - mean) / np.where(np.isfinite(factor), factor, 1.0), np.inf)
+        hopeless = allowed & (n < max_rounds) & (upper < threshold + at_max * sd)
+        in_reach = mean + at_max * sd < threshold
+    code = np.where((code == NONE) & hopeless & ~in_reach, FUTILE, code)
+    return _first(code)
+
+
+def _first(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    hit = code != NONE
+    any_hit = hit.any(axis=-1)
+    first = np.where(any_hit, hit.argmax(axis=-1), 0)
+    picked = np.take_along_axis(code, first[..., None], axis=-1)[..., 0]
+    return np.where(any_hit, first + 1, 0), np.where(any_hit, picked, NONE)
+
+
+def rule(x: np.ndarray, threshold: float, policy: PromotionPolicy, max_rounds: int = MAX_ROUNDS
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The bench's rule as sglab/load/sequential.py runs it: (first decision round, code, held-at-the-end)."""
+    st, lower, upper, code, held = look_codes(x, threshold_log=threshold, confidence=policy.confidence,
+                                              min_rounds=policy.min_rounds, max_rounds=max_rounds, futility=True)
+    rounds, picked = _first(code)
+    last = np.where(rounds == 0, x.shape[-1], rounds) - 1
+    return rounds, picked, np.take_along_axis(held, last[:, None], axis=1)[:, 0]
+
+
+def fixed_power(x: np.ndarray, threshold: float, policy: PromotionPolicy) -> np.ndarray:
+    """P(promote) of the fixed-n paired t read once after n rounds, for every n (the comparison design)."""
     n = np.arange(1, x.shape[-1] + 1)
     mean = np.cumsum(x, axis=-1) / n
     y = x - x[..., :1]
     my = np.cumsum(y, axis=-1) / n
     var = np.maximum((np.cumsum(y * y, axis=-1) - n * my * my) / np.maximum(n - 1, 1), 0.0)
-    q = stats.t.ppf((1 + confidence) / 2, np.maximum(n - 1, 1))
-    return np.where(n >= 2, mean - q * np.sqrt(var / n), -np.inf)
+    q = stats.t.ppf((1 + policy.confidence) / 2, np.maximum(n - 1, 1))
+    power = (mean - q * np.sqrt(var / n) > threshold).mean(axis=0)
+    power[: policy.min_rounds - 1] = 0.0
+    return power
 
 
-def peeking_table(noise: RoundNoise, policy: PromotionPolicy, trials: int, seed: int) -> list[str]:
-    """(a) Gains at or below the minimum, a look after every round, stop at the first `promote`."""
+def same_power_n(power: np.ndarray, target: float) -> int | None:
+    hits = np.nonzero(power >= min(target, 0.999))[0]
+    return int(hits[0]) + 1 if hits.size else None
+
+
+def false_promotion_table(policy: PromotionPolicy, trials: int, seed: int) -> list[str]:
+    """(a) Identical arms (A/A, true gain 0) under each noise model: how often each rule promotes."""
     thr = math.log1p(policy.min_gain)
     rng = np.random.default_rng(seed)
-    lines = [f"(a) false promotions under continuous peeking ({noise.label}; {trials} sequences per row; looks from "
-             f"round {policy.min_rounds} on):",
-             f"  {'true gain':<22} {'max rounds':>10} | {'fixed-n t, one look':>19} {'fixed-n t, peeking':>18} | "
-             f"{'CS, peeking':>11} {'CS 90%, peeking':>15}   (goal <= 2%)"]
-    for label, gain in (("0 (A/A)", 0.0), (f"{policy.min_gain / 2:+.2%} (half the min)", policy.min_gain / 2),
-                        (f"{policy.min_gain:+.1%} (= min-gain)", policy.min_gain)):
-        for rounds in (16, 20, 60):
-            x = math.log1p(gain) + noise.draw(rng, (trials, rounds))
-            low = t_lower_bounds(x, policy.confidence)
-            once = float((low[:, -1] > thr).mean())
-            peek = float((low[:, policy.min_rounds - 1:] > thr).any(axis=1).mean())
-            _, sign = first_decision(x, threshold_log=thr, confidence=policy.confidence, min_rounds=policy.min_rounds)
-            cs = float((sign == PROMOTE).mean())
-            _, sign90 = first_decision(x, threshold_log=thr, confidence=EQUAL_ERROR_CONFIDENCE,
-                                       min_rounds=policy.min_rounds)
-            cs90 = float((sign90 == PROMOTE).mean())
-            lines.append(f"  {label:<22} {rounds:>10} | {once:>19.2%} {peek:>18.2%} | {cs:>11.2%} {cs90:>15.2%}")
+    lines = [f"(a) false promotions of identical arms (true gain 0), sd {SD:.1%} per round, max {MAX_ROUNDS} rounds, "
+             f"futility, min-gain {policy.min_gain:+.1%}, {policy.confidence:.0%}; {trials} runs per row "
+             "(95% Wilson intervals); goal <= 2%",
+             f"  {'round noise':<38} {'previous rule':>24} {'this rule':>24} {'held at the end':>16} {'mean rounds':>11}"]
+    for label, draw in noise_models():
+        x = draw(rng, (trials, MAX_ROUNDS))
+        _, old = previous_rule(x, thr, policy)
+        rounds, code, held = rule(x, thr, policy)
+        used = np.where(rounds == 0, MAX_ROUNDS, rounds).mean()
+        lines.append(f"  {label:<38} {rate(old == PROMOTE):>24} {rate(code == PROMOTE):>24} "
+                     f"{float((held > 0).mean()):>16.1%} {used:>11.1f}")
     return lines
 
 
-def power_table(noise: RoundNoise, policy: PromotionPolicy, fixed_rounds: int, trials: int, seed: int) -> list[str]:
-    """(b) Power and rounds to decision: sequential CS (stop at the first decision) vs the fixed-n design."""
+def power_table(policy: PromotionPolicy, trials: int, seed: int) -> list[str]:
+    """(b) i.i.d. Gaussian rounds: decisions, mean rounds, and rounds saved against the fixed-n t of equal power."""
     thr = math.log1p(policy.min_gain)
     rng = np.random.default_rng(seed)
-    horizon = 120
-    lines = [f"(b) power and rounds to decision ({noise.label}; {trials} sequences per row):",
-             f"  {'true gain':>9} {'design':<30} {'promote':>8} {'reject':>7} {'futile':>7} {'inconcl.':>8} "
-             f"{'mean rounds':>11} | "
-             f"{'fixed-n rounds, same power':>26} {'rounds saved':>12} {f'vs fixed {fixed_rounds}':>12}"]
-    for gain in (0.0, policy.min_gain, 0.03, 0.033, 0.059):
-        x = math.log1p(gain) + noise.draw(rng, (trials, horizon))
-        fixed_power = (t_lower_bounds(x, policy.confidence) > thr).mean(axis=0)  # P(promote) with n fixed, per n
-        fixed_power[: policy.min_rounds - 1] = 0.0
-
-        def same_power(p: float) -> int | None:
-            hits = np.nonzero(fixed_power >= min(p, 0.999))[0]
-            return int(hits[0]) + 1 if hits.size else None
-
-        p_fixed = float(fixed_power[fixed_rounds - 1])
-        lines.append(f"  {gain:>+9.1%} {f'fixed-n t, {fixed_rounds} rounds':<30} {p_fixed:>8.1%} {'':>24} "
-                     f"{fixed_rounds:>11} |")
-        for confidence, max_rounds, futility in sequential_designs(policy.confidence):
-            rounds, code = first_decision(x[:, :max_rounds], threshold_log=thr, confidence=confidence,
-                                          min_rounds=policy.min_rounds, max_rounds=max_rounds, futility=futility)
-            used = np.where(rounds == 0, max_rounds, rounds)
+    lines = [f"(b) power and rounds on i.i.d. Gaussian rounds (sd {SD:.1%}), {trials} runs per row; 'fixed-n, same "
+             "power': the fewest fixed rounds whose paired t promotes as often (capped at 99.9%)",
+             f"  {'true gain':>9} {'rule':<14} {'promote':>8} {'reject':>7} {'futile':>7} {'inconcl.':>8} "
+             f"{'mean rounds':>11} {'fixed-n, same power':>20} {'rounds saved':>12}"]
+    for gain in (-0.03, 0.0, policy.min_gain, 0.03, 0.033, 0.059):
+        x = math.log1p(gain) + rng.normal(0.0, SD, (trials, 120))
+        power = fixed_power(x, thr, policy)
+        x = x[:, :MAX_ROUNDS]
+        for name, (rounds, code) in (("previous", previous_rule(x, thr, policy)), ("this rule", rule(x, thr, policy)[:2])):
+            used = np.where(rounds == 0, MAX_ROUNDS, rounds).mean()
             promote, reject, futile = (float((code == c).mean()) for c in (PROMOTE, REJECT, FUTILE))
-            mean_rounds = float(used.mean())
-            n_same = same_power(promote) if gain > policy.min_gain else None
-            same = "-" if n_same is None else f"{n_same}"
-            saved = "-" if n_same is None else f"{1 - mean_rounds / n_same:+.0%}"
-            design = f"CS {confidence:.0%}, max {max_rounds}" + (", futility" if futility else "")
-            lines.append(f"  {gain:>+9.1%} {design:<30} {promote:>8.1%} {reject:>7.1%} {futile:>7.1%} "
-                         f"{1 - promote - reject - futile:>8.1%} {mean_rounds:>11.1f} | {same:>26} {saved:>12} "
-                         f"{1 - mean_rounds / fixed_rounds:>+12.0%}")
+            n_same = same_power_n(power, promote) if gain > policy.min_gain else None
+            same = "-" if n_same is None else str(n_same)
+            saved = "-" if n_same is None else f"{1 - used / n_same:+.0%}"
+            lines.append(f"  {gain:>+9.1%} {name:<14} {promote:>8.1%} {reject:>7.1%} {futile:>7.1%} "
+                         f"{1 - promote - reject - futile:>8.1%} {used:>11.1f} {same:>20} {saved:>12}")
     return lines
+
+
+def rerun_table(policy: PromotionPolicy, trials: int, seed: int) -> list[str]:
+    """(c) A pair whose true gain is exactly min-gain, re-run after every run that did not promote (up to 10)."""
+    thr = math.log1p(policy.min_gain)
+    rng = np.random.default_rng(seed)
+    lines = [f"(c) re-running until it promotes: true gain = min-gain ({policy.min_gain:+.1%}), i.i.d. Gaussian, "
+             f"{MAX_ROUNDS} rounds per run at most, re-run after anything but a promotion; {trials} pairs; goal <= 2% "
+             f"after {RUNS}",
+             f"  {'runs':>4} {'previous rule, fresh sequences':>32} {'this rule, fresh sequences':>32} "
+             f"{'this rule, one continued sequence':>34} {'rounds so far':>13}"]
+    shown = (1, 3, 5, 10)
+    fresh_old, fresh_new, continued = (np.zeros((len(shown), trials), bool) for _ in range(3))
+    rounds_so_far = np.zeros((len(shown), trials))
+    chunk = 2500  # runs at a time: a continued sequence is up to 320 rounds long
+    for lo in range(0, trials, chunk):
+        size = min(chunk, trials - lo)
+        old_hit, new_hit = np.zeros(size, bool), np.zeros(size, bool)
+        x = thr + rng.normal(0.0, SD, (size, RUNS * MAX_ROUNDS))
+        start = np.zeros(size, dtype=int)  # rounds of the continued sequence before this run
+        done = np.zeros(size, bool)
+        n = np.arange(1, x.shape[1] + 1)
+        for k in range(1, RUNS + 1):
+            run = thr + rng.normal(0.0, SD, (size, MAX_ROUNDS))
+            old_hit |= previous_rule(run, thr, policy)[1] == PROMOTE
+            new_hit |= rule(run, thr, policy)[1] == PROMOTE
+            # the continued sequence: run k looks at rounds start+1 .. start+32 of the one sequence; its futility
+            # stop is against its own last round
+            limit = start + MAX_ROUNDS
+            *_, code, _ = look_codes(x[:, :limit.max()], threshold_log=thr, confidence=policy.confidence,
+                                     min_rounds=policy.min_rounds, max_rounds=limit, futility=True)
+            m = n[: limit.max()]
+            inside = (m[None, :] > start[:, None]) & (m[None, :] <= limit[:, None]) & ~done[:, None]
+            rounds, picked = _first(np.where(inside, code, NONE))
+            done |= picked == PROMOTE
+            start = np.where(rounds > 0, rounds, limit)
+            if k in shown:
+                i = shown.index(k)
+                fresh_old[i, lo:lo + size], fresh_new[i, lo:lo + size] = old_hit, new_hit
+                continued[i, lo:lo + size], rounds_so_far[i, lo:lo + size] = done, start
+    for i, k in enumerate(shown):
+        lines.append(f"  {k:>4} {rate(fresh_old[i]):>32} {rate(fresh_new[i]):>32} {rate(continued[i]):>34} "
+                     f"{rounds_so_far[i].mean():>13.1f}")
+    return lines
+
+
+TTFT_LOG_SD = 0.30  # per-request spread of log TTFT: gives the issue's 14% bootstrap sd at ~140 requests per arm
+
+
+def guard_table(policy: PromotionPolicy, trials: int, seed: int, cap: float = 0.20) -> list[str]:
+    """(d) The TTFT p99 guard (round bootstrap, pass / fail / undecided) at +5% and +35% against a +20% cap."""
+    rng = np.random.default_rng(seed)
+    rounds = 16
+    lines = [f"(d) TTFT p99 guard against a {cap:+.0%} cap ({policy.confidence:.0%} round-bootstrap interval of the "
+             f"p99 ratio, {rounds} rounds, lognormal requests with log-sd {TTFT_LOG_SD}); blocks = fails or undecided; "
+             f"{trials} runs per row; goals: blocks <= 5% at +5%, >= 90% at +35%",
+             f"  {'requests/arm':>12} {'sd of estimate':>14} {'+5%: blocks':>24} {'(fails)':>8} {'+35%: blocks':>24} "
+             f"{'(fails)':>8} {'point estimate: +5% / +35% beyond cap':>40}"]
+    for per_arm in (144, 320, 640, 1280, 2560):
+        k = per_arm // rounds
+        row = {}
+        for true in (0.05, 0.35):
+            decisions, estimates = [], []
+            for _ in range(trials):
+                base = [np.exp(rng.normal(0.0, TTFT_LOG_SD, k)) for _ in range(rounds)]
+                cand = [np.exp(rng.normal(math.log1p(true), TTFT_LOG_SD, k)) for _ in range(rounds)]
+                q = ratio_interval(base, cand, confidence=policy.confidence, seed=int(rng.integers(1 << 30)))
+                decisions.append(q.decide(cap))
+                estimates.append(q.increase)
+            decisions = np.array(decisions)
+            row[true] = (decisions != "pass", decisions == "fail", np.array(estimates))
+        sd = float(np.std(np.log1p(row[0.05][2])))
+        point = f"{float((row[0.05][2] > cap).mean()):.1%} / {float((row[0.35][2] > cap).mean()):.1%}"
+        lines.append(f"  {rounds * k:>12} {sd:>14.1%} {rate(row[0.05][0]):>24} {float(row[0.05][1].mean()):>8.1%} "
+                     f"{rate(row[0.35][0]):>24} {float(row[0.35][1].mean()):>8.1%} {point:>40}")
+    return lines
+
+
+def rule_modes(args: argparse.Namespace, modes: tuple[str, ...]) -> list[str]:
+    policy = StackConfig.model_fields["policy"].default_factory()
+    out = [f"the bench's sequential rule (sglab/analysis/sequential.py) with the default policy: min-gain "
+           f"{policy.min_gain:+.1%}, {policy.confidence:.0%}, min-rounds {policy.min_rounds}"]
+    if "rule" in modes:
+        out += false_promotion_table(policy, args.seq_trials, seed=1018)
+        out += power_table(policy, args.seq_trials, seed=2018)
+    if "reruns" in modes:
+        out += rerun_table(policy, args.seq_trials, seed=3018)
+    if "guards" in modes:
+        out += guard_table(policy, args.guard_trials, seed=4018)
+    return out
 
 
 def simulator_grid() -> list[tuple[str, float]]:
@@ -372,13 +525,13 @@ def sweep_table(noise: RoundNoise, policy: PromotionPolicy, grid: list[tuple[str
     return lines
 
 
-def sequential_modes(args: argparse.Namespace, modes: tuple[str, ...]) -> list[str]:
+def sweep_mode(args: argparse.Namespace) -> list[str]:
+    """(e) The sweep at the simulator's grid, with a real run's noise (sglab/analysis/elimination.py)."""
     policy = StackConfig.model_fields["policy"].default_factory()
-    plan = LoadPlan()
     found = measured_rounds(args.from_result)
     if found is None:
-        return ["sequential modes need a real run's noise: run `.venv/bin/sglab bench --stack eagle-nccl-ll --target "
-                "sim --quick`, then pass --from-result results/<stack>/<run>/result.json"]
+        return ["sweep mode needs a real run's noise: run `.venv/bin/sglab bench --stack eagle-nccl-ll --target sim "
+                "--quick`, then pass --from-result results/<stack>/<run>/result.json"]
     data, source = found
     log_base, log_cand = np.log(data[:, 0]), np.log(data[:, 1])
     d = log_cand - log_base
@@ -388,29 +541,25 @@ def sequential_modes(args: argparse.Namespace, modes: tuple[str, ...]) -> list[s
                          arm_sd=arm_sd, baseline_sd=base_sd),
               RoundNoise(f"resampled residuals of the {d.size} measured rounds", sd, d - d.mean(),
                          arm_residuals=log_cand - log_cand.mean(), baseline_residuals=log_base - log_base.mean())]
-    out = [f"sequential decisions: {METHOD} (confidence {policy.confidence:.0%}, mixture g {DEFAULT_MIXTURE_G:g}), "
-           f"policy min-gain {policy.min_gain:+.1%}, min-rounds {policy.min_rounds}; noise from {source}: sd of the "
-           f"per-round log-ratio {sd:.2%}, of the baseline's log rate {base_sd:.2%}, of the candidate's "
-           f"{float(log_cand.std(ddof=1)):.2%}"]
-    for i, noise in enumerate(noises):
-        if "peeking" in modes:
-            out += peeking_table(noise, policy, args.seq_trials, seed=1000 + i)
-        if "power" in modes:
-            out += power_table(noise, policy, plan.rounds, args.seq_trials, seed=2000 + i)
-    if "sweep" in modes:
-        out += sweep_table(noises[0], policy, simulator_grid(), "the simulator's model grid", args.sweep_trials, 3000)
-        out += sweep_table(noises[0], policy, CLOSE_GRID, "a close grid", args.sweep_trials, 3001)
-        out += sweep_table(noises[1], policy, simulator_grid(), "the simulator's model grid", args.sweep_trials, 3002)
+    out = [f"sweep: noise from {source}"]
+    out += sweep_table(noises[0], policy, simulator_grid(), "the simulator's model grid", args.sweep_trials, 3000)
+    out += sweep_table(noises[0], policy, CLOSE_GRID, "a close grid", args.sweep_trials, 3001)
+    out += sweep_table(noises[1], policy, simulator_grid(), "the simulator's model grid", args.sweep_trials, 3002)
     return out
+
+
+MODES = ("fixed", "rule", "reruns", "guards", "sweep", "sequential", "all")
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=("fixed", "peeking", "power", "sweep", "sequential", "all"), default="fixed",
-                        help="fixed: the fixed-n design through judge() (default); peeking, power, sweep: the "
-                             "sequential decisions (sequential = all three; all = everything)")
+    parser.add_argument("--mode", choices=MODES, default="fixed",
+                        help="fixed: the fixed-n design through judge() (default); rule, reruns, guards: the bench's "
+                             "sequential rule (sequential = those three); sweep: elimination vs the grid; all")
     parser.add_argument("--trials", type=int, default=1000, help="simulated runs per case, fixed mode (default 1000)")
     parser.add_argument("--seq-trials", type=int, default=20000,
-                        help="simulated sequences per case, peeking/power modes (default 20000)")
+                        help="simulated runs per row, rule and reruns modes (default 20000)")
+    parser.add_argument("--guard-trials", type=int, default=1000, help="simulated runs per row, guards (default 1000)")
     parser.add_argument("--sweep-trials", type=int, default=2000, help="simulated sweeps per design (default 2000)")
     parser.add_argument("--from-result", type=Path, default=None, help="estimate noise from this result.json")
     args = parser.parse_args(argv)
@@ -418,9 +567,12 @@ def main(argv: list[str] | None = None) -> int:
     out: list[str] = []
     if args.mode in ("fixed", "all"):
         out += fixed_mode(args)
-    if args.mode != "fixed":
-        modes = ("peeking", "power", "sweep") if args.mode in ("sequential", "all") else (args.mode,)
-        out += sequential_modes(args, modes)
+    rule_parts = {"rule": ("rule",), "reruns": ("reruns",), "guards": ("guards",),
+                  "sequential": ("rule", "reruns", "guards"), "all": ("rule", "reruns", "guards")}.get(args.mode)
+    if rule_parts:
+        out += rule_modes(args, rule_parts)
+    if args.mode in ("sweep", "all"):
+        out += sweep_mode(args)
     print("\n".join(out))
     print(f"elapsed {time.perf_counter() - started:.0f} s")
     return 0

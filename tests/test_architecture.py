@@ -45,6 +45,18 @@ def test_results_import_neither_config_nor_deploy():
     assert offenders("sglab/results", ("sglab.config", "sglab.deploy")) == []
 
 
+def test_analysis_imports_neither_the_sweep_nor_the_report():
+    """Statistics and the verdict sit below the sweep and the report (issue 18): the console table is
+    sglab.report.table, the bench's sequential runner sglab.load.sequential."""
+    assert offenders("sglab/analysis", ("sglab.sweep", "sglab.report", "sglab.cli")) == []
+
+
+def test_the_bench_sequential_runner_lives_with_the_load_runner():
+    assert not (ROOT / "sglab" / "sweep" / "sequential.py").exists()
+    assert (ROOT / "sglab" / "load" / "sequential.py").is_file()
+    assert offenders("sglab/load", ("sglab.sweep", "sglab.report")) == []
+
+
 def test_loadtests_do_not_import_the_ui():
     assert offenders("loadtests", ("sglab.ui",)) == []
 

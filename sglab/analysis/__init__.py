@@ -1,13 +1,8 @@
-"""Analysis: per-round samples -> gains with confidence intervals -> verdict, economics, attribution."""
+"""Analysis: per-round samples -> gains with confidence intervals -> verdict, economics, attribution.
+
+The console table of a verdict is sglab.report.table.format_table (analysis imports neither report nor sweep).
+"""
 
 from sglab.analysis.verdict import Verdict, judge
 
-__all__ = ["Verdict", "format_table", "judge"]
-
-
-def __getattr__(name: str):
-    if name == "format_table":  # the console table is in sglab.report.table
-        from sglab.report.table import format_table
-
-        return format_table
-    raise AttributeError(name)
+__all__ = ["Verdict", "judge"]

@@ -16,6 +16,8 @@ from functools import partial
 
 from sglab.analysis.operating_point import level_label, level_phrase
 from sglab.analysis.samples import comparison_arms
+from sglab.analysis.accumulate import earlier_log_ratios
+from sglab.analysis.stops import decided_rounds
 from sglab.config.arms import ArmSpec, arm_differences
 from sglab.config.models import PromotionPolicy
 from sglab.results.records import Confound
@@ -24,6 +26,14 @@ from sglab.results.verdict import Check, LevelVerdict, pct
 from sglab.sglang.flags import FlagError
 
 UNMEASURABLE = "cannot be checked"
+UNDECIDED = "cannot yet be told from"
+_HELD_FIX = {
+    "dependence": ("find why the arms' rounds drift together (a node's thermals, a noisy neighbour, one arm's cache "
+                   "warming up), then re-run `sglab bench --stack {stack}`; longer rounds (load.round-duration-s) "
+                   "average a node's drift out"),
+    "drift": ("the candidate's gain fell while it was measured (warm-up, throttling, a neighbour starting): re-run "
+              "`sglab bench --stack {stack}` once the servers are steady; the rounds continue this pair's sequence"),
+}
 # What legitimately differs between the arms' launch commands: the speculative block (left out by
 # arm_differences) and where each server listens.
 PER_ARM_FLAGS = ("server --host", "server --port")
@@ -97,7 +107,9 @@ def _live_check(result: RunResult) -> list[Check]:
     return out
 
 
-def blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: PromotionPolicy) -> list[Check]:
+def blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: PromotionPolicy,
+             earlier: dict[int, list[float]] | None = None) -> list[Check]:
+    """`earlier`: the log-ratios of the earlier runs a sequential level continues (sglab/analysis/accumulate.py)."""
     stack = result.stack
     out: list[Check] = []
     if result.kind == "aa":
@@ -114,7 +126,7 @@ def blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: Promoti
         why = f" ({result.incomplete_reason})" if result.incomplete_reason else ""
         out.append(Check(name="incomplete", ok=False, detail=f"the run is incomplete{why}",
                          fix=f"re-run `sglab bench --stack {stack}` to completion"))
-    out += evidence_problems(result)
+    out += evidence_problems(result, earlier)
     label = level_label(result)
     at = partial(level_phrase, label)  # 'concurrency 4', '4 req/s', 'the trace replay'
     levels_key = _LEVELS_KEY.get(label, "load.concurrency")
@@ -139,6 +151,9 @@ def blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: Promoti
                              detail=f"only {gain.rounds} paired rounds at {at(c)} "
                                     f"(policy.min-rounds {policy.min_rounds})",
                              fix="raise load.rounds and re-run"))
+        if gain.held in ("dependence", "drift") and gain.low is not None:
+            out.append(Check(name=f"{gain.held}@{c}", ok=False, detail=f"at {at(c)} " + "; ".join(gain.notes[:1]),
+                             fix=_HELD_FIX[gain.held].format(stack=stack)))
         fewest = min(lv.baseline_requests, lv.candidate_requests)
         if fewest < policy.min_requests:
             out.append(Check(name=f"requests@{c}", ok=False,
@@ -178,18 +193,35 @@ def guards(levels: dict[int, LevelVerdict], policy: PromotionPolicy, label: str 
                                  detail=f"{name} {UNMEASURABLE} at {at(c)}: no latency samples",
                                  fix="re-run with request samples kept"))
                 continue
-            ok = delta.increase <= cap
-            out.append(Check(name=f"{name}@{c}", ok=ok,
-                             detail=f"{name} {pct(delta.increase)} at {at(c)} "
-                                    f"({'within' if ok else 'beyond'} the allowed {cap:+.0%})",
-                             fix=None if ok else f"the candidate's {name} grew too much; tune it or raise "
-                                                 f"policy.{name.replace('-p99', '')}-p99-max-increase"))
+            out.append(_latency_guard(name, c, delta, cap, at(c)))
     return out
 
 
+def _latency_guard(base_name: str, level: int, delta, cap: float, where: str) -> Check:
+    """Non-inferiority on the interval of the p99 ratio (sglab/analysis/guards.py): fail when it lies beyond the
+    cap, pass when it lies within, else undecided (a blocker); no interval (no request samples, too few rounds):
+    the point estimate, said so."""
+    name, knob = f"{base_name}@{level}", f"policy.{base_name.replace('-p99', '')}-p99-max-increase"
+    if delta.low is None or delta.high is None:
+        ok = delta.increase <= cap
+        return Check(name=name, ok=ok, detail=f"{base_name} {pct(delta.increase)} at {where} ({'within' if ok else 'beyond'} "
+                     f"the allowed {cap:+.0%}; a point estimate: too few rounds with request samples for an interval)",
+                     fix=None if ok else f"the candidate's {base_name} grew too much; tune it or raise {knob}")
+    band = f"{pct(delta.increase)} [{pct(delta.low)}, {pct(delta.high)}]"
+    if delta.low > cap:
+        return Check(name=name, ok=False, detail=f"{base_name} {band} at {where}, beyond the allowed {cap:+.0%}",
+                     fix=f"the candidate's {base_name} grew too much; tune it or raise {knob}")
+    if delta.high <= cap:
+        return Check(name=name, ok=True, detail=f"{base_name} {band} at {where}, within the allowed {cap:+.0%}")
+    return Check(name=name, ok=False, detail=f"{base_name} {band} at {where} {UNDECIDED} the allowed {cap:+.0%} "
+                 "(the interval straddles it)",
+                 fix=("measure more requests at that level (load.round-duration-s, or more rounds: a re-run continues "
+                      "the sequence) until the interval decides, or raise " + knob))
+
+
 def unable_to_measure(guard: Check) -> bool:
-    """A guard that could not be evaluated (no samples): a blocker, not a failure."""
-    return UNMEASURABLE in guard.detail
+    """A guard that could not be evaluated (no samples) or has not decided yet: a blocker, not a failure."""
+    return UNMEASURABLE in guard.detail or UNDECIDED in guard.detail
 
 
 # ---- the result against its own plan ---------------------------------------------------------------
@@ -205,7 +237,8 @@ def planned_schedule(result: RunResult) -> tuple[dict[int, int] | None, str | No
         profile = plan.get("profile") or "concurrency"
         levels = plan.concurrency if profile == "concurrency" else (plan.get("rate") or {}).get("levels") \
             if profile == "rate" else None
-        gated = (result.policy.levels if result.policy is not None else None) or PromotionPolicy().levels
+        gated = list((result.policy.levels if result.policy is not None else None) or PromotionPolicy().levels)
+        gated += [int(k) for k in ((result.sequential or {}).get("stop_rule") or {})]  # the target's gated levels
         if levels:
             derived = {lv: plan.rounds if plan.ungated_rounds is None or lv in gated else plan.ungated_rounds
                        for lv in levels}
@@ -222,11 +255,10 @@ def _levels_text(schedule: dict[int, int]) -> str:
 def _schedule_problems(result: RunResult) -> list[str]:
     schedule, disagreement = planned_schedule(result)
     if schedule is not None and result.policy is not None and result.policy.get("method") == "sequential":
-        # a sequential run stops a gated level at its confidence sequence's decision, recomputed here
-        from sglab.sweep.sequential import decided_rounds
-
+        # a sequential run stops a sequential level at its confidence sequence's decision, recomputed here from
+        # its rounds and those of the earlier runs its sequence continues (embedded in the sealed result)
         policy = PromotionPolicy.model_validate(result.policy.model_dump(exclude_unset=True))
-        schedule = {**schedule, **decided_rounds(result, policy)}
+        schedule = {**schedule, **decided_rounds(result, policy, earlier_log_ratios(result, policy.metric))}
     out = [disagreement] if disagreement else []
     if schedule is None or not result.complete:
         return out  # an incomplete run is blocked as such; an interactive one has no schedule
@@ -302,7 +334,7 @@ def _count_problems(result: RunResult) -> list[str]:
     return out
 
 
-def evidence_problems(result: RunResult) -> list[Check]:
+def evidence_problems(result: RunResult, earlier: dict[int, list[float]] | None = None) -> list[Check]:
     """Blockers for a result that does not match its own plan: a planned level or round missing, a
     'complete' run with a segment cut short, counts that disagree with the request samples kept."""
     fix = (f"re-run `sglab bench --stack {result.stack}`: a result whose contents disagree with its own plan "

@@ -4,7 +4,8 @@ Assumes the per-round spread stays what it was and the true gain is the measured
 the smallest round count at which the interval would clear (or miss) the threshold with 80%
 probability: (t_{n-1} + z_0.8) * sd / sqrt(n) <= |mean - threshold|, all in log-ratio units. Under the
 sequential method the interval is the confidence sequence, wider than t at every n:
-(radius(n) + z_0.8 / sqrt(n)) * sd <= |mean - threshold|.
+(radius(n) + z_0.8 / sqrt(n)) * sd <= |mean - threshold|, and a promotion needs at least the sequence's
+PROMOTE_MIN_ROUNDS rounds (sglab/analysis/assumptions.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import math
 
 from scipy import stats
 
-from sglab.analysis.sequential import radius_factor
+from sglab.analysis.assumptions import PROMOTE_MIN_ROUNDS
+from sglab.analysis.sequence_bounds import radius_factor
 
 ASSURANCE = 0.8
 MAX_ROUNDS = 200
@@ -30,7 +32,10 @@ def rounds_to_decide(*, mean_log: float, sd_log: float, threshold_log: float, ro
         return 1 if rounds_now < 2 else None
     z = stats.norm.ppf(assurance)
     tail = (1 + confidence) / 2
-    for total in range(max(rounds_now + 1, 2), max_rounds + 1):
+    first = max(rounds_now + 1, 2)
+    if method == "sequential" and mean_log > threshold_log:
+        first = max(first, PROMOTE_MIN_ROUNDS)
+    for total in range(first, max_rounds + 1):
         if method == "sequential":
             half_width = (float(radius_factor(total, confidence=confidence)) + z / math.sqrt(total)) * sd_log
         else:

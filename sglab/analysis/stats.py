@@ -30,6 +30,8 @@ class MeanCI:
     high: float | None
     confidence: float
     method: CiMethod
+    held: str | None = None  # sequential: the check that keeps a clearing lower bound from promoting
+    notes: tuple[str, ...] = ()  # sequential: what the checks did, in words
 
     def as_gain(self) -> tuple[float, float | None, float | None]:
         """For log-ratios: (gain, low, high) as relative gains, exp(.) - 1."""
@@ -60,6 +62,8 @@ def mean_ci(values: np.ndarray, *, confidence: float = 0.95, method: CiMethod = 
     sd = float(d.std(ddof=1)) if n > 1 else 0.0
     if n < 2:
         return MeanCI(n, mean, sd, None, None, confidence, method)
+    if method == "sequential":  # anytime-valid: the run may have stopped at this look (analysis/sequential.py)
+        return _sequence_ci(d, confidence)
     if sd == 0.0:
         return MeanCI(n, mean, sd, mean, mean, confidence, method)
     if method == "paired-t":
@@ -75,15 +79,24 @@ def mean_ci(values: np.ndarray, *, confidence: float = 0.95, method: CiMethod = 
             res = stats.bootstrap((d,), np.mean, confidence_level=confidence, n_resamples=2000,
                                   method="percentile", random_state=np.random.default_rng(seed))
             low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    elif method == "sequential":  # anytime-valid: the run may have stopped at this look (analysis/sequential.py)
-        from sglab.analysis.sequential import cs_bounds
-
-        _, lower, upper = cs_bounds(d, confidence=confidence)
-        low = float(lower[-1]) if math.isfinite(lower[-1]) else None
-        high = float(upper[-1]) if math.isfinite(upper[-1]) else None
     else:
         raise ValueError(f"unknown CI method {method!r}")
     return MeanCI(n, mean, sd, low, high, confidence, method)
+
+
+def _sequence_ci(d: np.ndarray, confidence: float) -> MeanCI:
+    """The bench's confidence sequence at its last look, checks applied; a side the sequence cannot bound yet
+    is None (a zero-spread run too: no spread is no evidence of bounds before the sequence has any)."""
+    from sglab.analysis import assumptions
+    from sglab.analysis.sequential import bounds
+
+    stats, lower, upper = bounds(d, confidence=confidence)
+    held = int(stats.held()[-1])
+    notes = tuple(s for s in (assumptions.held_sentence(held, stats), assumptions.widen_sentence(stats)) if s)
+    low, high = float(lower[-1]), float(upper[-1])
+    return MeanCI(int(d.size), float(stats.mean[-1]), float(stats.sd[-1]), low if math.isfinite(low) else None,
+                  high if math.isfinite(high) else None, confidence, "sequential",
+                  held=assumptions.HELD_NAMES.get(held), notes=notes)
 
 
 def relative_delta(baseline: float | None, candidate: float | None) -> float | None:

@@ -13,19 +13,23 @@ from __future__ import annotations
 import datetime as dt
 import math
 
+import numpy as np
+
 from pydantic import ValidationError
 
 from sglab import metrics
+from sglab.analysis.accumulate import earlier_log_ratios, recorded
 from sglab.analysis.attribution import attribute
 from sglab.analysis.checks import blockers as _blockers
 from sglab.analysis.checks import guards as _guards
 from sglab.analysis.checks import unable_to_measure
 from sglab.analysis.categories import category_gains
 from sglab.analysis.economics import crossover, level_economics
+from sglab.analysis.guards import p99_ratio
 from sglab.analysis.operating_point import effective_policy, level_label, level_phrase, operating_point, slo_targets
 from sglab.analysis.power import rounds_to_decide
 from sglab.analysis.samples import ArmLevelStats, arm_stats, comparison_arms, paired
-from sglab.analysis.stats import MeanCI, log_ratio_ci, relative_delta
+from sglab.analysis.stats import MeanCI, mean_ci, relative_delta
 from sglab.config.loader import ConfigError
 from sglab.config.models import PromotionPolicy
 from sglab.results.schema import LevelResult, RunResult
@@ -33,18 +37,13 @@ from sglab.results.verdict import (Check, Gain, LatencyDelta, LevelOutcome, Leve
                                    pct)
 
 __all__ = ["Check", "Gain", "LatencyDelta", "LevelOutcome", "LevelVerdict", "METRICS", "Outcome", "Verdict",
-           "format_table", "judge", "next_step", "policy_of"]
+           "judge", "next_step", "policy_of"]
 
 
 def __getattr__(name: str):
-    """`METRICS` follows the registry; `format_table` lives in sglab.report.table (imported on use, so
-    analysis does not import report)."""
+    """`METRICS` follows the registry (the console table is sglab.report.table.format_table)."""
     if name == "METRICS":
         return tuple(m.name for m in metrics.all_metrics())
-    if name == "format_table":
-        from sglab.report.table import format_table
-
-        return format_table
     raise AttributeError(name)
 
 
@@ -60,35 +59,51 @@ def policy_of(result: RunResult) -> PromotionPolicy:
                           "pass a valid policy or re-run the benchmark with a valid stack") from None
 
 
-def _gain(level: LevelResult, metric: str, base: str, cand: str, policy: PromotionPolicy) -> tuple[Gain, MeanCI | None]:
+def _gain(level: LevelResult, metric: str, base: str, cand: str, policy: PromotionPolicy,
+          earlier: list[float] | None = None) -> tuple[Gain, MeanCI | None]:
+    """`earlier`: the log-ratios of earlier runs a sequential level's sequence continues (gate metric only)."""
     rounds, data = paired(level, metric, [base, cand], slo_targets(policy))
-    if not rounds:
+    method = policy.interval_method(level.concurrency)
+    before = list(earlier or []) if method == "sequential" else []
+    if not rounds and not before:
         return Gain(metric=metric, rounds=0), None
-    worse, better = metrics.get(metric).improvement(data[:, 0], data[:, 1])
-    ci = log_ratio_ci(worse, better, confidence=policy.confidence, method=policy.interval_method(level.concurrency))
+    worse, better = metrics.get(metric).improvement(data[:, 0], data[:, 1]) if rounds else ([], [])
+    d = np.concatenate([before, np.log(np.asarray(better, dtype=float) / np.asarray(worse, dtype=float))])
+    ci = mean_ci(d, confidence=policy.confidence, method=method)
     estimate, low, high = ci.as_gain()
-    return Gain(metric=metric, rounds=ci.n, baseline_mean=float(data[:, 0].mean()),
-                candidate_mean=float(data[:, 1].mean()), estimate=estimate, low=low, high=high,
-                mean_log=ci.mean, sd_log=ci.sd), ci
+    return Gain(metric=metric, rounds=ci.n, baseline_mean=float(data[:, 0].mean()) if rounds else None,
+                candidate_mean=float(data[:, 1].mean()) if rounds else None, estimate=estimate, low=low, high=high,
+                mean_log=ci.mean, sd_log=ci.sd, earlier_rounds=len(before), held=ci.held,
+                notes=list(ci.notes)), ci
 
 
 def _level_outcome(gain: Gain, threshold: float) -> LevelOutcome:
-    """Win when the interval clears the threshold (min-gain, or -margin at a non-inferiority level)."""
+    """Win when the interval clears the threshold (min-gain, or -margin at a non-inferiority level) and no check
+    of the sequence holds it (sglab/analysis/assumptions.py: too few rounds, dependent rounds, a falling gain)."""
     if gain.rounds == 0 or gain.estimate is None:
         return "no-data"
     if gain.low is not None and gain.low >= threshold:
-        return "win"
+        return "undecided" if gain.held else "win"
     if gain.high is not None and gain.high < threshold:
         return "lose"
     return "undecided"
 
 
-def _latency(base: float | None, cand: float | None) -> LatencyDelta:
-    return LatencyDelta(baseline_p99_ms=base, candidate_p99_ms=cand, increase=relative_delta(base, cand))
+def _latency(level: LevelResult, base_arm: str, cand_arm: str, which: str, base: float | None, cand: float | None,
+             policy: PromotionPolicy, interval: bool) -> LatencyDelta:
+    """The p99 change; with `interval`, its round-bootstrap interval (sglab/analysis/guards.py)."""
+    delta = LatencyDelta(baseline_p99_ms=base, candidate_p99_ms=cand, increase=relative_delta(base, cand))
+    if interval and level.requests:
+        ratio = p99_ratio(level, base_arm, cand_arm, which, confidence=policy.confidence)
+        if ratio.low is not None:
+            delta.low, delta.high, delta.confidence = ratio.low, ratio.high, ratio.confidence
+    return delta
 
 
-def _level(level: LevelResult, base: str, cand: str, policy: PromotionPolicy) -> LevelVerdict:
-    gains = {m.name: _gain(level, m.name, base, cand, policy)[0] for m in metrics.all_metrics()
+def _level(level: LevelResult, base: str, cand: str, policy: PromotionPolicy,
+           earlier: list[float] | None = None) -> LevelVerdict:
+    gains = {m.name: _gain(level, m.name, base, cand, policy, earlier if m.name == policy.metric else None)[0]
+             for m in metrics.all_metrics()
              if m.name == policy.metric or not (m.uses_slo and policy.slo is None)}  # goodput needs an SLO
     decode = gains.pop("decode_tok_per_s")
     output = gains.pop("output_tok_per_s")
@@ -106,8 +121,10 @@ def _level(level: LevelResult, base: str, cand: str, policy: PromotionPolicy) ->
                                 confidence=policy.confidence, method=policy.interval_method(level.concurrency))
     return LevelVerdict(
         concurrency=level.concurrency, gating=gating, outcome=outcome, decode=decode, output=output,
-        ttft_p99=_latency(bstats.ttft_p99_ms, cstats.ttft_p99_ms),
-        itl_p99=_latency(bstats.itl_p99_ms, cstats.itl_p99_ms),
+        ttft_p99=_latency(level, base, cand, "ttft", bstats.ttft_p99_ms, cstats.ttft_p99_ms, policy,
+                          gating and policy.ttft_p99_max_increase is not None),
+        itl_p99=_latency(level, base, cand, "itl", bstats.itl_p99_ms, cstats.itl_p99_ms, policy,
+                         gating and policy.itl_p99_max_increase is not None),
         baseline_requests=bstats.succeeded, candidate_requests=cstats.succeeded,
         baseline_error_rate=bstats.error_rate, candidate_error_rate=cstats.error_rate,
         economics=level_economics(level.concurrency, bstats, cstats), more_rounds=more, extra_gains=gains,
@@ -122,8 +139,10 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
         base, cand = comparison_arms(result)
     except ValueError as exc:
         raise ConfigError(f"result {result.run_id}", "arms", str(exc), "compare a run with two or more arms") from None
-    levels = {lv.concurrency: _level(lv, base, cand, policy) for lv in sorted(result.levels, key=lambda x: x.concurrency)}
-    blockers = _blockers(result, levels, policy)
+    earlier = earlier_log_ratios(result, policy.metric) if policy.method == "sequential" else {}
+    levels = {lv.concurrency: _level(lv, base, cand, policy, earlier.get(lv.concurrency))
+              for lv in sorted(result.levels, key=lambda x: x.concurrency)}
+    blockers = _blockers(result, levels, policy, earlier)
     guards = _guards(levels, policy, level_label(result))
     unmeasured = [g for g in guards if not g.ok and unable_to_measure(g)]
     failed = [g for g in guards if not g.ok and not unable_to_measure(g)]
@@ -171,7 +190,7 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
         gating_levels=list(policy.levels), levels=list(levels.values()), guards=guards, blockers=blockers,
         reasons=reasons, crossover=crossover(gains, level_label(result)), more_rounds=more,
         attribution=attribute(result, metric=policy.metric, confidence=policy.confidence, method=policy.method),
-        policy=policy.model_dump(mode="json", by_alias=True),
+        policy=policy.model_dump(mode="json", by_alias=True), sequence=_sequence_summary(result, earlier),
         computed_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
     verdict.operating_point = operating_point(result, verdict.levels, policy, verdict.crossover,
@@ -181,14 +200,24 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
     return verdict
 
 
+def _sequence_summary(result: RunResult, earlier: dict[int, list[float]]) -> dict | None:
+    seq = recorded(result)
+    if not seq:
+        return None
+    return {"runs": [r.get("run_id") for r in seq.get("runs", [])], "fresh": bool(seq.get("fresh")),
+            "reason": seq.get("reason"), "earlier_rounds": {str(k): len(v) for k, v in earlier.items()}}
+
+
 def next_step(v: Verdict) -> str | None:
     """The command a user most likely runs next, if any."""
     if v.outcome == "promote" and v.kind in ("ab", "interactive"):
         return f"sglab promote --stack {v.stack} --dry-run"
     if v.outcome == "inconclusive" and v.more_rounds and not v.blockers:
         done = max((lv.gain(v.metric).rounds for lv in v.levels if lv.gating), default=0)
-        if v.method == "sequential":  # the sequence keeps its error rate however long it runs: raise the cap
-            return f"sglab bench --stack {v.stack} --max-rounds {done + v.more_rounds}"
+        if v.method == "sequential":
+            # a re-run of the pair continues this sequence (sglab/analysis/accumulate.py), so its error rate holds
+            # across runs; a fresh sequence per re-run would not
+            return f"sglab bench --stack {v.stack} --max-rounds {max(v.more_rounds, 1)}"
         return f"sglab bench --stack {v.stack} --rounds {done + v.more_rounds}"
     return None
 
@@ -212,6 +241,10 @@ def _judgement(v: Verdict, failed: list[Check], label: str) -> str:
             return f"not measured ({words} at {where})"
         margin = (f", non-inferiority margin {-lv.non_inferiority_margin:+.1%}"
                   if lv.non_inferiority_margin is not None else "")
+        if g.low is None and g.high is None:
+            bounds = (f"no bounds yet: {g.rounds} round{'s' if g.rounds != 1 else ''} are too few for the confidence "
+                      "sequence" if v.method == "sequential" else f"{conf} n/a: fewer than 2 rounds")
+            return f"{pct(g.estimate)} {words} at {where} ({bounds}{margin})"
         return f"{pct(g.estimate)} {words} at {where} ({conf} {pct(g.low)} to {pct(g.high)}{margin})"
 
     gating = [lv for lv in v.levels if lv.gating]
@@ -227,4 +260,7 @@ def _judgement(v: Verdict, failed: list[Check], label: str) -> str:
         return f"inconclusive: the candidate's gain is {shown}, but {v.blockers[0].detail}."
     more = (f"about {v.more_rounds} more rounds would likely decide" if v.more_rounds
             else "more rounds are unlikely to decide (the gain sits at the minimum)")
+    held = next((g for g in (lv.gain(v.metric) for lv in gating) if g.held and g.notes), None)
+    if held is not None:
+        return f"inconclusive: the candidate's gain is {shown}, but {held.notes[0]}; {more}."
     return f"inconclusive: the candidate's gain is {shown}, neither clearly above nor below the {need}; {more}."

@@ -298,7 +298,8 @@ def _prompts_phrase(plan) -> str:
 
 def judge_and_report(result, run_dir) -> str | None:
     """Store the verdict in the result, print its table, write the report; returns the outcome."""
-    from sglab.analysis.verdict import format_table, judge
+    from sglab.analysis.verdict import judge
+    from sglab.report.table import format_table
     from sglab.results.store import write_result
 
     verdict = judge(result)
@@ -328,7 +329,8 @@ def run(args: argparse.Namespace) -> int:
     profile = profile_for(request.plan)
     sequential = request.loaded.config.policy.method == "sequential"
     if sequential:  # stop each gated level at its decision
-        from sglab.sweep.sequential import max_rounds_for, run_sequential, stop_lines
+        from sglab.analysis.stops import stop_lines
+        from sglab.load.sequential import max_rounds_for, run_sequential
 
         limit = max_rounds_for(request.plan.rounds, max_rounds=args.max_rounds, rounds_given=args.rounds is not None)
         gated_rounds = (f"sequential ({request.loaded.config.policy.confidence:.0%} confidence sequence, stops at "

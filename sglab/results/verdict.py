@@ -31,12 +31,21 @@ class Gain(BaseModel):
     high: float | None = None
     mean_log: float | None = None
     sd_log: float | None = None
+    earlier_rounds: int = Field(0, description="rounds of earlier runs of the same sequence included "
+                                "(sglab/analysis/accumulate.py)")
+    held: str | None = Field(None, description="sequential: the check that keeps a clearing lower bound from "
+                             "promoting (rounds, dependence, drift)")
+    notes: list[str] = Field(default_factory=list, description="sequential: what the checks did, in words")
 
 
 class LatencyDelta(BaseModel):
     baseline_p99_ms: float | None = None
     candidate_p99_ms: float | None = None
     increase: float | None = None  # candidate / baseline - 1
+    low: float | None = Field(None, description="interval of the increase: round-level bootstrap of the p99 ratio "
+                              "(sglab/analysis/guards.py)")
+    high: float | None = None
+    confidence: float | None = None
 
 
 class Economics(BaseModel):
@@ -178,6 +187,8 @@ class Verdict(BaseModel):
     operating_point: OperatingPoint | None = None
     categories: list[CategoryGain] = Field(default_factory=list, description="per prompt category, where "
                                            "requests carry one")
+    sequence: dict[str, Any] | None = Field(None, description="the sequence this verdict judged: earlier runs of "
+                                            "the same pair it continues (sglab/analysis/accumulate.py)")
     policy: dict[str, Any]  # the policy applied, as the stack spells it (kebab-case keys)
     computed_at: str
 

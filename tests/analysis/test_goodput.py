@@ -62,9 +62,10 @@ def test_itl_quantile_bound() -> None:
 
 
 def test_goodput_can_gate_and_a_candidate_missing_the_slo_is_rejected() -> None:
-    """Candidate decodes faster but its TTFT breaks the SLO in every round: goodput rejects it."""
+    """Candidate decodes faster but its TTFT breaks the SLO in every round: goodput rejects it. (8 rounds: the
+    default sequence has no bounds at 4; that 4 identical rounds once gave a point interval was a defect.)"""
     requests = []
-    for i in range(4):
+    for i in range(8):
         for k in range(30):
             requests.append(_req("baseline", 100, 1100, 51, round_index=i, start=k * 0.3))
             requests.append(_req("candidate", 300, 800, 51, round_index=i, start=k * 0.3))
@@ -78,5 +79,5 @@ def test_goodput_can_gate_and_a_candidate_missing_the_slo_is_rejected() -> None:
     policy = PromotionPolicy(metric="goodput_tok_per_s", slo=Slo(ttft_ms=200, tpot_ms=50), ttft_p99_max_increase=None)
     v = judge(result, policy)
     gain = v.level(1).gain("goodput_tok_per_s")
-    assert gain.rounds == 4 and gain.estimate == pytest.approx(0.5 / (30 * 51) - 1, rel=1e-6)
+    assert gain.rounds == 8 and gain.estimate == pytest.approx(0.5 / (30 * 51) - 1, rel=1e-6)
     assert v.level(1).outcome == "lose" and v.statistical_outcome == "reject"

@@ -6,7 +6,8 @@ import pytest
 
 from sglab import metrics
 from sglab.analysis import verdict as verdict_module
-from sglab.analysis.verdict import METRICS, format_table, judge
+from sglab.analysis.verdict import METRICS, judge
+from sglab.report.table import format_table
 from sglab.load.collector import SampleCollector
 from sglab.load.summary import arm_level_summary, round_sample
 from sglab.results.schema import ArmInfo, LevelResult, RequestSample, RunResult, Target

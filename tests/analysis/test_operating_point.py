@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from sglab.analysis.synthetic import synthetic_result
-from sglab.analysis.verdict import format_table, judge
+from sglab.analysis.verdict import judge
+from sglab.report.table import format_table
 from sglab.config.loader import ConfigError, load_stack
 from sglab.config.models import PromotionPolicy
 from sglab.config.traffic import Traffic

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sglab.analysis.verdict import format_table, judge, policy_of
+from sglab.analysis.verdict import judge, policy_of
+from sglab.report.table import format_table
 from sglab.config.models import LoadPlan, PromotionPolicy
 from sglab.results.records import Confound, RecordedLoadPlan, RecordedPolicy
 from sglab.results.schema import RunResult

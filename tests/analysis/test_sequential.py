@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from sglab.analysis.assumptions import PROMOTE_MIN_ROUNDS
 from sglab.analysis.sequential import (FUTILE, PROMOTE, SequentialRecord, cs_bounds, first_decision, radius_factor,
                                        sequential_test)
 
@@ -111,11 +112,12 @@ def test_a_clear_loss_rejects_and_a_gain_at_the_minimum_ends_inconclusive() -> N
 
 
 def test_min_rounds_and_max_rounds_are_honoured() -> None:
-    x = np.array([0.05, 0.051, 0.049, 0.05, 0.0505, 0.0502, 0.0499, 0.05])
+    x = np.array([0.05, 0.051, 0.049, 0.05, 0.0505, 0.0502, 0.0499, 0.05, 0.0501, 0.0498])
     early = sequential_test(x, min_gain=0.005)
-    assert early.decision == "promote"
-    late = sequential_test(x, min_gain=0.005, min_rounds=7)
-    assert late.decision == "promote" and late.rounds == 7
+    assert early.decision == "promote" and early.rounds == PROMOTE_MIN_ROUNDS  # no promotion before 9 rounds
+    assert early.looks[-2].held == "rounds" and early.looks[-2].low > 0.005
+    late = sequential_test(np.concatenate([x, x]), min_gain=0.005, min_rounds=12)
+    assert late.decision == "promote" and late.rounds == 12
     capped = sequential_test(np.random.default_rng(3).normal(0, 0.03, 30), min_gain=0.005, max_rounds=6)
     assert capped.rounds <= 6 and capped.decision in ("inconclusive", "reject", "promote")
 
@@ -157,7 +159,8 @@ def test_futility_stops_hopeless_runs_early_and_never_adds_a_promotion() -> None
         assert not ((fut == PROMOTE) & (plain != PROMOTE)).any()
         used = lambda r: np.where(r == 0, 32, r).mean()  # noqa: E731
         if faster:
-            assert (fut == FUTILE).mean() > 0.5 and used(fut_rounds) < 0.75 * used(plain_rounds)
+            # (losers keep going to their reject, so a run near zero stops later than it did: 0.81, was < 0.75)
+            assert (fut == FUTILE).mean() > 0.5 and used(fut_rounds) < 0.85 * used(plain_rounds)
         else:  # a real gain is almost never given up on
             assert (plain == PROMOTE).mean() - (fut == PROMOTE).mean() < 0.01
     rec = sequential_test(rng.normal(0.0, 0.0276, 32), min_gain=0.005, min_rounds=3, max_rounds=32,
@@ -239,7 +242,7 @@ def test_a_fixed_n_run_under_a_sequential_policy_is_checked_against_its_plan_not
 
 
 def test_the_stop_is_said_with_its_round_its_band_and_the_line_it_cleared() -> None:
-    from sglab.sweep.sequential import stop_reason
+    from sglab.analysis.stops import stop_reason
 
     x = np.random.default_rng(3).normal(0.05, 0.01, 40)
     rec = sequential_test(x, min_gain=0.005, min_rounds=3, max_rounds=32, futility=True)

@@ -24,10 +24,11 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _evidence(root: Path, gain: dict[int, float], levels=(1, 4, 16)):
+def _evidence(root: Path, gain: dict[int, float], levels=(1, 4, 16), rounds: int = 10):
+    """10 rounds a level (the sequence promotes from 9 on)."""
     config = load_stack("eagle-nccl-ll", root).config
     arms = {"baseline": baseline_arm(config), "candidate": candidate_arm(config)}
-    result = synthetic_result(stack="eagle-nccl-ll", gain=gain, levels=levels,
+    result = synthetic_result(stack="eagle-nccl-ll", gain=gain, levels=levels, rounds=rounds,
                               config_hash={n: a.config_hash for n, a in arms.items()},
                               policy=config.policy.model_dump(mode="json"), **QUIET)
     for info in result.arms:
@@ -35,7 +36,7 @@ def _evidence(root: Path, gain: dict[int, float], levels=(1, 4, 16)):
     try:
         from sglab.results.integrity import planned
 
-        result.integrity = planned({lv.concurrency: 6 for lv in result.levels})
+        result.integrity = planned({lv.concurrency: rounds for lv in result.levels})
     except ImportError:  # before evidence integrity records
         pass
     run_dir = create_run_dir("eagle-nccl-ll", result.run_id, root / "results")

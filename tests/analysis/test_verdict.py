@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sglab.analysis import Verdict, format_table, judge
+from sglab.analysis import Verdict, judge
+from sglab.report.table import format_table
 from sglab.analysis.synthetic import synthetic_result
 from sglab.config.models import PromotionPolicy
 from sglab.results.schema import RunResult
@@ -100,7 +101,7 @@ def test_ttft_guard_rejects() -> None:
 
 
 def test_itl_guard_when_named() -> None:
-    result = synthetic_result(gain=0.08, **QUIET)
+    result = synthetic_result(gain=0.08, rounds=10, **QUIET)  # the sequence promotes from 9 rounds on
     assert judge(result, PromotionPolicy(itl_p99_max_increase=-0.5)).outcome == "reject"
     assert judge(result, PromotionPolicy(itl_p99_max_increase=0.2)).outcome == "promote"
 

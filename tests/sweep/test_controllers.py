@@ -13,7 +13,7 @@ from sglab.load.schedule import plan_for
 from sglab.results.schema import LevelResult, RoundSample
 from sglab.sweep.grid import expand
 from sglab.sweep.run import SweepController, new_state
-from sglab.sweep.sequential import SequentialBench
+from sglab.load.sequential import SequentialBench
 from sglab.sweep.state import load_state
 
 BASE = 1000.0
@@ -111,7 +111,7 @@ def test_sequential_bench_stops_a_gated_level_at_its_decision_and_records_every_
 def test_the_evidence_check_accepts_a_sequential_run_only_where_its_sequence_stopped() -> None:
     from sglab.analysis.checks import _schedule_problems
     from sglab.analysis.synthetic import synthetic_result
-    from sglab.sweep.sequential import decided_rounds
+    from sglab.analysis.stops import decided_rounds
 
     policy = {"method": "sequential", "levels": [1]}
     full = synthetic_result(levels=(1,), rounds=30, gain=0.06, policy=policy)

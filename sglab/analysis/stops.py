@@ -1,0 +1,119 @@
+"""Where a sequential level stopped and why, recomputed from its rounds (never read from the record alone).
+
+The bench's sequential controller (sglab/load/sequential.py) asks `sequential_test` after every round at a
+sequentially run level; these are the pure parts both it and the verdict's evidence checks use: the gain
+that level must clear, its per-round log-ratios, the sentence that says where it stopped, and the rounds
+its sequence says it should have measured.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sglab import metrics
+from sglab.analysis.samples import paired
+from sglab.analysis.sequential import Look, SequentialRecord, sequential_test
+from sglab.results.schema import LevelResult, RunResult
+
+
+def threshold_for(policy, level: int) -> float:
+    """The gain a gated level must clear: min-gain, or -margin where sglab:traffic declares non-inferiority."""
+    traffic = getattr(policy, "traffic", None)
+    margin = traffic.non_inferiority.get(level) if traffic is not None else None
+    return -margin if margin is not None else policy.min_gain
+
+
+def level_log_ratios(level: LevelResult, metric: str, slo=None) -> list[float]:
+    """log(candidate / baseline) of `metric` per paired round, oriented so that larger is better (`slo`: the
+    SLO a goodput metric is computed under)."""
+    _, data = paired(level, metric, ["baseline", "candidate"], slo)
+    worse, better = metrics.get(metric).improvement(data[:, 0], data[:, 1]) if data.size else ([], [])
+    return [math.log(b / w) for w, b in zip(worse, better)]
+
+
+def _pct(x: float | None) -> str:
+    return "unbounded" if x is None else f"{x:+.1%}"
+
+
+def stop_reason(level: int, record: SequentialRecord, label: str = "c") -> str:
+    """One line: where a gated level stopped and why, e.g. `c=1: promote at round 9 of at most 32: the 95%
+    confidence sequence [+1.2%, +5.0%] clears +0.5%`."""
+    look: Look | None = record.last
+    limit = record.max_rounds if record.max_rounds is None else record.earlier_rounds + record.max_rounds
+    head = f"{label}={level}: {record.decision} at round {record.rounds} of at most {limit}"
+    if record.earlier_rounds:
+        head += f" (the first {record.earlier_rounds} from earlier runs of this pair)"
+    if look is None:
+        return f"{head}: no paired round"
+    cs = f"the {record.confidence:.0%} confidence sequence"
+    band = f"[{_pct(look.low)}, {_pct(look.high)}]"
+    line = f"{math.expm1(record.threshold_log):+.1%}"
+    if record.decision == "promote":
+        why = f"{cs} {band} clears {line}"
+    elif record.decision == "reject":
+        why = f"{cs} {band} lies below {line}"
+    elif record.decision == "futile":
+        why = (f"{cs} {band} could not clear {line} by round {limit} even if the gain were its upper "
+               f"end (futility stop, never a promotion)")
+    elif record.decision == "inconclusive":
+        why = f"{cs} {band} still straddles {line} at the last allowed round"
+    else:
+        why = f"{cs} {band} has not decided yet"
+    held = [n for n in record.notes if n]
+    return f"{head}: {why} (gain {look.estimate:+.1%})" + (f"; {'; '.join(held)}" if held else "")
+
+
+def decided_rounds(result: RunResult, policy, earlier: dict[int, list[float]] | None = None) -> dict[int, int]:
+    """Per sequentially run level: the rounds it should have measured, recomputed from its own rounds (its first
+    decision, else its max rounds = the recorded load.rounds). For the evidence checks: a run that stopped before
+    its sequence decided, or went on after, does not match its plan. `earlier`: level -> the log-ratios of the
+    earlier runs its sequence continues (sglab/analysis/accumulate.py).
+
+    Only a run that says it stopped on its sequence (result.sequential, written by the bench) is checked this
+    way; the looks' contents are not trusted, only recomputed: each level's thresholds (the source policy's and
+    any the promotion target's gate added, sglab/load/sequential.py) are recomputed from the recorded policy and
+    stop rule. A run without looks ran its plan's fixed rounds (a fixed-n run judged with the sequence is judged
+    validly, only more strictly), and an early-stopped run whose looks were removed misses the rounds its plan
+    (the max rounds) names."""
+    if getattr(policy, "method", None) != "sequential" or result.load_plan is None or result.sequential is None:
+        return {}
+    limit = result.load_plan.rounds
+    thresholds = stop_thresholds(result, policy)
+    out = {}
+    for level in result.levels:
+        lines = thresholds.get(level.concurrency)
+        if not lines:
+            continue
+        before = (earlier or {}).get(level.concurrency, [])
+        ratios = before + level_log_ratios(level, policy.metric, getattr(policy, "slo", None))
+        stops = []
+        for line in lines:
+            record = sequential_test(ratios, min_gain=line, confidence=policy.confidence, min_rounds=policy.min_rounds,
+                                     max_rounds=limit, futility=True, earlier_rounds=len(before))
+            stops.append(record.rounds - len(before) if record.decision != "continue" else limit)
+        out[level.concurrency] = max(stops)  # a level runs until every line it is judged against has decided
+    return out
+
+
+def stop_thresholds(result: RunResult, policy) -> dict[int, list[float]]:
+    """level -> the gains a sequentially run level stopped against: the policy's own at its gated levels, plus
+    those the run recorded for its promotion target's gate (result.stop_rule, checked against its policy)."""
+    out: dict[int, list[float]] = {lv: [threshold_for(policy, lv)] for lv in policy.levels}
+    recorded = (result.sequential or {}).get("stop_rule") if isinstance(result.sequential, dict) else None
+    for key, lines in (recorded or {}).items():
+        try:
+            level = int(key)
+        except ValueError:
+            continue
+        out.setdefault(level, [])
+        out[level] += [float(x) for x in lines if float(x) not in out[level]]
+    return out
+
+
+def stop_lines(result: RunResult, label: str = "c") -> list[str]:
+    """The recorded stop of every sequentially run level (for the end of the console output)."""
+    out = []
+    for key, data in sorted(((k, v) for k, v in (result.sequential or {}).items() if k.isdigit()),
+                            key=lambda kv: int(kv[0])):
+        out.append(stop_reason(int(key), SequentialRecord.model_validate(data), label))
+    return out
