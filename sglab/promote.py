@@ -29,6 +29,7 @@ from sglab.config.loader import ConfigError, LoadedStack, load_stack, project_ro
 from sglab.results.records import Confound
 from sglab.results.schema import RunResult
 from sglab.results.store import RESULT_FILE, git_commit, latest_complete, load_result, results_root, utc_now_iso
+from sglab.analysis.verdict import policy_of
 from sglab.promote_evidence import (PromotionRefused, check_evidence, check_launch_commands, check_seal,
                                    judge_under_policies, refuse_on_verdict)
 from sglab.sglang import sim_knobs
@@ -161,12 +162,15 @@ def find_evidence(stack: str, *, results_base: Path | None, result_path: Path | 
     return found
 
 
-def promote(stack: str, *, target: str = "production", root: Path | None = None, results_base: Path | None = None,
+def promote(stack: str, *, target: str | None = None, root: Path | None = None, results_base: Path | None = None,
             result_path: Path | None = None, dry_run: bool = False, lock_timeout_s: float = 60.0,
             accept_unkeyed_seal: bool = False) -> Promotion:
     """Promote `stack`'s candidate into `stacks/Pulumi.<target>.yaml`; raises PromotionRefused.
-    `accept_unkeyed_seal` admits a plain SHA-256 seal that is not the cluster's record (logged as such)."""
+    `accept_unkeyed_seal` admits a plain SHA-256 seal that is not the cluster's record (logged as such); `target`
+    defaults to the stack's sglab:promote-to (production)."""
     root = root or project_root()
+    if target is None:
+        target = load_stack(stack, root).config.promote_to
     if results_base is None and root != project_root():
         results_base = root / "results"
     if target == stack:
@@ -185,6 +189,12 @@ def promote(stack: str, *, target: str = "production", root: Path | None = None,
                                f"run `sglab bench --stack {stack}` (without --aa/--attribute)")
 
     check_evidence(source, result)
+    from sglab.analysis.accumulate import recheck  # a continued sequence: its earlier runs, verified again
+
+    if (problem := recheck(result, results_base, policy_of(result))) is not None:
+        raise PromotionRefused(f"run {result.run_id} continues a sequence whose {problem}",
+                               f"restore that run, or re-run `sglab bench --stack {stack} --fresh-sequence` (a new "
+                               "sequence, recorded as such)")
 
     benchmarked = {name: result.config_hash.get(name) for name in ("baseline", "candidate")}
     now = {"baseline": baseline_arm(source.config).config_hash, "candidate": candidate_arm(source.config).config_hash}

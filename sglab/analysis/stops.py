@@ -113,7 +113,8 @@ def stop_thresholds(result: RunResult, policy) -> dict[int, list[float]]:
 def stop_lines(result: RunResult, label: str = "c") -> list[str]:
     """The recorded stop of every sequentially run level (for the end of the console output)."""
     out = []
-    for key, data in sorted(((k, v) for k, v in (result.sequential or {}).items() if k.isdigit()),
-                            key=lambda kv: int(kv[0])):
-        out.append(stop_reason(int(key), SequentialRecord.model_validate(data), label))
+    recorded = result.sequential or {}
+    for key, data in sorted(((k, v) for k, v in recorded.items() if k.isdigit()), key=lambda kv: int(kv[0])):
+        for record in [data, *(recorded.get("others") or {}).get(key, [])]:
+            out.append(stop_reason(int(key), SequentialRecord.model_validate(record), label))
     return out

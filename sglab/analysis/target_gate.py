@@ -8,8 +8,10 @@ under the target's policy and refuses with the reason and the fix when that gate
 
 from __future__ import annotations
 
+from sglab.analysis.assumptions import PROMOTE_MIN_ROUNDS
 from sglab.analysis.operating_point import level_phrase, level_label
 from sglab.analysis.verdict import judge
+from sglab.results.verdict import pct
 from sglab.config.loader import LoadedStack
 from sglab.results.schema import RunResult
 
@@ -38,9 +40,29 @@ def target_gate_refusal(result: RunResult, target: LoadedStack, source_stack: st
                f"serves: tune the candidate for that load (e.g. fewer speculative steps), declare sglab:traffic in "
                f"stack '{source_stack}' with the levels {target.name} serves so its own verdict gates them, and "
                "re-run the benchmark")
+    elif undecided := [lv for lv in verdict.levels if lv.gating and lv.outcome == "undecided"]:
+        fix = "; ".join([_undecided_fix(lv, verdict, label, target.name, source_stack) for lv in undecided]
+                        + [b.fix for b in verdict.blockers if b.fix])
     elif verdict.blockers:
         fix = "; ".join(b.fix for b in verdict.blockers if b.fix) or f"re-run `sglab bench --stack {source_stack}`"
     else:
         fix = (f"measure more at the levels {target.name} gates on (raise load.rounds, or declare sglab:traffic in "
                f"stack '{source_stack}' so they get the full rounds) and re-run `sglab bench --stack {source_stack}`")
     return reason, fix
+
+
+def _undecided_fix(lv, verdict, label: str, target: str, source_stack: str) -> str:
+    """Why a level of the target's gate is undecided, and what decides it: the real reason, not a bystander."""
+    gain = lv.gain(verdict.metric)
+    where = level_phrase(label, lv.concurrency)
+    if gain.low is None and gain.high is None:
+        return (f"{where} has only {gain.rounds} rounds, too few for the confidence sequence to bound (a promotion "
+                f"needs at least {PROMOTE_MIN_ROUNDS}): it was measured as an ungated level; re-run `sglab bench --stack "
+                f"{source_stack}`, which runs the levels {target} gates sequentially until they decide "
+                f"(sglab:promote-to)")
+    if gain.held:
+        return f"{where}: {gain.notes[0] if gain.notes else gain.held}"
+    more = f" (about {lv.more_rounds} more rounds would likely decide)" if lv.more_rounds else ""
+    return (f"{where}'s sequence [{pct(gain.low)}, {pct(gain.high)}] still straddles {target}'s min-gain "
+            f"{verdict.min_gain:+.1%} after {gain.rounds} rounds{more}: re-run `sglab bench --stack {source_stack}`; "
+            "the new run continues this pair's sequence")

@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "config still hashes to what was benchmarked, then write the candidate's "
                                    "serving config into stacks/Pulumi.<target>.yaml and log the evidence.")
     p.add_argument("--stack", required=True, help="the benchmarked stack (stacks/Pulumi.<stack>.yaml)")
-    p.add_argument("--to", dest="target", default="production", help="target stack (default: production)")
+    p.add_argument("--to", dest="target", default=None,
+                   help="target stack (default: the stack's sglab:promote-to, production unless it says otherwise)")
     p.add_argument("--dry-run", action="store_true", help="show the verdict and the diff; change nothing")
     p.add_argument("--result", type=Path, default=None,
                    help="a specific result.json or run directory (default: the newest complete run)")

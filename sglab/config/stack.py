@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -56,6 +56,9 @@ class StackConfig(Model):
     sweep: SweepSpec | None = None  # `sglab sweep` (docs/sweep.md)
     # What production serves (profile, levels, weights, SLO): the gate runs at each level (docs/verdict.md).
     traffic: Traffic | None = None
+    promote_to: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")] = Field(
+        "production", description="the stack a promotion goes to: `sglab bench` also runs its gated levels "
+        "sequentially against its gate, and `sglab promote` defaults to it (docs/verdict.md)")
     # Lint codes (sglab/config/lints.py) this stack accepts; the ones that need it stop the stack until then.
     accept_lints: list[LintCode] = Field(default_factory=list)
 

@@ -49,6 +49,14 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the ter
 __all__ = ["BenchRequest", "BenchRun", "RefusedError", "arm_infos", "check_live_flags", "run_bench", "stack_sim_env"]
 
 
+def recorded_sim_env(request: BenchRequest) -> tuple[dict[str, str], float | None]:
+    """The simulator knobs and time scale a run records (result.target.sim_env, .time_scale)."""
+    sim_env = {**stack_sim_env(request.loaded), **request.sim_env} if request.target_kind == "sim" else {}
+    scale = sim_env.get("SGLAB_SIM_TIME_SCALE") or next(
+        (a.env["SGLAB_SIM_TIME_SCALE"] for a in request.arms if "SGLAB_SIM_TIME_SCALE" in a.env), None)
+    return sim_env, float(scale) if scale else None
+
+
 class BenchRun:
     def __init__(self, request: BenchRequest, targets: Targets, *, run_id: str | None = None) -> None:
         self.request = request
@@ -72,15 +80,12 @@ class BenchRun:
     # ---- result ---------------------------------------------------------------------------
     def build_result(self, infos: list[ArmInfo], mismatches: list[str]) -> RunResult:
         stack = self.request.loaded
-        sim_env = {**stack_sim_env(self.request.loaded), **self.request.sim_env} \
-            if self.request.target_kind == "sim" else {}
-        scale = sim_env.get("SGLAB_SIM_TIME_SCALE") or next(
-            (a.env["SGLAB_SIM_TIME_SCALE"] for a in self.request.arms if "SGLAB_SIM_TIME_SCALE" in a.env), None)
+        sim_env, scale = recorded_sim_env(self.request)
         return RunResult(
             run_id=self.run_id, stack=stack.name, kind=self.request.kind, started_at=utc_now_iso(),
             complete=False, incomplete_reason="running", git_commit=git_commit(), sglab_version=sglab_version,
             target=Target(kind=self.request.target_kind, urls=dict(self.targets.urls),
-                          sim_env=sim_env, time_scale=float(scale) if scale else None),
+                          sim_env=sim_env, time_scale=scale),
             arms=infos, config_hash={a.name: a.config_hash for a in self.request.arms},
             confounds=[c.as_dict() for c in confounds(stack.config)] if self.request.kind != "aa" else [],
             lints=[lint.as_dict() for lint in lint_arms(self.request.arms, stack.config.accept_lints)],

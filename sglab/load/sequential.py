@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
+from sglab.analysis.accumulate import SequenceError, continue_sequence, key_of
 from sglab.analysis.sequential import SequentialRecord, sequential_test
 from sglab.analysis.stops import level_log_ratios, stop_reason, threshold_for
 from sglab.load.request import BenchRequest, RefusedError
@@ -58,6 +59,7 @@ class SequentialBench:
         self.earlier = {lv: list(v) for lv, v in (earlier or {}).items()}
         self.sequence = sequence
         self.records: dict[str, dict] = {}
+        self.others: dict[str, list[dict]] = {}  # a level's records against the target's other gains
         self.decided: dict[int, bool] = {}
         self.echo = echo or (lambda text: print(text, file=sys.stderr))
 
@@ -83,6 +85,7 @@ class SequentialBench:
         records = self.tests(measured)
         main = records[0]
         self.records[str(level)] = main.model_dump(mode="json")
+        self.others[str(level)] = [r.model_dump(mode="json") for r in records[1:]]
         self.decided[level] = all(r.decision != "continue" for r in records)
         look = main.last
         if look is None:
@@ -105,9 +108,36 @@ class SequentialBench:
                 for line in self.lines[measured.concurrency]]
 
     def annotate(self, result: RunResult) -> None:
-        result.sequential = {**self.records, "stop_rule": {str(lv): lines for lv, lines in self.lines.items()}}
+        result.sequential = {**self.records, "stop_rule": {str(lv): lines for lv, lines in self.lines.items()},
+                             "others": {k: v for k, v in self.others.items() if v}}
         if self.sequence is not None:
             result.sequential["sequence"] = self.sequence
+
+
+def resolve_sequence(request: BenchRequest, *, fresh_reason: str | None = None
+                     ) -> tuple[dict | None, dict[int, list[float]]]:
+    """The sequence a new run of this pair continues (record, level -> earlier log-ratios), before anything
+    starts; (None, {}) for runs that cannot continue one. Refuses (RefusedError) when an earlier run of the
+    sequence is missing or changed."""
+    from sglab.load.runner import recorded_sim_env
+
+    policy = request.loaded.config.policy
+    sim_env, scale = recorded_sim_env(request)
+    key = key_of(kind=request.kind, config_hash={a.name: a.config_hash for a in request.arms},
+                 policy=policy.model_dump(mode="json", by_alias=False),
+                 plan=request.plan.model_dump(mode="json", by_alias=False), target_kind=request.target_kind,
+                 time_scale=scale, sim_env=sim_env)
+    if key is None:
+        return None, {}
+    try:
+        record = continue_sequence(request.loaded.name, key, policy, base=request.out, fresh_reason=fresh_reason)
+    except SequenceError as exc:
+        raise RefusedError(f"{exc.why}; fix: {exc.fix}") from None
+    earlier: dict[int, list[float]] = {}
+    for run in record["runs"]:
+        for level, ratios in run["levels"].items():
+            earlier.setdefault(int(level), []).extend(ratios)
+    return record, earlier
 
 
 def run_sequential(request: BenchRequest, *, max_rounds: int | None = None, rounds_given: bool = False,
@@ -129,3 +159,42 @@ def run_sequential(request: BenchRequest, *, max_rounds: int | None = None, roun
     request = replace(request, plan=request.plan.model_copy(update={"rounds": limit}))
     controller = SequentialBench(request, limit, target_policy=target_policy, earlier=earlier, sequence=sequence)
     return run_controlled(request, controller)
+
+
+def promotion_target(loaded) -> tuple[str | None, object | None, str | None]:
+    """(target stack name, its policy, a note) for `sglab:promote-to`: the stack the evidence is going to. A target
+    named on purpose must exist (ConfigError); the default (production) may be absent, said in the note."""
+    from sglab.config.loader import ConfigError, load_stack
+
+    name = loaded.config.promote_to
+    if name == loaded.name:
+        return None, None, None
+    path = loaded.path.parent / f"Pulumi.{name}.yaml"
+    if not path.is_file():
+        if "promote_to" in loaded.config.model_fields_set:
+            raise ConfigError(loaded.path, "sglab:promote-to", f"names stack '{name}', but {path} does not exist",
+                              "name an existing stack (stacks/Pulumi.<name>.yaml) or leave sglab:promote-to out")
+        return name, None, f"no stack '{name}' next to {loaded.path.name}: only this stack's own gate is run"
+    target = load_stack(name, path=path)
+    return name, target.config.policy, None
+
+
+def with_levels(request: BenchRequest, levels: list[int]) -> BenchRequest:
+    """The request measuring `levels` too (the promotion target's gated levels), concurrency profile only."""
+    if request.plan.profile != "concurrency" or set(levels) <= set(request.plan.concurrency):
+        return request
+    plan = request.plan.model_copy(update={"concurrency": sorted(set(request.plan.concurrency) | set(levels))})
+    return replace(request, plan=plan)
+
+
+def plan_sentence(lines: dict[int, list[float]], policy, target: str | None, target_policy) -> str:
+    """`sequential at 1 (+0.5% this stack, +2.0% production) and 4 (+2.0% production)`, for the start line."""
+    parts = []
+    for level, gains in sorted(lines.items()):
+        who = []
+        for gain in gains:
+            owners = [n for n, p in (("this stack", policy), (target, target_policy))
+                      if p is not None and level in p.levels and threshold_for(p, level) == gain]
+            who.append(f"{gain:+.1%} {' and '.join(owners)}")
+        parts.append(f"{level} ({', '.join(who)})")
+    return "sequential at " + ", ".join(parts)

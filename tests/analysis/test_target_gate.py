@@ -66,3 +66,16 @@ def test_a_level_production_gates_on_but_nobody_measured(root: Path) -> None:
     result = _evidence(root, {1: 0.06}, levels=(1,))
     reason, fix = target_gate_refusal(result, load_stack("production", root), "eagle-nccl-ll")
     assert "was not measured" in reason and "add [4]" in fix
+
+
+def test_a_level_measured_ungated_names_its_too_few_rounds_not_a_bystander(root: Path) -> None:
+    """Issue 18: concurrency 4 ran its 4 ungated rounds; production gates it, where 4 rounds give the sequence no
+    bounds ('95% CI n/a to n/a' before), and the refusal blamed something else."""
+    result = _evidence(root, {1: 0.06, 4: 0.06, 16: 0.03})
+    level = result.level(4)
+    level.rounds = [r for r in level.rounds if r.round_index < 4]
+    level.requests = [q for q in level.requests if q.round_index < 4]
+    reason, fix = target_gate_refusal(result, load_stack("production", root), "eagle-nccl-ll")
+    assert "n/a to n/a" not in reason and "no bounds yet: 4 rounds are too few for the confidence sequence" in reason
+    assert "concurrency 4 has only 4 rounds, too few for the confidence sequence" in fix
+    assert "runs the levels production gates sequentially" in fix
