@@ -5,6 +5,11 @@ where the candidate loses. Requests carry their prompt's category (RequestSample
 level and category the gain is paired by round like the level's own (geometric mean of per-round
 ratios of the category's requests), on the gate metric when it is a per-request metric, else on
 decode tok/s. Intervals need two rounds where both arms served the category.
+
+Seven categories at one level are seven intervals: at 95% each, one of them excludes no change in about 30% of
+A/A runs (an A/A run printed `long-context +0.3% [+0.1%, +0.5%]`). Each interval is therefore at
+1 - alpha / k for the k categories of its level (Bonferroni: all k cover at once with probability >= 1 - alpha,
+however the categories are correlated; tests/analysis/test_category_multiplicity.py measures it).
 """
 
 from __future__ import annotations
@@ -54,7 +59,9 @@ def category_gains(result: RunResult, base: str, cand: str, policy: PromotionPol
     for level in sorted(result.levels, key=lambda lv: lv.concurrency):
         measured = [r for r in level.requests if r.category is not None and not r.warmup and r.round_index >= 0
                     and r.error is None and r.arm in (base, cand)]
-        for category in sorted({r.category for r in measured}):
+        names = sorted({r.category for r in measured})
+        confidence = 1.0 - (1.0 - policy.confidence) / max(len(names), 1)
+        for category in names:
             requests = [r for r in measured if r.category == category]
             table = _per_round(requests, metric)
             rounds = sorted(i for i, v in table.items() if base in v and cand in v)
@@ -62,8 +69,7 @@ def category_gains(result: RunResult, base: str, cand: str, policy: PromotionPol
             if rounds:
                 data = np.array([[table[i][base], table[i][cand]] for i in rounds])
                 worse, better = metric.improvement(data[:, 0], data[:, 1])
-                ci = log_ratio_ci(worse, better, confidence=policy.confidence,
-                                  method=policy.interval_method(level.concurrency))
+                ci = log_ratio_ci(worse, better, confidence=confidence, method=policy.interval_method(level.concurrency))
                 estimate, low, high = ci.as_gain()
                 gain = Gain(metric=metric.name, rounds=ci.n, baseline_mean=float(data[:, 0].mean()),
                             candidate_mean=float(data[:, 1].mean()), estimate=estimate, low=low, high=high,
@@ -75,11 +81,11 @@ def category_gains(result: RunResult, base: str, cand: str, policy: PromotionPol
             accept = low_a = high_a = None
             if accepts:
                 per_round = np.array([np.mean(v) for v in accepts.values()])
-                ci_a = mean_ci(per_round, confidence=policy.confidence)
+                ci_a = mean_ci(per_round, confidence=confidence)
                 accept, low_a, high_a = ci_a.mean, ci_a.low, ci_a.high
             out.append(CategoryGain(
                 level=level.concurrency, category=category, gain=gain,
                 baseline_requests=sum(1 for r in requests if r.arm == base),
                 candidate_requests=sum(1 for r in requests if r.arm == cand),
-                accept_length=accept, accept_low=low_a, accept_high=high_a))
+                accept_length=accept, accept_low=low_a, accept_high=high_a, confidence=confidence))
     return out

@@ -73,10 +73,12 @@ def format_table(v: Verdict, lints: Iterable[Any] = ()) -> str:
     if op is not None and op.weighted_gain is not None:
         lines.append(f"traffic-weighted gain over the gated levels: {pct(op.weighted_gain)}")
     for level in sorted({c.level for c in v.categories}):
+        found = [c for c in v.categories if c.level == level]
         parts = [f"{c.category} {pct(c.gain.estimate)} [{pct(c.gain.low)}, {pct(c.gain.high)}]"
-                 + (f" accept {c.accept_length:.2f}" if c.accept_length is not None else "")
-                 for c in v.categories if c.level == level]
-        lines.append(f"categories @{level}: " + ", ".join(parts))
+                 + (f" accept {c.accept_length:.2f}" if c.accept_length is not None else "") for c in found]
+        each = found[0].confidence
+        said = f" ({each:.1%} each: Bonferroni over {len(found)})" if each is not None and len(found) > 1 else ""
+        lines.append(f"categories @{level}{said}: " + ", ".join(parts))
     for lv in v.levels:
         e = lv.economics
         if e.verify_cycle_ms is None or e.baseline_step_ms is None:

@@ -130,6 +130,8 @@ class CategoryGain(BaseModel):
     accept_length: float | None = None  # candidate: mean over rounds of 1 + correct drafts / verify passes
     accept_low: float | None = None
     accept_high: float | None = None
+    confidence: float | None = Field(None, description="of each interval: the policy's, Bonferroni-corrected over "
+                                     "the level's categories (1 - alpha / k)")
 
 
 class LevelVerdict(BaseModel):
