@@ -9,8 +9,9 @@ one (benchmarks/decision_quality.py measures 10 re-runs).
 Same pair = the same `sequence_key`: both arms' config hashes, the policy's decision keys, what the load
 plan sends (profile, prompts, endpoint, lengths, round length; not the round counts or the seed) and the
 target (simulator or servers, time scale). Anything else starts a new sequence by construction; starting
-afresh on purpose is `sglab bench --fresh-sequence`, recorded in the result. A sequence ends at a promotion:
-the next run of the pair starts a new one (the question was answered).
+afresh on purpose is `sglab bench --fresh-sequence`, recorded in the result. A sequence that promoted goes on
+too: the sequence is valid at every look, so a re-run re-judges the union (and keeps deciding the levels a
+promotion target gates at its own, higher min-gain, sglab/load/sequential.py).
 
 Evidence is recomputed, never trusted: the earlier runs are found in the stack's results by run id, their
 seals verified (sglab/results/integrity.py) and their per-round log-ratios recomputed from their samples.
@@ -25,8 +26,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from sglab.analysis.sequential import PROMOTE, look_codes
-from sglab.analysis.stops import level_log_ratios, threshold_for
+from sglab.analysis.stops import level_log_ratios
 from sglab.results import integrity
 from sglab.results.schema import RunResult
 from sglab.errors import ConfigError
@@ -89,22 +89,6 @@ def _levels(result: RunResult, policy) -> dict[str, list[float]]:
     return {str(lv.concurrency): level_log_ratios(lv, policy.metric, policy.slo) for lv in result.levels}
 
 
-def _ended_in_promotion(chain: list[dict], levels: list[int], policy) -> bool:
-    """Whether the sequence promoted at its last round at every gated level (a run stops at its decision, so
-    its last round is where a promotion happened)."""
-    import math
-
-    done = []
-    for level in levels:
-        ratios = [x for run in chain for x in (run.get("levels") or {}).get(str(level), [])]
-        if not ratios:
-            return False
-        *_, code, _ = look_codes(ratios, threshold_log=math.log1p(threshold_for(policy, level)),
-                                 confidence=policy.confidence, min_rounds=policy.min_rounds)
-        done.append(int(code[-1]) == PROMOTE)
-    return bool(levels) and all(done)
-
-
 def _trusted(run_dir: Path) -> RunResult:
     found = load_result(run_dir)
     problem = integrity.verify(found)
@@ -148,9 +132,6 @@ def continue_sequence(stack: str, key: str, policy, *, base: Path | None = None,
                                 "restore it, or start afresh with `--fresh-sequence`")
         chain.append(_entry(found, policy))
     chain.append(_entry(_trusted(run_dir), policy))
-    if _ended_in_promotion(chain, list(policy.levels), policy):
-        record["reason"] = f"run {newest.run_id} ended this pair's sequence with a promotion"
-        return record
     record["runs"] = chain
     return record
 

@@ -209,10 +209,10 @@ def _latency_guard(base_name: str, level: int, delta, cap: float, where: str) ->
                      fix=None if ok else f"the candidate's {base_name} grew too much; tune it or raise {knob}")
     band = f"{pct(delta.increase)} [{pct(delta.low)}, {pct(delta.high)}]"
     if delta.low > cap:
-        return Check(name=name, ok=False, detail=f"{base_name} {band} at {where}, beyond the allowed {cap:+.0%}",
+        return Check(name=name, ok=False, detail=f"{base_name} {band} at {where} (beyond the allowed {cap:+.0%})",
                      fix=f"the candidate's {base_name} grew too much; tune it or raise {knob}")
     if delta.high <= cap:
-        return Check(name=name, ok=True, detail=f"{base_name} {band} at {where}, within the allowed {cap:+.0%}")
+        return Check(name=name, ok=True, detail=f"{base_name} {band} at {where} (within the allowed {cap:+.0%})")
     return Check(name=name, ok=False, detail=f"{base_name} {band} at {where} {UNDECIDED} the allowed {cap:+.0%} "
                  "(the interval straddles it)",
                  fix=("measure more requests at that level (load.round-duration-s, or more rounds: a re-run continues "

@@ -47,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-rounds", type=int, help="policy.method sequential: most rounds per gated level before "
                    "the run ends inconclusive; overrides --rounds, so it raises the cap an explicit --rounds sets "
                    "(default: --rounds if given, else 2 x load.rounds; at least policy.min-rounds)")
+    p.add_argument("--own-gate-only", action="store_true",
+                   help="policy.method sequential: run only this stack's gated levels to a decision, not those of "
+                   "its promotion target (sglab:promote-to); shorter, but not evidence that target's gate can pass")
     p.add_argument("--fresh-sequence", action="store_true",
                    help="policy.method sequential: start a new sequence for this pair instead of continuing the "
                    "earlier runs' (recorded in the result; a re-run otherwise continues them, so re-running keeps "
@@ -335,31 +338,16 @@ def run(args: argparse.Namespace) -> int:
     notes: list[str] = []
     if sequential:  # stop each gated level (and the promotion target's) at its decision
         from sglab.analysis.stops import stop_lines
-        from sglab.load.sequential import (max_rounds_for, plan_sentence, promotion_target, resolve_sequence,
-                                           run_sequential, stop_rule, with_levels)
+        from sglab.load.sequential import prepare, run_sequential
 
-        target, target_policy, note = promotion_target(request.loaded)
-        notes += [note] if note else []
-        if target_policy is not None and request.kind == "ab":
-            request = with_levels(request, list(target_policy.levels))
-            profile = profile_for(request.plan)
-        else:
-            target_policy = None
-        policy = request.loaded.config.policy
         try:
-            sequence, earlier = resolve_sequence(request, fresh_reason="--fresh-sequence" if args.fresh_sequence else None)
+            request, plan = prepare(request, quick=args.quick, own_gate_only=args.own_gate_only,
+                                    max_rounds=args.max_rounds,
+                                    rounds_given=args.rounds is not None, fresh=args.fresh_sequence)
         except RefusedError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        if sequence is not None and sequence["runs"]:
-            notes.append(f"continues the sequence of runs {', '.join(r['run_id'] for r in sequence['runs'])} "
-                         f"({', '.join(f'{len(v)} rounds at {lv}' for lv, v in sorted(earlier.items()))}): re-running "
-                         "this pair keeps the sequence's error rate")
-        elif sequence is not None and sequence.get("reason"):
-            notes.append(f"a new sequence for this pair: {sequence['reason']}")
-        limit = max_rounds_for(request.plan.rounds, max_rounds=args.max_rounds, rounds_given=args.rounds is not None)
-        gated_rounds = (f"{plan_sentence(stop_rule(policy, target_policy), policy, target, target_policy)} "
-                        f"({policy.confidence:.0%} confidence sequence, stops at its decision, at most {limit} rounds)")
+        profile, notes, gated_rounds = profile_for(request.plan), plan.notes, plan.sentence
     else:
         gated_rounds = (f"{request.plan.rounds} rounds ({request.loaded.config.policy.method}) at gated levels "
                         f"{request.loaded.config.policy.levels}")
@@ -372,7 +360,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if sequential:
             result, run_dir = run_sequential(request, max_rounds=args.max_rounds, rounds_given=args.rounds is not None,
-                                             target_policy=target_policy, earlier=earlier, sequence=sequence)
+                                             target_policy=plan.target_policy, earlier=plan.earlier,
+                                             sequence=plan.sequence)
         else:
             result, run_dir = run_bench(request)
     except RefusedError as exc:

@@ -15,7 +15,7 @@ from the rounds. Other levels run their fixed load.ungated-rounds (and get the f
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from sglab.analysis.accumulate import SequenceError, continue_sequence, key_of
 from sglab.analysis.sequential import SequentialRecord, sequential_test
@@ -198,3 +198,44 @@ def plan_sentence(lines: dict[int, list[float]], policy, target: str | None, tar
             who.append(f"{gain:+.1%} {' and '.join(owners)}")
         parts.append(f"{level} ({', '.join(who)})")
     return "sequential at " + ", ".join(parts)
+
+
+@dataclass
+class SequentialPlan:
+    """What a sequential bench runs, decided before anything starts (`prepare`)."""
+
+    target_policy: object | None = None
+    sequence: dict | None = None
+    earlier: dict[int, list[float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    sentence: str = ""
+
+
+def prepare(request: BenchRequest, *, quick: bool, max_rounds: int | None, rounds_given: bool,
+            fresh: bool, own_gate_only: bool = False) -> tuple[BenchRequest, SequentialPlan]:
+    """The request measuring the promotion target's gated levels too (not for --quick, a CI-sized smoke run), and
+    the sequence it continues; RefusedError when an earlier run of the sequence is missing or changed."""
+    plan = SequentialPlan()
+    target, target_policy, note = promotion_target(request.loaded)
+    plan.notes += [note] if note else []
+    if target_policy is not None and (quick or own_gate_only):
+        flag = "--quick" if quick else "--own-gate-only"
+        plan.notes.append(f"{flag} runs only this stack's gate sequentially, not {target}'s: for evidence that "
+                          f"{target}'s gate can pass, run without {flag}")
+        target_policy = None
+    if target_policy is not None and request.kind == "ab":
+        request = with_levels(request, list(target_policy.levels))
+        plan.target_policy = target_policy
+    policy = request.loaded.config.policy
+    plan.sequence, plan.earlier = resolve_sequence(request, fresh_reason="--fresh-sequence" if fresh else None)
+    if plan.sequence is not None and plan.sequence["runs"]:
+        runs = ", ".join(r["run_id"] for r in plan.sequence["runs"])
+        rounds = ", ".join(f"{len(v)} rounds at {lv}" for lv, v in sorted(plan.earlier.items()))
+        plan.notes.append(f"continues the sequence of runs {runs} ({rounds}): re-running this pair keeps the "
+                          "sequence's error rate")
+    elif plan.sequence is not None and plan.sequence.get("reason"):
+        plan.notes.append(f"a new sequence for this pair: {plan.sequence['reason']}")
+    limit = max_rounds_for(request.plan.rounds, max_rounds=max_rounds, rounds_given=rounds_given)
+    plan.sentence = (f"{plan_sentence(stop_rule(policy, plan.target_policy), policy, target, plan.target_policy)} "
+                     f"({policy.confidence:.0%} confidence sequence, stops at its decision, at most {limit} rounds)")
+    return request, plan

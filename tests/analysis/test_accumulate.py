@@ -69,11 +69,13 @@ def test_a_changed_earlier_run_or_a_missing_one_is_refused(tmp_path: Path) -> No
     assert second.run_id  # the newest run of the pair named the missing one
 
 
-def test_a_promotion_ends_the_sequence_and_a_fresh_start_is_recorded(tmp_path: Path) -> None:
+def test_a_promoted_sequence_goes_on_and_a_fresh_start_is_recorded(tmp_path: Path) -> None:
+    """A promotion answers this stack's gate; a re-run re-judges the union (and decides a promotion target's
+    higher min-gain on it). Starting afresh is explicit."""
     won = _run(tmp_path, "20260101T000001Z-aaaaaa", gain=0.08, seed=1)
     key, policy = sequence_key(won), policy_of(won)
     record = continue_sequence("synthetic", key, policy, base=tmp_path)
-    assert record["runs"] == [] and "ended this pair's sequence with a promotion" in record["reason"]
+    assert [r["run_id"] for r in record["runs"]] == [won.run_id] and not record["fresh"]
     fresh = continue_sequence("synthetic", key, policy, base=tmp_path, fresh_reason="--fresh-sequence")
     assert fresh["fresh"] and fresh["reason"] == "--fresh-sequence" and fresh["runs"] == []
 

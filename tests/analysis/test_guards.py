@@ -55,7 +55,7 @@ def test_a_guard_shown_beyond_its_cap_rejects_and_one_shown_within_passes() -> N
     assert bad.outcome == "reject" and any(g.name == "ttft-p99@1" and not g.ok for g in bad.guards)
     good = judge(_spread_ttft(synthetic_result(gain=0.08, levels=(1,), rounds=10, **QUIET), 1.0, 0.05), policy)
     assert good.outcome == "promote"
-    assert any(g.name == "ttft-p99@1" and g.ok and "within the allowed +20%" in g.detail for g in good.guards)
+    assert any(g.name == "ttft-p99@1" and g.ok and "(within the allowed +20%)" in g.detail for g in good.guards)
 
 
 def test_the_guard_interval_resamples_rounds_not_requests() -> None:

@@ -42,7 +42,7 @@ def bench(root: Path, stack: str, *, gain: float = 0.06, run_id: str = "20260101
                               **{**QUIET, **kw})
     for info in result.arms:  # as the bench runner records them
         info.launch_command = arms[info.name].launch_command
-    result.integrity = planned({level.concurrency: 6 for level in result.levels})
+    result.integrity = planned({level.concurrency: result.load_plan.rounds for level in result.levels})
     run_dir = create_run_dir(stack, run_id, root / "results")
     write_result(result, run_dir)
     return run_dir
