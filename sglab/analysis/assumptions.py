@@ -10,12 +10,12 @@ What the checks do, per look, from the rounds so far:
 - dependence: the lag-1 autocorrelation of the rounds about their mean, bias-corrected for few rounds
   (Marriott & Pope 1954: E[r1] ~ rho - (1 + 3 rho) / n, so rho ~ (n r1 + 1) / (n - 3)), widens the sequence by
   the long-run variance of an AR(1) series, sqrt((1 + rho) / (1 - rho)) (rho clipped to [0, 0.9]); above
-  DEPENDENT (from 6 rounds), when the lag-1 autocorrelation is also significant (one-sided 5%; so that a few
-  i.i.d. rounds are rarely taken for dependent ones), the rounds are too dependent to promote on at all.
+  DEPENDENT (from 6 rounds), when the lag-1 autocorrelation is also significant (one-sided 1%: i.i.d. rounds
+  are taken for dependent ones at 0.2-0.7% of final looks), the rounds are too dependent to promote on at all.
 - skew: a sample skewness below -1 null sd (sqrt(6 / n)) moves the lower bound down by Johnson's (1978)
   skewness term of the t statistic, gamma (1 + 2 b^2) / (6 sqrt(n)) in units of sd / sqrt(n).
-- drift: a least-squares slope of the rounds over their index with t < -2 (from 6 rounds) holds a promotion:
-  the gain is falling while it is measured.
+- drift: a least-squares slope of the rounds over their index with t < -3 (from 6 rounds) holds a promotion:
+  the gain is clearly falling while it is measured.
 - and no promotion before PROMOTE_MIN_ROUNDS rounds, the fewest from which these checks can see anything
   (before it, a dependent or skewed run of rounds looks like a clear gain: the measured table).
 
@@ -28,13 +28,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-PROMOTE_MIN_ROUNDS = 9
+PROMOTE_MIN_ROUNDS = 10
 CHECK_MIN_ROUNDS = 6
 DEPENDENT = 0.4
-DEPENDENT_Z = 1.645  # and the lag-1 autocorrelation significant at one-sided 5%: (r1 + 1/n) sqrt(n) > z
+DEPENDENT_Z = 2.33  # and the lag-1 autocorrelation significant at one-sided 1%: (r1 + 1/n) sqrt(n) > z
 RHO_CAP = 0.9
 SKEW_NULL_SDS = 1.0
-FALLING_T = -2.0
+FALLING_T = -3.0
 
 HELD_NONE, HELD_ROUNDS, HELD_DEPENDENT, HELD_FALLING = 0, 1, 2, 3
 HELD_NAMES = {HELD_ROUNDS: "rounds", HELD_DEPENDENT: "dependence", HELD_FALLING: "drift"}

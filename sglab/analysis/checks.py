@@ -213,10 +213,26 @@ def _latency_guard(base_name: str, level: int, delta, cap: float, where: str) ->
                      fix=f"the candidate's {base_name} grew too much; tune it or raise {knob}")
     if delta.high <= cap:
         return Check(name=name, ok=True, detail=f"{base_name} {band} at {where} (within the allowed {cap:+.0%})")
+    need = _requests_to_decide(delta, cap)
     return Check(name=name, ok=False, detail=f"{base_name} {band} at {where} {UNDECIDED} the allowed {cap:+.0%} "
-                 "(the interval straddles it)",
+                 f"(the interval straddles it{need})",
                  fix=("measure more requests at that level (load.round-duration-s, or more rounds: a re-run continues "
                       "the sequence) until the interval decides, or raise " + knob))
+
+
+def _requests_to_decide(delta, cap: float) -> str:
+    """', about N times the requests would likely decide it': the interval narrows as 1/sqrt(requests), so it
+    clears the cap at this estimate once its half-width is the estimate's distance to the cap."""
+    import math
+
+    if delta.increase is None or delta.low is None or delta.high is None or delta.increase <= -1.0:
+        return ""
+    half = (math.log1p(delta.high) - math.log1p(delta.low)) / 2.0
+    distance = abs(math.log1p(delta.increase) - math.log1p(cap))
+    if distance <= 0.0 or half <= 0.0:
+        return ""
+    times = (half / distance) ** 2
+    return f"; about {times:.0f}x the requests would likely decide it" if times < 1000 else "; the estimate sits at the cap"
 
 
 def unable_to_measure(guard: Check) -> bool:

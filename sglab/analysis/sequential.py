@@ -12,7 +12,7 @@ The rule (`sequential_test`, vectorised in `look_codes`), docs/verdict.md "The r
   (sglab/analysis/sequence_bounds.py): exact at every look for i.i.d. Gaussian rounds of any spread;
 - checks of that assumption (sglab/analysis/assumptions.py), which only ever widen or hold: dependent rounds
   widen both bounds by the AR(1) long-run variance and, strongly dependent, refuse a promotion; left skew
-  lowers the lower bound; a falling gain holds a promotion; no promotion before 9 rounds.
+  lowers the lower bound; a falling gain holds a promotion; no promotion before 10 rounds.
 
 `cs_bounds` / `radius_factor` keep Lai's t-mixture sequence (Lai 1976; Wang & Ramdas 2023), which assumes
 i.i.d. Gaussian rounds and nothing more: the live plot's band and the sweep's elimination use it.

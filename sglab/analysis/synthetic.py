@@ -35,7 +35,7 @@ def synthetic_result(
     kind: str = "ab",
     stack: str = "synthetic",
     levels: Sequence[int] = (1, 4, 16),
-    rounds: int = 10,  # the sequence promotes from 9 rounds on (sglab/analysis/assumptions.py)
+    rounds: int = 6,
     baseline_tok_per_s: PerLevel = 88.8,
     gain: PerLevel = 0.059,
     attribution: tuple[float, float, float] | None = None,

@@ -64,5 +64,5 @@ def _undecided_fix(lv, verdict, label: str, target: str, source_stack: str) -> s
         return f"{where}: {gain.notes[0] if gain.notes else gain.held}"
     more = f" (about {lv.more_rounds} more rounds would likely decide)" if lv.more_rounds else ""
     return (f"{where}'s sequence [{pct(gain.low)}, {pct(gain.high)}] still straddles {target}'s min-gain "
-            f"{verdict.min_gain:+.1%} after {gain.rounds} rounds{more}: re-run `sglab bench --stack {source_stack}`; "
-            "the new run continues this pair's sequence")
+            f"{verdict.min_gain:+.1%} after {gain.rounds} rounds{more}: re-run `sglab bench --stack {source_stack}` with "
+            "the same load settings; the new run continues this pair's sequence")

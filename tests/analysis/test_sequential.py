@@ -114,7 +114,7 @@ def test_a_clear_loss_rejects_and_a_gain_at_the_minimum_ends_inconclusive() -> N
 def test_min_rounds_and_max_rounds_are_honoured() -> None:
     x = np.array([0.05, 0.051, 0.049, 0.05, 0.0505, 0.0502, 0.0499, 0.05, 0.0501, 0.0498])
     early = sequential_test(x, min_gain=0.005)
-    assert early.decision == "promote" and early.rounds == PROMOTE_MIN_ROUNDS  # no promotion before 9 rounds
+    assert early.decision == "promote" and early.rounds == PROMOTE_MIN_ROUNDS  # no promotion before 10 rounds
     assert early.looks[-2].held == "rounds" and early.looks[-2].low > 0.005
     late = sequential_test(np.concatenate([x, x]), min_gain=0.005, min_rounds=12)
     assert late.decision == "promote" and late.rounds == 12

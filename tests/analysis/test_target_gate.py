@@ -24,8 +24,8 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _evidence(root: Path, gain: dict[int, float], levels=(1, 4, 16), rounds: int = 10):
-    """10 rounds a level (the sequence promotes from 9 on)."""
+def _evidence(root: Path, gain: dict[int, float], levels=(1, 4, 16), rounds: int = 12):
+    """12 rounds a level (the sequence promotes from 10 on)."""
     config = load_stack("eagle-nccl-ll", root).config
     arms = {"baseline": baseline_arm(config), "candidate": candidate_arm(config)}
     result = synthetic_result(stack="eagle-nccl-ll", gain=gain, levels=levels, rounds=rounds,

@@ -101,7 +101,7 @@ def test_ttft_guard_rejects() -> None:
 
 
 def test_itl_guard_when_named() -> None:
-    result = synthetic_result(gain=0.08, rounds=10, **QUIET)  # the sequence promotes from 9 rounds on
+    result = synthetic_result(gain=0.08, rounds=12, **QUIET)  # the sequence promotes from 10 rounds on
     assert judge(result, PromotionPolicy(itl_p99_max_increase=-0.5)).outcome == "reject"
     assert judge(result, PromotionPolicy(itl_p99_max_increase=0.2)).outcome == "promote"
 
