@@ -23,13 +23,14 @@ from sglab.results.schema import LevelResult, RunResult
 from sglab.results.store import create_run_dir, new_run_id
 from sglab.sweep.grid import Grid
 from sglab.sweep.state import SweepState
+from sglab.untrusted import printable
 
 BASELINE = "baseline"
 
 
 def say(text: str) -> None:
     """Progress, one line per round, seen at once also when stdout is a file or a pipe."""
-    print(text, flush=True)
+    print(printable(text, limit=None), flush=True)
 
 
 def log_ratios(level: LevelResult, metric: str, arms: list[str]) -> dict[str, list[float]]:

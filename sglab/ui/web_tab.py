@@ -31,8 +31,9 @@ from sglab.ui.category_table import CATEGORY_TAB_KEY, CATEGORY_TAB_TITLE, catego
 from sglab.ui.plot import PLOT_PATH, plot_script
 from sglab.ui.session import UiSession
 from sglab.ui.table import table_columns
+from sglab.untrusted import printable, printable_logger
 
-logger = logging.getLogger("sglab.ui")
+logger = printable_logger("sglab.ui")  # form values and server errors reach the console
 logging.getLogger("httpx").setLevel(logging.WARNING)  # the server-info poll would log every 5 s
 
 TAB_KEY = "sglab-ab"
@@ -65,7 +66,7 @@ def install(events) -> None:
 
 def _refuse(message: str) -> None:
     logger.error("%s", message)
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {printable(message, newlines=True, limit=None)}", file=sys.stderr)
     sys.exit(2)
 
 
