@@ -1,6 +1,6 @@
 """Issue 22 item 7: a Host with user info, an Origin of another scheme and Locust's `POST /user` (which sets
-any attribute on the arms' user classes) are refused, over real HTTP against plain Locust with the A/B tab;
-the policy's cases beside it, without a process."""
+any attribute on the arms' user classes) are refused, and the form's user count is bounded (item 2), over real
+HTTP against plain Locust with the A/B tab; the policy's cases beside it, without a process."""
 
 from __future__ import annotations
 
@@ -77,5 +77,9 @@ def test_over_http_user_edits_foreign_schemes_and_user_info_hosts_are_refused(tm
         other_scheme = httpx.post(ui.url + "/swarm", data={"user_count": "1", "spawn_rate": "1"},
                                   headers={"Origin": f"https://127.0.0.1:{port}"}, timeout=10)
         assert other_scheme.status_code == 403 and "Origin" in other_scheme.text, other_scheme.text
+        # the form's numbers are bounded like --users: 100000 users would start before anything said no
+        for form in ({"user_count": "100000", "spawn_rate": "1"}, {"user_count": "2", "spawn_rate": "inf"}):
+            huge = httpx.post(ui.url + "/swarm", data=form, headers=REST_HEADERS, timeout=10)
+            assert huge.status_code == 400 and "at most 8192" in huge.text, huge.text
         assert httpx.get(ui.url + "/stats/requests", timeout=10).json()["state"] == "ready"
         assert httpx.get(ui.url + "/stats/requests", headers={"Origin": ui.url}, timeout=10).status_code == 200
