@@ -143,7 +143,7 @@ def parse(text: str, limits: JsonLimits) -> Any:
     except JsonRefused:
         raise
     except json.JSONDecodeError as exc:
-        raise JsonRefused(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        raise JsonRefused(f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     except RecursionError:
         raise JsonRefused(f"nested deeper than {limits.max_depth} levels") from None
     except ValueError:  # Python refuses integers of more than 4300 digits

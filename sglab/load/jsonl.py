@@ -31,7 +31,7 @@ def jsonl_rows(path: Path | str, *, key: str | None, text: str | None = None, ob
         try:
             row = parse(line, limits)
         except JsonRefused as exc:
-            problem = str(exc).replace("(line 1, column", "(column").replace("not valid JSON", "is not JSON", 1)
+            problem = str(exc).replace("not valid JSON (line 1, column", "is not JSON (column", 1)
             sep = " " if problem.startswith("is not JSON") else ": "
             raise ConfigError(path, key, f"line {number}{sep}{problem}", limits.fix, number) from None
         if objects and not isinstance(row, dict):

@@ -183,6 +183,24 @@ def _configmap_payload(path: Path) -> Any:
     return document
 
 
+def _sim_profile(path: Path) -> Any:
+    from sglab.sim.profile import ProfileError, load_profile
+
+    try:
+        return load_profile(str(path))
+    except ProfileError as exc:  # the simulator prints it and exits 2
+        raise ConfigError(path, None, str(exc)) from None
+
+
+def _adaptive_config(path: Path) -> Any:
+    from sglab.sim.adaptive import AdaptiveConfigError, load_adaptive_config
+
+    try:
+        return load_adaptive_config(str(path))
+    except AdaptiveConfigError as exc:
+        raise ConfigError(path, None, str(exc)) from None
+
+
 # name -> (file name the reader looks for, the reader, a valid example, the reader's size limit)
 def _limits() -> dict[str, int]:
     from sglab.load.datasets.model import SHAREGPT_LIMITS
@@ -193,7 +211,7 @@ def _limits() -> dict[str, int]:
 
     return {"result": RESULT_LIMITS.max_bytes, "trace": TRACE_LIMITS.max_bytes,
             "sharegpt": SHAREGPT_LIMITS.max_bytes, "jsonl": JSONL_LIMITS.max_bytes,
-            "provenance": PROVENANCE_LIMITS.max_bytes}
+            "provenance": PROVENANCE_LIMITS.max_bytes, "sim": 1024 * 1024}
 
 
 READERS: dict[str, tuple[str, Callable[[Path], Any], bytes, str]] = {
@@ -207,12 +225,16 @@ READERS: dict[str, tuple[str, Callable[[Path], Any], bytes, str]] = {
     "provenance": ("provenance.json", _provenance, b'{"pulled_at": 1, "source": "configmap", "key_id": "x"}',
                    "provenance"),
     "configmap-payload": ("payload.json", _configmap_payload, RESULT, "result"),
+    "sim-profile": ("profile.json", _sim_profile, b'{"scheduler_overhead_ms": 1.5}', "sim"),
+    "adaptive-config": ("adaptive.json", _adaptive_config, b'{"ema_alpha": 0.5, "strategy": "ema", "candidate_steps": [1, 3, 7]}',
+                        "sim"),
 }
 
 
 # What a reader may read: a bare string is a prompt; a ConfigMap document's shape is its caller's business; a
 # pulled result's provenance that is not there means "never pulled".
-READABLE = {("prompt-file", "a-string"), ("configmap-payload", "a-string"), ("provenance", "dangling-link")}
+READABLE = {("prompt-file", "a-string"), ("configmap-payload", "a-string"), ("provenance", "dangling-link"),
+            ("sim-profile", "lone-surrogate")}  # a profile's strings are not read: the escape changes no number
 
 
 def max_bytes(reader: str) -> int:

@@ -71,3 +71,18 @@ def test_jsonl_limits_refuse_before_parsing(tmp_path):
 def test_describe_names_every_limit():
     limits = JsonLimits("a trace", max_bytes=512 << 20, max_depth=16, max_lines=100_000, max_line_chars=4 << 20)
     assert limits.describe() == "512 MiB, nesting depth 16, 100,000 lines, 4,194,304 characters per line"
+
+
+def test_a_configmap_payload_that_inflates_past_the_limit_is_refused_after_reading_that_much():
+    import base64
+    import gzip
+    from types import SimpleNamespace
+
+    from sglab.results.configmap_reader import read_document
+    from sglab.results.sink import PARTS_ANNOTATION, PAYLOAD_KEY
+
+    bomb = base64.b64encode(gzip.compress(b" " * (64 << 20))).decode()  # 64 MiB of spaces in ~64 KiB
+    meta = SimpleNamespace(name="sglab-result", annotations={PARTS_ANNOTATION: "1"}, labels={})
+    document, problem = read_document([SimpleNamespace(metadata=meta, binary_data={PAYLOAD_KEY: bomb})],
+                                      JsonLimits("a result document", max_bytes=1 << 20))
+    assert document is None and "inflates to more than 1048576 bytes" in problem
