@@ -43,23 +43,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true",
                    help="CI preset (under a minute): levels 1,4, 10 rounds of 0.9 s per arm; simulators at 10x speed")
     p.add_argument("--workers", type=int, default=0, help="Locust worker processes (distributed mode)")
-    p.add_argument("--rounds", type=model_option(LoadPlan, "rounds", "load.rounds"), help="rounds at the levels the policy gates on (default: load.rounds); "
+    p.add_argument("--rounds", type=model_option(LoadPlan, "rounds", "load.rounds"),
+                   help="rounds at the levels the policy gates on (default: load.rounds); "
                    "under policy.method sequential (the default) an explicit --rounds is the cap on rounds at the "
                    "gated levels (each stops earlier once its confidence sequence decides), unless --max-rounds "
                    "is given")
-    p.add_argument("--max-rounds", type=model_option(LoadPlan, "rounds", "load.rounds"), help="policy.method sequential: most rounds per gated level before "
+    p.add_argument("--max-rounds", type=model_option(LoadPlan, "rounds", "load.rounds"),
+                   help="policy.method sequential: most rounds per gated level before "
                    "the run ends inconclusive; overrides --rounds, so it raises the cap an explicit --rounds sets "
                    "(default: --rounds if given, else 2 x load.rounds; at least policy.min-rounds)")
     p.add_argument("--ungated-rounds", type=model_option(LoadPlan, "ungated_rounds", "load.ungated-rounds"),
                    help="rounds at the other levels, which only show the crossover (default: load.ungated-rounds)")
-    p.add_argument("--concurrency", type=model_option(LoadPlan, "concurrency", "load.concurrency"), help="comma-separated levels, e.g. 1,4 (default: the stack's)")
+    p.add_argument("--concurrency", type=model_option(LoadPlan, "concurrency", "load.concurrency"),
+                   help="comma-separated levels, e.g. 1,4 (default: the stack's)")
     p.add_argument("--profile", help="load profile: concurrency (closed loop, default), rate (open loop), "
                    "trace (replay); default: the stack's load.profile")
-    p.add_argument("--rates", type=model_option(RateSpec, "levels", "load.rate.levels"), help="rate profile: comma-separated requests/s, e.g. 1,4,16 (default: load.rate.levels)")
+    p.add_argument("--rates", type=model_option(RateSpec, "levels", "load.rate.levels"),
+                   help="rate profile: comma-separated requests/s, e.g. 1,4,16 (default: load.rate.levels)")
     p.add_argument("--arrival", choices=["poisson", "constant"], help="rate profile: arrival process")
-    p.add_argument("--max-in-flight", type=model_option(RateSpec, "max_in_flight", "load.rate.max-in-flight"), help="rate/trace profile: cap on requests in flight")
+    p.add_argument("--max-in-flight", type=model_option(RateSpec, "max_in_flight", "load.rate.max-in-flight"),
+                   help="rate/trace profile: cap on requests in flight")
     p.add_argument("--trace", help="trace profile: JSONL trace file (timestamp_s, prompt|messages, output_tokens)")
-    p.add_argument("--trace-time-scale", type=model_option(TraceSpec, "time_scale", "load.trace.time-scale"), help="trace profile: replay speed-up (2 = twice as fast)")
+    p.add_argument("--trace-time-scale", type=model_option(TraceSpec, "time_scale", "load.trace.time-scale"),
+                   help="trace profile: replay speed-up (2 = twice as fast)")
     p.add_argument("--prompts", metavar="SOURCE",
                    help="prompt set: random | suite | file:PATH | sharegpt:PATH | openai:PATH (paths from the "
                    "current directory; default: load.prompts.source)")
@@ -73,12 +79,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--natural-stop", action=argparse.BooleanOptionalAction, default=None,
                    help="let a reply stop by itself: ignore_eos false and the prompt's max_tokens cap "
                    "(default: load.natural-stop)")
-    p.add_argument("--seed", type=model_option(LoadPlan, "seed", "load.seed"), help="seed of the round order and prompt offsets")
-    p.add_argument("--round-s", type=model_option(LoadPlan, "round_duration_s", "load.round-duration-s"), help="seconds per arm per round")
-    p.add_argument("--round-requests", type=model_option(LoadPlan, "round_requests", "load.round-requests"), help="requests per arm per round (instead of --round-s)")
+    p.add_argument("--seed", type=model_option(LoadPlan, "seed", "load.seed"),
+                   help="seed of the round order and prompt offsets")
+    p.add_argument("--round-s", type=model_option(LoadPlan, "round_duration_s", "load.round-duration-s"),
+                   help="seconds per arm per round")
+    p.add_argument("--round-requests", type=model_option(LoadPlan, "round_requests", "load.round-requests"),
+                   help="requests per arm per round (instead of --round-s)")
     p.add_argument("--warmup-requests", type=model_option(LoadPlan, "warmup_requests", "load.warmup-requests"),
                    help="discarded warm-up requests per arm and level")
-    p.add_argument("--max-new-tokens", type=model_option(LoadPlan, "max_new_tokens", "load.max-new-tokens"), help="tokens per request for prompts without their own output length (random, file); the "
+    p.add_argument("--max-new-tokens", type=model_option(LoadPlan, "max_new_tokens", "load.max-new-tokens"),
+                   help="tokens per request for prompts without their own output length (random, file); the "
                    "suite, imports and traces send each record's own")
     p.add_argument("--request-timeout-s", type=model_option(LoadPlan, "request_timeout_s", "load.request-timeout-s"),
                    help="per-request timeout (default: the stack's)")

@@ -28,8 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="CI preset on simulators: sweep.quick-arms only, the bench's --quick plan (10x speed)")
     p.add_argument("--list", action="store_true", help="print the expanded grid (arms, skipped with reasons); run nothing")
     p.add_argument("--resume", metavar="RUN", help="continue the interrupted sweep RUN (its run id or directory)")
-    p.add_argument("--max-rounds", type=model_option(SweepSpec, "max_rounds", "sweep.max-rounds"), help="rounds at most per gated level (default: sweep.max-rounds)")
-    p.add_argument("--round-s", type=model_option(LoadPlan, "round_duration_s", "load.round-duration-s"), help="seconds per arm per round")
+    p.add_argument("--max-rounds", type=model_option(SweepSpec, "max_rounds", "sweep.max-rounds"),
+                   help="rounds at most per gated level (default: sweep.max-rounds)")
+    p.add_argument("--round-s", type=model_option(LoadPlan, "round_duration_s", "load.round-duration-s"),
+                   help="seconds per arm per round")
     p.add_argument("--probe", metavar="RUN", help="an NCCL probe run: skip variants it shows slower than the default")
     p.add_argument("--no-prune", action="store_true", help="with --probe: keep every NCCL variant (opt out)")
     p.add_argument("--no-confirm", action="store_true", help="stop after the sweep (no confirmation A/B)")

@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--web-login", action=argparse.BooleanOptionalAction, default=False,
                    help="require a login (password from SGLAB_UI_PASSWORD, user SGLAB_UI_USERNAME, default "
                         "'sglab'); off by default locally, on by default in the cluster chart")
-    p.add_argument("--users", type=model_option(LoadPlan, "concurrency", "load.concurrency", item=True), help="closed loop: users prefilled in the form (default: 2 x the policy's "
+    p.add_argument("--users", type=model_option(LoadPlan, "concurrency", "load.concurrency", item=True),
+                   help="closed loop: users prefilled in the form (default: 2 x the policy's "
                    "first level); open-loop profiles refuse it (their users are the in-flight cap)")
     p.add_argument("--spawn-rate", type=_spawn_rate, help="closed loop: spawn rate prefilled in the form (default: users "
                    "per second)")
