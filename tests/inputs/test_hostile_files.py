@@ -5,6 +5,7 @@ random bytes and mutations of valid files (hypothesis) against every reader."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -126,3 +127,28 @@ def test_random_and_mutated_content_is_read_or_refused_never_a_traceback(tmp_pat
     path.parent.mkdir(exist_ok=True)
     path.write_bytes(content)
     refused_cleanly(lambda: read(path), path)
+
+
+@pytest.mark.parametrize("value", [1e308, float("inf"), float("nan"), -1e300])
+def test_a_resealed_result_with_huge_or_non_finite_samples_is_refused_before_any_verdict(tmp_path, capsys, value):
+    """Issue 22: inf/1e308 in a re-sealed result's samples crashed the verdict inside promote, before the seal
+    check. Re-sealing (a plain SHA-256 anyone can compute) makes the document self-consistent; the reader still
+    refuses it, naming where the number is."""
+    from sglab.results.integrity import seal
+    from sglab.results.schema import RunResult
+
+    from .hostile import RESULT
+
+    result = RunResult.model_validate_json(RESULT)
+    result.levels[0].requests[3].decode_tok_per_s = value
+    result.levels[0].rounds[1].output_tok_per_s = value
+    seal(result, key=None)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "result.json").write_text(json.dumps(result.model_dump(mode="json")))
+    for argv in (["promote", "--stack", STACK, "--dry-run", "--result", str(run)], ["compare", str(run)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and err.count("error:") == 1, err
+        assert ".levels[0].rounds[1].output_tok_per_s" in err or ".levels[0].requests[3].decode_tok_per_s" in err \
+            or "not a number JSON allows" in err, err
