@@ -54,6 +54,15 @@ def pulumi_config(path: Path, overrides: dict[str, Any] | None = None,
     return config, secret_keys
 
 
+def arm_resource(stack, role: str) -> str:
+    """The Pulumi resource name of an arm of a stack's A/B pair: the role, except a sweep stack's candidate, which is
+    its leader slot (the same resource in every wave and in the confirmation)."""
+    from sglab.deploy.naming import arm_release_name, release_name
+
+    release = arm_release_name(stack, role)
+    return role if release == release_name(role) else release
+
+
 @dataclass
 class Registered:
     typ: str
