@@ -21,7 +21,6 @@ SERVICE_ACCOUNT = "sglab-bench"
 STACKS_MOUNT = "/etc/sglab/stacks"
 RESULTS_DIR = "/tmp/sglab-results"
 GUARD_CPU, GUARD_MEMORY = "50m", "128Mi"
-GUARD_SLACK_S = 300  # the guard lets go this long after the Job's own deadline at the latest
 
 
 def job_image(stack: StackConfig) -> str:
@@ -63,9 +62,10 @@ def _restricted(**extra: Any) -> dict[str, Any]:
 def guard_container(stack: StackConfig, budgets: list[str]) -> dict[str, Any]:
     """The native sidecar (restartPolicy Always): the benchmark container starts once its startup probe sees the
     budgets held; the kubelet stops it after the benchmark container, and it lets the budgets go."""
+    # No hold limit of its own: when the Job ends (done, failed, or past activeDeadlineSeconds) the kubelet stops
+    # the sidecar with SIGTERM, and it lets go (timeout-min stays out of the immutable pod template).
     command = ["python", "-m", "sglab.deploy.disruption_guard", "--release-to",
-               str(stack.disruption_budget.max_unavailable),
-               "--max-hold-s", str(stack.benchmark_job.timeout_min * 60 + GUARD_SLACK_S)]
+               str(stack.disruption_budget.max_unavailable)]
     for name in budgets:
         command += ["--pdb", name]
     return {

@@ -59,7 +59,7 @@ def specs(stack: StackConfig, stack_name: str, releases: list[ArmRelease]) -> di
         spec = out.setdefault(arm.image, {"stack": stack_name, "image": arm.image, "arms": [],
                                           "paths": model_paths(stack)})
         spec["arms"].append({"name": release.values.get("armName") or release.resource or arm.name,
-                             "release": release.release, "args": list(arm.args)})
+                             "release": release.release, "args": list(arm.args), "env": dict(arm.env)})
     return out
 
 

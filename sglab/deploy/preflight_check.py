@@ -9,8 +9,10 @@ The preflight Job (sglab/deploy/preflight.py) ships this file and a spec in a Co
    would (rank 0);
 2. the model and draft paths exist on the mounted volume and hold a config.json;
 3. their config.json `architectures` are ones this SGLang registers: the registry (sglang/srt/models/registry.py)
-   collects every `EntryClass` of the modules in sglang/srt/models; they are read from the sources here, so the
-   check needs none of the CUDA libraries that importing the model modules loads.
+   collects every `EntryClass` of the modules in sglang/srt/models (or SGLANG_EXTERNAL_MODEL_PACKAGE's), less
+   SGLANG_DISABLED_MODEL_ARCHS; they are read from the sources here, so the check needs none of the CUDA
+   libraries that importing the model modules loads (checked against SGLang 0.5.23: 290 classes, Kimi-K2.5's
+   KimiK25ForConditionalGeneration and its EAGLE-3 draft's Eagle3DeepseekV2ForCausalLM among them).
 
 On failure it writes the problems and their fixes to the container's termination message (what `pulumi up`
 prints for a failed Job) and exits 1. Keep it importable without sglang: the tests run its checks on their own.
@@ -62,10 +64,13 @@ def parse_with_sglang(args: list[str]) -> str | None:
     return None
 
 
-def registered_architectures(models_dir: Path) -> set[str]:
-    """The class names the model registry collects: every `EntryClass = X` / `EntryClass = [X, Y]` in models/."""
+def registered_architectures(models_dir: Path, disabled: tuple[str, ...] = ()) -> set[str]:
+    """The class names the model registry collects: every `EntryClass = X` / `EntryClass = [X, Y]` of the modules
+    in models/, but those SGLANG_DISABLED_MODEL_ARCHS names (module names, as the registry skips them)."""
     names: set[str] = set()
     for path in sorted(models_dir.glob("*.py")):
+        if path.stem in disabled:
+            continue
         try:
             tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
         except SyntaxError:
@@ -85,11 +90,24 @@ def registered_architectures(models_dir: Path) -> set[str]:
     return names
 
 
-def sglang_models_dir() -> Path | None:
-    spec = importlib.util.find_spec("sglang")
+def package_dir(package: str) -> Path | None:
+    """Where a package's modules are, without importing it (importing sglang's model modules loads CUDA)."""
+    top, _, rest = package.partition(".")
+    spec = importlib.util.find_spec(top)
     if spec is None or not spec.submodule_search_locations:
         return None
-    return Path(list(spec.submodule_search_locations)[0]) / "srt" / "models"
+    return Path(list(spec.submodule_search_locations)[0]).joinpath(*[p for p in rest.split(".") if p])
+
+
+def registry(env: dict[str, str]) -> set[str] | None:
+    """What this SGLang's ModelRegistry holds for an arm's env: sglang.srt.models, or the package
+    SGLANG_EXTERNAL_MODEL_PACKAGE names instead (both as the registry reads them); None when not found."""
+    external = env.get("SGLANG_EXTERNAL_MODEL_PACKAGE", "").strip()
+    disabled = tuple(s.strip() for s in env.get("SGLANG_DISABLED_MODEL_ARCHS", "").split(",") if s.strip())
+    where = package_dir(external) if external else package_dir("sglang.srt.models")
+    if where is None or not where.is_dir():
+        return None
+    return registered_architectures(where, disabled)
 
 
 def check_path(entry: dict, registered: set[str] | None, model_impl: str) -> list[str]:
@@ -141,11 +159,11 @@ def run(spec: dict, env: dict[str, str]) -> tuple[list[str], list[str]]:
         problems.append(f"the server image {spec['image']} has no importable sglang ({exc}); set sglab:image to an "
                         "SGLang server image")
         return problems, notes
-    models_dir = sglang_models_dir()
-    registered = registered_architectures(models_dir) if models_dir is not None and models_dir.is_dir() else None
+    first = spec["arms"][0] if spec["arms"] else {"args": [], "env": {}}
+    registered = registry({**env, **first.get("env", {})})
     if registered is None:
-        notes.append("sglang/srt/models not found: the architecture check was skipped")
-    impl = _model_impl(list(spec["arms"][0]["args"])) if spec["arms"] else "auto"
+        notes.append("the model registry's package was not found: the architecture check was skipped")
+    impl = _model_impl(list(first["args"]))
     for entry in spec["paths"]:
         problems += check_path(entry, registered, impl)
     return problems, notes
