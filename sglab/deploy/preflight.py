@@ -142,14 +142,16 @@ class Preflight(pulumi.ComponentResource):
     TYPE = "sglab:index:Preflight"
 
     def __init__(self, name: str, plan: PreflightPlan, *, foundation: list[pulumi.Resource],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 gate: pulumi.Output[Any] | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
+        """`gate`: an Output that must resolve before the Job is created (an existing namespace that admits it)."""
         super().__init__(self.TYPE, name, None, opts)
         source = k8s.core.v1.ConfigMap(f"{name}-spec", metadata=plan.configmap["metadata"],
                                        data=plan.configmap["data"],
                                        opts=pulumi.ResourceOptions(parent=self, depends_on=foundation))
         timeout = f"{plan.await_timeout_min}m"
+        spec = plan.job["spec"] if gate is None else gate.apply(lambda _: plan.job["spec"])
         self.job = k8s.batch.v1.Job(
-            f"{name}-job", metadata=plan.job["metadata"], spec=plan.job["spec"],
+            f"{name}-job", metadata=plan.job["metadata"], spec=spec,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*foundation, source],
                                         custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
         self.job_name = pulumi.Output.from_input(plan.name)

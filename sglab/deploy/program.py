@@ -114,7 +114,7 @@ def build_preflight(dep: Deployment, releases: list[ArmRelease]) -> None:
     plan = preflight_plan(dep.stack, dep.stack_name, releases)
     if plan is None:
         return
-    dep.preflight = Preflight("preflight", plan, foundation=dep.foundation())
+    dep.preflight = Preflight("preflight", plan, foundation=dep.foundation(), gate=dep.admission)
     pulumi.log.info(f"phase 1/3 preflight: Job {plan.name} checks every launch command with the server image's "
                     "SGLang, the model paths and their architectures (no GPU); the servers wait for it",
                     resource=dep.preflight.job)
