@@ -94,6 +94,11 @@ class FakeConfigMapApi:
                         return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
                     api.configmaps[key] = body
                     return self._send(200, body)
+                if method == "DELETE":
+                    if key not in api.configmaps:
+                        return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                    del api.configmaps[key]
+                    return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
                 return self._send(405, {"kind": "Status", "code": 405})
 
             def do_GET(self) -> None:
@@ -107,6 +112,9 @@ class FakeConfigMapApi:
 
             def do_PATCH(self) -> None:
                 self._route("PATCH")
+
+            def do_DELETE(self) -> None:
+                self._route("DELETE")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
