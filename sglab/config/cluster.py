@@ -53,9 +53,12 @@ class NamespaceSpec(Model):
 
 
 def namespace_input(value: Any) -> Any:
-    """`sglab:namespace: NAME` is shorthand for `{name: NAME}`."""
+    """`sglab:namespace: NAME` is shorthand for `{name: NAME}` (a bad name is reported at sglab:namespace)."""
     if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-        return {"name": value}
+        name = str(value)
+        if not _DNS_LABEL.match(name):
+            raise ValueError(f"{name!r} is not a valid namespace (lowercase letters, digits and '-', max 63)")
+        return {"name": name}
     return value
 
 

@@ -20,6 +20,8 @@ from sglab.deploy.admission import existing_namespace_problem
 from sglab.deploy.naming import HF_CACHE_CLAIM
 from sglab.deploy.objects import common_labels, keeps_namespace, namespace_manifest
 
+EXISTING = "existing-namespace"  # the Pulumi name of a read (never deleted) namespace
+
 
 def hf_cache_manifest(stack: Any, stack_name: str) -> dict[str, Any] | None:
     """The PersistentVolumeClaim the stack creates for sglab:hf-cache, or None (no cache, or an existing claim)."""
@@ -43,7 +45,9 @@ def declare_namespace(dep: Any) -> None:
     stack = dep.stack
     manifest = namespace_manifest(stack, dep.stack_name)  # raises ConfigError for a pod-security level too strict
     if manifest is None:
-        existing = k8s.core.v1.Namespace.get("namespace", stack.namespace)
+        # Another resource name than a created namespace's: a stack that switches to create: false never turns
+        # its created Namespace into a read (docs/deploy.md says how to move such a stack over).
+        existing = k8s.core.v1.Namespace.get(EXISTING, stack.namespace)
         dep.namespace = existing
         dep.admission = existing.metadata.apply(lambda meta: _admits(stack, meta))
         dep.export("namespace", stack.namespace)

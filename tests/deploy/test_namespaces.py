@@ -35,8 +35,10 @@ def test_production_reads_its_namespace_and_never_creates_or_deletes_it():
     (read,) = [r for r in run.reads() if r.typ == NAMESPACE]
     assert read.read_id == "sglab-production"  # Namespace.get: read, never owned
     assert run.outputs["namespace"] == "sglab-production" and run.outputs["namespace_created"] is False
+    assert read.name == "existing-namespace"  # never the name of a created one: no read-replacement of it
     for server in run.of_type("sglab:index:SGLangServer"):  # the servers still wait for it
-        assert any(d.endswith(f"{NAMESPACE}::namespace") for d in run.options_of(server.typ, server.name)["dependencies"])
+        deps = run.options_of(server.typ, server.name)["dependencies"]
+        assert any(d.endswith(f"{NAMESPACE}::existing-namespace") for d in deps)
     assert run.of_type(PVC) == []  # the weights' claim is the platform's: referenced, never declared
 
 

@@ -129,3 +129,14 @@ def test_a_probe_beside_a_full_pool_is_a_warning_not_a_deadlock():
                                                      "probe": {"enabled": True, "hidden-size": 7168}}).config
     _, warnings = check_capacity(stack, "production")
     assert len(warnings) == 1 and "free GPU node" in warnings[0] and "the servers are not affected" in warnings[0]
+
+
+def test_validate_refuses_it_too(tmp_path, monkeypatch, capsys):
+    from sglab.cli import main
+    from sglab.config.loader import stack_path
+
+    text = stack_path(STACK).read_text().replace("    parallel-arms: 4\n", "    parallel-arms: 5\n")
+    (tmp_path / f"Pulumi.{STACK}.yaml").write_text(text)
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
+    assert main(["validate", "--stack", STACK]) == 2
+    assert "placement.max-nodes" in capsys.readouterr().err
