@@ -227,3 +227,51 @@ def test_the_script_runs_standalone_with_exit_status_and_termination_message(ima
     assert "unrecognized arguments: --nope" in log.read_text()
     standalone = textwrap.dedent(Path(check.__file__).read_text())
     assert "import sglab" not in standalone and "from sglab" not in standalone
+
+
+# --- with the pinned SGLang's real parser (.venv-sglang, built by `make test`: tools/sglang-contract-venv.sh) -----
+
+def sglang_python() -> Path | None:
+    given = os.environ.get("SGLAB_SGLANG_PYTHON")
+    built = Path(__file__).resolve().parents[2] / ".venv-sglang" / "bin" / "python"
+    path = Path(given) if given else built
+    return path if path.exists() else None
+
+
+SHIPPED_GPU_STACKS = ("eagle-nccl-ll", "eagle-default", "article-replay", "production", "eagle-sweep")
+
+
+def test_the_real_parser_accepts_every_shipped_launch_command(tmp_path):
+    """What the preflight Job runs, with SGLang's own parser and model registry: every arm of every shipped GPU
+    stack (the sweep's first wave too) passes against checkpoint dirs holding Kimi-K2.5's architectures, and a
+    flag SGLang does not know fails, naming its arm. One process: importing sglang takes tens of seconds."""
+    python = sglang_python()
+    if python is None:
+        pytest.skip("the pinned SGLang's venv (.venv-sglang) is built by `make test` (tools/sglang-contract-venv.sh)")
+    from sglab.deploy.preflight import specs
+
+    arms = []
+    for name in SHIPPED_GPU_STACKS:
+        loaded = load_stack(name)
+        if loaded.config.sweep is not None:
+            sweep = {**json.loads(json.dumps(loaded.raw["sweep"])), "wave": 1}
+            loaded = load_mapping(name, loaded.path, {**json.loads(json.dumps(loaded.raw)), "sweep": sweep})
+        (spec,) = specs(loaded.config, name, arm_releases(loaded.config, name)).values()
+        arms += [{**arm, "name": f"{name}/{arm['name']}"} for arm in spec["arms"]]
+    paths = []
+    for key, arch in (("model.path", "KimiK25ForConditionalGeneration"),
+                      ("candidate.speculative.draft-model-path", "Eagle3DeepseekV2ForCausalLM")):
+        (tmp_path / key).mkdir()
+        (tmp_path / key / "config.json").write_text(json.dumps({"architectures": [arch]}))
+        paths.append({"key": key, "path": str(tmp_path / key)})
+    bad = {**arms[0], "name": "bad", "args": [*arms[0]["args"], "--no-such-sglang-flag"]}
+    spec = {"stack": "shipped", "image": "pinned", "arms": [*arms, bad], "paths": paths}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    log = tmp_path / "log"
+    done = subprocess.run([str(python), check.__file__, "--spec", str(tmp_path / "spec.json"), "--termination-log",
+                           str(log)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert len(arms) >= 11
+    assert log.read_text().startswith("preflight failed (1 problem):")  # only the bad arm
+    assert "arm bad: SGLang's launch_server parser refuses" in log.read_text()
+    assert "unrecognized arguments: --no-such-sglang-flag" in log.read_text()
