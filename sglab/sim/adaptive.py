@@ -195,7 +195,7 @@ class SpecTiers:
         self._content = {s: ContentAcceptance(profile.accept_prob_by_position, profile.accept_prob_tail,
                                               depth=setup.depth, topk=setup.topk, factor=factor)
                          for s, setup in self.setups.items()}
-        self._ngram = NgramAcceptance(profile, spec) if spec.kind == "ngram" else None
+        self._ngram = NgramAcceptance(profile, spec.depth) if spec.kind == "ngram" else None
         self.initial = spec
         self.max_depth = max(setup.depth for setup in self.setups.values())
 

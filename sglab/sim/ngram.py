@@ -19,7 +19,6 @@ import re
 
 from sglab.sim.acceptance import AcceptanceModel
 from sglab.sim.profile import SimProfile
-from sglab.sim.timing import SpecSetup
 
 _WORD = re.compile(r"\w+|[^\w\s]")
 REPETITION_BUCKETS = 50  # models are cached per 1/50 of repetition
@@ -40,20 +39,21 @@ def repetition(text: str) -> float:
     return repeats / len(grams)
 
 
-def ngram_model(profile: SimProfile, spec: SpecSetup, repetition: float) -> AcceptanceModel:
+def ngram_model(profile: SimProfile, depth: int, repetition: float) -> AcceptanceModel:
+    """depth: the draft positions one verify can accept (SpecSetup.depth)."""
     first = min(profile.ngram_accept_max, profile.ngram_accept_base + profile.ngram_accept_gain * repetition)
-    return AcceptanceModel(tuple(first * profile.ngram_accept_decay ** i for i in range(spec.depth)))
+    return AcceptanceModel(tuple(first * profile.ngram_accept_decay ** i for i in range(depth)))
 
 
 class NgramAcceptance:
     """One server's NGRAM acceptance models, by the request's prompt repetition."""
 
-    def __init__(self, profile: SimProfile, spec: SpecSetup) -> None:
-        self.profile, self.spec = profile, spec
+    def __init__(self, profile: SimProfile, depth: int) -> None:
+        self.profile, self.depth = profile, depth
         self._models: dict[int, AcceptanceModel] = {}
 
     def model(self, repetition: float) -> AcceptanceModel:
         bucket = round(max(0.0, min(1.0, repetition)) * REPETITION_BUCKETS)
         if bucket not in self._models:
-            self._models[bucket] = ngram_model(self.profile, self.spec, bucket / REPETITION_BUCKETS)
+            self._models[bucket] = ngram_model(self.profile, self.depth, bucket / REPETITION_BUCKETS)
         return self._models[bucket]

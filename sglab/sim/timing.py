@@ -19,6 +19,7 @@ from typing import Literal
 
 from sglab.sglang import nccl
 from sglab.sim.acceptance import AcceptanceModel
+from sglab.sim.ngram import ngram_model
 from sglab.sim.profile import SimProfile
 
 
@@ -119,9 +120,7 @@ def prefill_ms(profile: SimProfile, prompt_tokens: int, comm: float, draft: bool
 def acceptance_model(profile: SimProfile, spec: SpecSetup) -> AcceptanceModel:
     """The profile's acceptance for random text (NGRAM: text with no repetition, sim/ngram.py)."""
     if spec.kind == "ngram":
-        from sglab.sim.ngram import ngram_model
-
-        return ngram_model(profile, spec, repetition=0.0)
+        return ngram_model(profile, spec.depth, repetition=0.0)
     factor = profile.standalone_accept_factor if spec.kind == "standalone" else 1.0
     return AcceptanceModel.build(profile.accept_prob_by_position, profile.accept_prob_tail,
                                  depth=spec.depth, topk=spec.topk, factor=factor)
