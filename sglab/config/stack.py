@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from sglab import metrics
+from sglab.config.contract import check_contract
 from sglab.config.base import KeyedValueError, Model, SecretValue, _kebab, check_env
 from sglab.config.cluster import DEFAULT_PROJECT_IMAGE, HfCache, NamespaceSpec, check_pull_secrets, cluster_checks, namespace_input
 from sglab.config.jobs import BenchmarkJob, LocustSpec, PreflightSpec
@@ -21,6 +22,7 @@ from sglab.config.sim import SimSpec
 from sglab.config.sweep import SweepSpec
 from sglab.config.traffic import Traffic
 from sglab.sglang import rules
+from sglab.sglang.version import DEFAULT_IMAGE
 
 # StackConfig fields that must be Pulumi secrets (`{secure: ...}` in the stack file, `--secret` in Pulumi).
 SECRET_FIELDS = ("hf_token", "locust_password")
@@ -35,7 +37,7 @@ class StackConfig(Model):
     image_pull_secrets: list[str] = Field(default_factory=list)  # on every pod sglab renders
     hf_cache: HfCache | None = None
     preflight: PreflightSpec = Field(default_factory=PreflightSpec)
-    image: str = "lmsysorg/sglang:v0.5.3-cu129"
+    image: str = DEFAULT_IMAGE  # the pinned SGLang release (sglab/sglang/version.py); a digest may follow
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     backend: Literal["sglang", "sim"] = "sglang"
     model: ModelSpec
@@ -162,6 +164,7 @@ class StackConfig(Model):
                     "remove it from policy.levels"
                 )
         self._gate_on_traffic()
+        check_contract(self)  # each arm's flags against its image's SGLang release, adaptive and UNO rules
         cluster_checks(self)
         if self.locust.enabled and self.locust.web_login and self.locust_password is None:
             raise KeyedValueError(

@@ -111,19 +111,19 @@ def test_a_fresh_sweep_starts_wave_1(cluster, capsys):
 def test_a_finished_wave_moves_on_carrying_its_leader(cluster, capsys):
     arms = [a.name for a in expand(load_stack(STACK)).arms]
     next_()
-    cluster.outputs(sweep_wave=1, sweep_waves=13, sweep_status="swept", sweep_leader=arms[2])
+    cluster.outputs(sweep_wave=1, sweep_waves=11, sweep_status="swept", sweep_leader=arms[2])
     assert next_("--yes") == 0
-    assert f"wave 2/13, carrying wave 1's leader {arms[2]}" in capsys.readouterr().out
+    assert f"wave 2/11, carrying wave 1's leader {arms[2]}" in capsys.readouterr().out
     assert cluster.sweep()["wave"] == 2 and cluster.sweep()["carry-arm"] == arms[2]
     assert cluster.calls()[-1] == ["up", "--stack", STACK, "--yes"]
 
 
 def test_an_interrupted_wave_is_resumed_and_a_failed_job_rerun(cluster, capsys):
     next_()
-    cluster.outputs(sweep_wave=1, sweep_waves=13, sweep_status="pending", sweep_leader=None)
+    cluster.outputs(sweep_wave=1, sweep_waves=11, sweep_status="pending", sweep_leader=None)
     before = len(cluster.calls())
     assert next_() == 0
-    assert "resume wave 1/13" in capsys.readouterr().out
+    assert "resume wave 1/11" in capsys.readouterr().out
     assert [c[0] for c in cluster.calls()[before:]] == ["stack", "up"]  # the same wave again: no config change
     assert next_("--rerun") == 0
     rerun = [c for c in changes(cluster.calls()) if "sglab:benchmark-job.rerun" in c]
@@ -135,12 +135,12 @@ def test_the_last_wave_confirms_its_leader_as_the_stacks_candidate(cluster, caps
     leader = next(a for a in grid.arms if a.variant != "default" and a.adaptive)  # the richest case
     cluster.outputs()
     next_()
-    for key, value in (("sglab:sweep.wave", "13"), ("sglab:sweep.carry-arm", grid.arms[5].name)):
+    for key, value in (("sglab:sweep.wave", "11"), ("sglab:sweep.carry-arm", grid.arms[5].name)):
         sglab_file = stack_path(STACK)
         doc = yaml.safe_load(sglab_file.read_text())
         doc["config"]["sglab:sweep"][key.split(".")[-1]] = yaml.safe_load(value)
         sglab_file.write_text(yaml.safe_dump(doc, sort_keys=False))
-    cluster.outputs(sweep_wave=13, sweep_waves=13, sweep_status="swept", sweep_leader=leader.name)
+    cluster.outputs(sweep_wave=11, sweep_waves=11, sweep_status="swept", sweep_leader=leader.name)
     expected = winner_stack(load_stack(STACK), leader.record()).config  # as the sweep's own confirmation builds it
     assert next_() == 0
     assert f"the confirmation A/B of {leader.name}" in capsys.readouterr().out
