@@ -112,7 +112,7 @@ def test_the_preflight_reruns_exactly_when_what_it_checks_changes():
         return preflight_plan(stack, loaded.name, arm_releases(stack, loaded.name)).name
 
     base = name()
-    assert name(image="lmsysorg/sglang:v0.5.23") != base  # another image: another parser and registry
+    assert name(image="lmsysorg/sglang:v0.5.23@sha256:" + "0" * 64) != base  # another image: its own parser
     assert name(server={**raw["server"], "mem-fraction-static": 0.85}) != base  # another launch command
     assert name(rollout={"startup-timeout-min": 70, "pulumi-timeout-min": 90}) == base  # not checked by it
 
