@@ -103,7 +103,7 @@ def _urls(args) -> dict[str, str]:
     for item in args.arm_url:
         name, sep, url = item.partition("=")
         if not sep or not name or not url.startswith(("http://", "https://")):
-            raise UsageError(f"--arm-url {item!r}: give NAME=URL, e.g. s3-k1-d4=http://sglang-arm-s3-k1-d4:30000")
+            raise UsageError(f"--arm-url {item!r}: give NAME=URL, e.g. s3-k1-d4=http://sglang-slot-1:30000")
         if name in urls:
             raise UsageError(f"--arm-url names {name!r} twice" if name != "baseline" else
                              "--arm-url baseline: the baseline is --baseline-url")

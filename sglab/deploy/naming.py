@@ -21,9 +21,6 @@ HF_TOKEN_SECRET_KEY = "token"
 HF_CACHE_CLAIM = "sglab-hf-cache"  # the claim the stack creates for sglab:hf-cache without claim-name
 SECRET_PLACEHOLDER = "<secret: set with pulumi config set --secret sglab:hf-token>"
 SECRET_KEYS = ("hf-token", "locust-password")  # stack keys that hold secrets (never written into a ConfigMap)
-# Helm's limit for a release name (the chart names every object after it; a Service name may have 63).
-MAX_RELEASE_CHARS = 53
-SWEEP_ARM_PREFIX = "sglang-arm-"
 # A sweep stack's candidates run in fixed slots (sglang-slot-1..parallel-arms): a new wave, or the switch to the
 # confirmation A/B, replaces each slot's server in place instead of adding new GPU-holding releases.
 SLOT_PREFIX = "sglang-slot-"
@@ -46,18 +43,6 @@ def chart_dir(chart: str = SERVER_CHART) -> Path:
 def release_name(role: ArmRole) -> str:
     """Helm release (and Service) name of an arm, e.g. `sglang-candidate`."""
     return f"sglang-{role}"
-
-
-def sweep_release_name(arm_name: str) -> str:
-    """Helm release (and Service) name of a sweep arm, e.g. `sglang-arm-s3-k1-d4`: a DNS-1123 label of at most
-    MAX_RELEASE_CHARS. When the arm's name does not survive as it is (upper case, other characters, too long),
-    a hash of the exact name is appended, so `LL` and `ll` variants never share a Service."""
-    slug = re.sub(r"[^a-z0-9]+", "-", arm_name.lower()).strip("-")
-    name = SWEEP_ARM_PREFIX + slug
-    if slug == arm_name and len(name) <= MAX_RELEASE_CHARS:
-        return name
-    digest = hashlib.sha256(arm_name.encode()).hexdigest()[:ARM_HASH_CHARS]
-    return f"{name[:MAX_RELEASE_CHARS - ARM_HASH_CHARS - 1].rstrip('-')}-{digest}"
 
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
