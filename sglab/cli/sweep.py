@@ -5,6 +5,7 @@
     sglab sweep --stack eagle-sweep --resume RUN       # continue an interrupted sweep
     sglab sweep --stack eagle-sweep --probe PROBE_RUN  # leave out NCCL variants the probe shows slower
     sglab sweep --stack S --target urls --baseline-url U --arm-url NAME=URL ...   # deployed arms (a wave)
+    sglab sweep --stack S --target cluster --next      # the next wave, the confirmation, or a resume (pulumi)
 """
 
 from __future__ import annotations
@@ -32,8 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-scale", type=float, help="simulator time scale (default: the stack's; --quick: 10)")
     p.add_argument("--out", help="results root (default: results/ or $SGLAB_RESULTS_DIR)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--target", choices=["sim", "urls"], default=None,
-                   help="sim (default): one `sglab sim` per arm; urls: deployed servers (--baseline-url, --arm-url)")
+    p.add_argument("--target", choices=["sim", "urls", "cluster"], default=None,
+                   help="sim (default): one `sglab sim` per arm; urls: deployed servers (--baseline-url, --arm-url); "
+                        "cluster: the in-cluster waves, with --next")
+    p.add_argument("--next", action="store_true", help="with --target cluster: print and run the sweep's next step "
+                   "(pulumi config + pulumi up: wave 1, the next wave, the confirmation, or a resume)")
+    p.add_argument("--dry-run", action="store_true", help="with --next: print the commands, run none")
+    p.add_argument("--yes", action="store_true", help="with --next: pulumi up --yes (no interactive confirmation)")
+    p.add_argument("--rerun", action="store_true", help="with --next: a new benchmark Job for a step being resumed")
+    p.add_argument("--max-nodes", type=int, help="with --next: the GPU nodes the sweep may hold (default: "
+                   "placement.max-nodes); a step that would not fit is refused")
     p.add_argument("--baseline-url", help="with --target urls: the baseline server")
     p.add_argument("--arm-url", action="append", default=[], metavar="NAME=URL",
                    help="with --target urls: a grid arm's server (repeat; only these arms are swept)")
@@ -94,7 +103,7 @@ def _urls(args) -> dict[str, str]:
     for item in args.arm_url:
         name, sep, url = item.partition("=")
         if not sep or not name or not url.startswith(("http://", "https://")):
-            raise UsageError(f"--arm-url {item!r}: give NAME=URL, e.g. s3-k1-d4=http://sglang-arm-s3-k1-d4:30000")
+            raise UsageError(f"--arm-url {item!r}: give NAME=URL, e.g. s3-k1-d4=http://sglang-slot-1:30000")
         if name in urls:
             raise UsageError(f"--arm-url names {name!r} twice" if name != "baseline" else
                              "--arm-url baseline: the baseline is --baseline-url")
@@ -134,6 +143,14 @@ def run(args: argparse.Namespace) -> int:
     if loaded.config.sweep is None:
         raise UsageError(f"{loaded.path}: stack '{loaded.name}' has no sglab:sweep section; declare the grid "
                          "(see stacks/Pulumi.eagle-sweep.yaml and docs/sweep.md)")
+    if args.next or args.target == "cluster":  # in the cluster: sglab/deploy/sweep_next.py
+        if not (args.next and args.target == "cluster"):
+            raise UsageError("the in-cluster sweep advances with --target cluster --next")
+        if args.max_nodes is not None and args.max_nodes < 1:
+            raise UsageError("--max-nodes must be at least 1")
+        from sglab.deploy.sweep_next import run_next
+
+        return run_next(loaded, dry_run=args.dry_run, yes=args.yes, max_nodes=args.max_nodes, rerun=args.rerun)
     grid = _grid(loaded, args)
     print(f"sglab sweep {loaded.name}: {len(grid.arms)} arms, {len(grid.skipped)} skipped", file=sys.stderr)
     quick_left = [s for s in grid.skipped if s.reason == QUICK_REASON]

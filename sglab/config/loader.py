@@ -239,7 +239,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     for part in loc[:-1]:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             return None
-        fields = {n.replace("_", "-"): f for n, f in model.model_fields.items()}
+        fields = {(f.alias or n).replace("_", "-"): f for n, f in model.model_fields.items()}
         fld = fields.get(str(part))
         if fld is None:
             return None

@@ -15,7 +15,7 @@ from sglab.config import baseline_arm, candidate_arm, load_stack
 from sglab.config.loader import _plain
 from sglab.config.models import StackConfig
 from sglab.deploy import values as values_module
-from sglab.deploy.naming import chart_dir
+from sglab.deploy.naming import arm_release_name, chart_dir
 from sglab.deploy.render import render_chart
 from sglab.deploy.values import chart_values, default_values
 
@@ -42,11 +42,11 @@ def captured(request):
     name = request.param
     run = run_program(name)
     assert run.error is None, run.error
-    rendered = {}
+    rendered = {}  # by role (a sweep stack's candidate is its leader slot's chart)
     for chart in run.of_type(CHART):
         inputs = chart.inputs
-        rendered[chart.name] = render_chart(inputs["chart"], inputs["values"], release=inputs["name"],
-                                            namespace=inputs["namespace"])
+        rendered[inputs["values"]["arm"]] = render_chart(inputs["chart"], inputs["values"], release=inputs["name"],
+                                                         namespace=inputs["namespace"])
     return name, load_stack(name), run, rendered
 
 
@@ -91,7 +91,7 @@ def test_sglab_render_prints_exactly_what_the_program_applies(captured, capsys):
             obj = {k: v for k, v in obj.items() if k != "stringData"}
         expected.append(obj)
     for chart in run.of_type(CHART):
-        expected += rendered.get(chart.name) or render_chart(
+        expected += rendered.get(chart.inputs["values"]["arm"]) or render_chart(
             chart.inputs["chart"], chart.inputs["values"], release=chart.inputs["name"],
             namespace=chart.inputs["namespace"])
     key = lambda o: (o["kind"], o["metadata"]["name"])  # noqa: E731
@@ -184,7 +184,7 @@ def test_service_pdb_and_network_policy(captured):
     stack = loaded.config
     for role, objects in rendered.items():
         (svc,) = by_kind(objects, "Service")
-        assert svc["metadata"]["name"] == f"sglang-{role}"
+        assert svc["metadata"]["name"] == arm_release_name(stack, role)
         assert svc["spec"]["type"] == "ClusterIP"
         assert svc["spec"]["ports"][0]["port"] == stack.server.port
         dep = by_kind(objects, "Deployment")[0]
@@ -192,6 +192,7 @@ def test_service_pdb_and_network_policy(captured):
         if stack.disruption_budget.enabled:
             (pdb,) = by_kind(objects, "PodDisruptionBudget")
             assert pdb["spec"]["maxUnavailable"] == stack.disruption_budget.max_unavailable
+            assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
         if stack.network_policy.enabled:
             (netpol,) = by_kind(objects, "NetworkPolicy")
             assert netpol["spec"]["policyTypes"] == ["Ingress"]
@@ -233,7 +234,8 @@ def test_gpus_zero_omits_the_gpu_request():
     stack = _stack_with(backend="sim", placement__gpus_per_node=0, server__tp_size=1, resources__cpu="2",
                         resources__memory="4Gi")
     container = by_kind(_render(stack), "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
-    assert container["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "4Gi"}}
+    assert container["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"},
+                                      "limits": {"cpu": "2", "memory": "4Gi"}}  # Guaranteed QoS
 
 
 def test_pvc_model_volume_is_read_only():
