@@ -220,7 +220,7 @@ class Race:
 
     def _stop(self) -> None:
         left = self.alive.sum(axis=1)
-        not_below = self.p_clears_min >= 1.0 - self.confidence  # the pick is not clearly short of min-gain
+        not_below = self.p_clears_min >= 0.5  # the pick is not more likely short of min-gain than not
         at_max = self.looks >= self.max_rounds if self.max_rounds is not None else np.zeros(self.trials, bool)
         active = self.running & ((self.looks >= self.min_rounds) | at_max)
         out = np.select([left == 0, (left == 1) & not_below, (left > 1) & (self.p_correct >= self.confidence)
@@ -231,5 +231,6 @@ class Race:
 
     @property
     def guaranteed(self) -> np.ndarray:
-        """Per trial: the pick is the best with probability >= confidence (every other arm eliminated)."""
-        return self.outcome == SELECTED
+        """Per trial: the race ended with every other arm eliminated, so the pick is the best with probability
+        >= confidence (`selected`, or `leader` at max-rounds for a lone arm not yet shown above min-gain)."""
+        return (self.outcome != CONTINUE) & (self.outcome != NO_WINNER) & (self.alive.sum(axis=1) == 1)

@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from sglab.analysis.best_arm import CHALLENGERS, OUTCOMES, REASONS, SELECTED, Race
+from sglab.analysis.best_arm import CHALLENGERS, OUTCOMES, REASONS, Race
 from sglab.analysis.sequential import DEFAULT_MIXTURE_G, METHOD
 
 BASELINE = "baseline"
@@ -31,6 +31,7 @@ class RaceArm(BaseModel):
     rank: int
     status: Status
     rounds: int  # rounds this arm was measured in
+    baseline_rounds: int = 0  # of those, the rounds the baseline ran too (what `estimate` is over)
     mean_log: float | None  # against the baseline, over the rounds both ran
     lower_log: float | None  # its confidence sequence at the arm level (None: unbounded)
     upper_log: float | None
@@ -142,7 +143,8 @@ def _record(race: Race, names: list[str], looks: list[RaceLook], off_plan: list[
         m = float(bmean[j]) if has else None
         n_pair = race.pair_n[0, j, leader] if leader >= 0 else 0
         gap = race.pair_sum[0, j, leader] / n_pair if leader >= 0 and j != leader and n_pair else None
-        return dict(arm=names[j], rounds=int(measured[1 + j].sum()), mean_log=m, lower_log=lo, upper_log=hi,
+        return dict(arm=names[j], rounds=int(measured[1 + j].sum()), baseline_rounds=int(race.base_n[0, j]),
+                    mean_log=m, lower_log=lo, upper_log=hi,
                     estimate=None if m is None else math.expm1(m), low=None if lo is None else math.expm1(lo),
                     high=None if hi is None else math.expm1(hi),
                     eliminated_at=int(race.eliminated_at[0, j]) or None,
@@ -169,7 +171,7 @@ def _record(race: Race, names: list[str], looks: list[RaceLook], off_plan: list[
         max_rounds=race.max_rounds, challengers=race.challengers, outcome=outcome, winner=winner,
         leader=names[leader] if leader >= 0 else None,
         p_correct=float(race.p_correct[0]) if leader >= 0 else None,
-        p_correct_guaranteed=bool(race.outcome[0] == SELECTED),
+        p_correct_guaranteed=bool(race.guaranteed[0]),
         p_clears_min=float(race.p_clears_min[0]) if leader >= 0 else None,
         winner_cleared_min=winner is not None and lower_pick > race.threshold_log,
         rounds=int(race.looks[0]), arm_rounds=int(race.segments[0]),

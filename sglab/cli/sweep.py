@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     if state.status == "interrupted":
         return 130
     if state.winner and state.confirmation is None and not args.no_confirm:
-        print(f"sweep pick {state.winner} ({chance_phrase(pick_record(state))}): confirmation A/B on fresh rounds",
+        print(f"sweep pick {state.winner}, {chance_phrase(pick_record(state))}: confirmation A/B on fresh rounds",
               file=sys.stderr)
         state.status = "confirming"
         state.save(run_dir)

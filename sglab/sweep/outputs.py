@@ -48,7 +48,8 @@ def ranking_rows(state: SweepState) -> list[dict[str, Any]]:
     for level, raw in sorted(state.records.items(), key=lambda kv: int(kv[0])):
         for a in raw["arms"]:
             rows.append({"level": int(level), "rank": a["rank"], "arm": a["arm"], "status": a["status"],
-                         "rounds": a["rounds"], "gain": a["estimate"], "low": a["low"], "high": a["high"],
+                         "rounds": a["rounds"], "baseline_rounds": a.get("baseline_rounds"),
+                         "gain": a["estimate"], "low": a["low"], "high": a["high"],
                          "eliminated_at": a["eliminated_at"], "reason": a["reason"],
                          "gap_to_pick": a.get("gap_to_pick"), "p_beats_pick": a.get("p_beats_pick"),
                          "p_correct": raw.get("p_correct") if a["arm"] == raw.get("winner") else None})
@@ -69,14 +70,17 @@ def ranking_table(state: SweepState) -> str:
                          f"; eliminations at {raw['arm_confidence']:.2%} per sequence (family-wise "
                          f"{raw['confidence']:.0%}: the best arm is eliminated with probability <= "
                          f"{1 - raw['confidence']:.0%})")
-        lines.append(f"  {'#':>3} {'arm':<26} {'status':<10} {'rounds':>6} {'gain':>8} {'interval':>20} "
+        lines.append("  gain: against the baseline over the rounds both ran (base), with its confidence sequence; "
+                     "vs pick: paired over the rounds both ran, and the estimated chance of beating the pick")
+        lines.append(f"  {'#':>3} {'arm':<26} {'status':<10} {'rounds':>6} {'base':>4} {'gain':>8} {'interval':>20} "
                      f"{'vs pick':>8} {'P(beats)':>8}  eliminated")
         for a in raw["arms"]:
             interval = f"[{_pct(a['low'])}, {_pct(a['high'])}]"
             gone = f"round {a['eliminated_at']}: {a['reason']}" if a["eliminated_at"] else ""
             beats = "-" if a.get("p_beats_pick") is None else f"{a['p_beats_pick']:.1%}"
             lines.append(f"  {a['rank']:>3} {a['arm']:<26} {a['status']:<10} {a['rounds']:>6} "
-                         f"{_pct(a['estimate']):>8} {interval:>20} {_pct(a.get('gap_to_pick')):>8} {beats:>8}  {gone}")
+                         f"{a.get('baseline_rounds', a['rounds']):>4} {_pct(a['estimate']):>8} {interval:>20} "
+                         f"{_pct(a.get('gap_to_pick')):>8} {beats:>8}  {gone}")
         if raw.get("off_plan"):
             lines.append(f"  note: rounds {raw['off_plan']} measured other arms than the race asked for (a segment "
                          "without a value, or a resumed round); the decisions use what was measured")

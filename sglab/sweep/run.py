@@ -132,16 +132,21 @@ class SweepController:
 
 
 def progress_line(level: int, round_index: int, max_rounds: int, rec: RaceRecord) -> str:
-    """e.g. `sweep c=1 round 9/32: pick s5-k1-d6-LL +15.4%, P(correct) ≈ 83%; next s5-k1-d6-LL, s4-k1-d5-LL,
-    s3-k1-d4-LL; eliminated s1-k1-d2 (below-min)`."""
+    """e.g. `sweep c=1 round 9/32: pick s5-k1-d6-LL +15.4% vs baseline, +0.8% vs s4-k1-d5-LL, P(correct) ≈ 83%;
+    next s5-k1-d6-LL, s4-k1-d5-LL, s3-k1-d4-LL; eliminated s1-k1-d2 (below-min)`."""
     gone = [f"{a.arm} ({a.reason})" for a in rec.arms if a.eliminated_at == rec.rounds]
     pick = next((a for a in rec.arms if a.arm == rec.leader), None)
-    shown = "" if pick is None or pick.estimate is None else f" {pick.estimate:+.1%}"
+    shown = "" if pick is None or pick.estimate is None else f" {pick.estimate:+.1%} vs baseline"
+    rival = next((a for a in rec.arms if a.arm in rec.challengers_now and a.gap_to_pick is not None), None)
+    ahead = "" if rival is None else f", {-rival.gap_to_pick:+.1%} vs {rival.arm}"
     chance = "" if rec.p_correct is None else f", P(correct) {'>=' if rec.p_correct_guaranteed else '≈'} " + (
         f"{rec.confidence:.0%}" if rec.p_correct_guaranteed else f"{rec.p_correct:.0%}")
-    line = f"sweep c={level} round {round_index + 1}/{max_rounds}: pick {rec.leader}{shown}{chance}"
+    line = f"sweep c={level} round {round_index + 1}/{max_rounds}: pick {rec.leader}{shown}{ahead}{chance}"
     if rec.outcome == "continue":
-        line += f"; next {', '.join(rec.next_round)}"
+        arms = [a for a in rec.next_round if a != BASELINE]
+        shown = ", ".join(rec.next_round) if len(arms) <= 4 else (
+            f"{'the baseline and ' if BASELINE in rec.next_round else ''}{len(arms)} arms")
+        line += f"; next {shown}" + (" (screening)" if rec.rounds < rec.min_rounds else "")
     if gone:
         line += f"; eliminated {', '.join(gone)}"
     return line + ("" if rec.outcome == "continue" else f" -> {rec.outcome} {rec.winner or ''}".rstrip())

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from sglab.analysis.best_arm import BELOW_MIN, NOT_BEST, SELECTED, Race, latest_bounds
+from sglab.analysis.best_arm import BELOW_MIN, NOT_BEST, Race, latest_bounds
 from sglab.analysis.best_arm_record import race_record
 from sglab.analysis.sequential import sequential_test
 
@@ -115,7 +115,7 @@ def test_one_sweeps_replay_decides_as_the_vectorised_race() -> None:
         assert record.winner == names[race.leader[t]] and record.off_plan == []
         assert record.rounds == race.looks[t] and record.arm_rounds == race.segments[t]
         assert record.p_correct == pytest.approx(race.p_correct[t])
-        assert record.p_correct_guaranteed == (race.outcome[t] == SELECTED)
+        assert record.p_correct_guaranteed == race.guaranteed[t] == (race.alive[t].sum() == 1)
         assert [a.arm for a in record.arms if a.status == "eliminated"] == \
                sorted((names[j] for j in np.nonzero(~race.alive[t])[0]), key=[a.arm for a in record.arms].index)
 
