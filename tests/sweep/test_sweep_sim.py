@@ -52,6 +52,7 @@ def state_of(root: Path, stack: str) -> tuple[Path, dict]:
 
 def test_known_best_wins_after_a_resume_and_its_confirmation_promotes(root: Path) -> None:
     write_stack(root, "pick", {"num-steps": [1, 3], "num-draft-tokens": "steps+1", "max-rounds": 12,
+                               "confirm-rounds": 10,
                                "nccl-variants": {"default": {}, "LL": {"NCCL_PROTO": "LL"}},
                                "quick-arms": ["s1-k1-d2", "s1-k1-d2-LL", "s3-k1-d4-LL"]},
                 policy={"metric": "output_tok_per_s"})
