@@ -11,9 +11,9 @@ the baseline, every round, the best point estimate picked) of n rounds, n the sm
 pick accuracy (curve from --grid-trials full grids), so `fewer` = (K + 1) n / arm-rounds. The interval
 of n is where the full grid's accuracy lies within the race's 95% binomial interval.
 
-Cases: the shipped grid `stacks/Pulumi.eagle-sweep.yaml` (40 arms) with the simulator's modelled gain at
+Cases: the shipped grid `stacks/Pulumi.eagle-sweep.yaml` (32 arms) with the simulator's modelled gain at
 concurrency 1 (sglab.sim timing; an adaptive arm at the tier its EMA settles on for random text, so
-s3-s5 adaptive equal static s3: a documented synthetic model of the grid, not a measurement); the same
+s3 and s5 adaptive equal static s3: a documented synthetic model of the grid, not a measurement); the same
 grid in cluster waves of parallel-arms slots (4: wave 1 the first 4 arms, each later wave 3 new + the
 previous wave's pick, as sglab/deploy/sweep_arms.py deploys them), against waves of full grids; five
 arms spaced 1%, 2% and 3% apart below a best of +5.9%; the five `quick-arms`; five arms all below the
@@ -131,11 +131,13 @@ def binomial_interval(p: float, n: int) -> tuple[float, float]:
 
 
 def compare(label: str, accuracy: float, trials: int, arm_rounds: float, k: int, curve: np.ndarray, *,
-            waves: int = 1, per_wave: int = 0) -> str:
-    """The `full grid, same accuracy` columns: n (and its interval), its arm-rounds, the ratio."""
+            segments_per_round: int | None = None) -> str:
+    """The `full grid, same accuracy` columns: n (and its interval), its arm-rounds, the ratio. A round of the
+    full grid is K + 1 segments (the arms and the baseline), or `segments_per_round` (all waves' rounds)."""
     low, high = binomial_interval(accuracy, trials)
     n, n_low, n_high = (equal_rounds(curve, a) for a in (accuracy, low, high))
-    cost = (lambda r: None if r is None else ((k + 1) * r if waves == 1 else waves * (per_wave + 1) * r))
+    per_round = segments_per_round or k + 1
+    cost = (lambda r: None if r is None else per_round * r)
     grid = cost(n)
     span = f"{n_low or '?'}-{n_high or f'>{curve.size}'}"
     fewer = "-" if grid is None else f"{grid / arm_rounds:.2f}x"
@@ -210,15 +212,16 @@ def wave_rows(grid: list[tuple[str, float]], args, rng, noise: Noise) -> tuple[s
     curve = (picks == best).mean(axis=0)
     head = (f"| eagle-sweep in cluster waves ({len(waves)} waves of {PARALLEL_ARMS} slots) | {gains.size} | "
             f"{accuracy:.1%} | - | - | - | {spent.mean():.1f} |")
+    per_round = sum(len(arms) + (1 if w else 0) + 1 for w, arms in enumerate(waves))  # arms, carried, baseline
     return head, compare(f"eagle-sweep, {len(waves)} waves", accuracy, trials, float(spent.mean()), gains.size,
-                         curve, waves=len(waves), per_wave=PARALLEL_ARMS)
+                         curve, segments_per_round=per_round)
 
 
-def stress_rows(args, rng, noise: Noise) -> list[str]:
+def stress_rows(args, rng, noise: Noise, grid_size: int) -> list[str]:
     out = ["", "Family-wise error (every arm at gain = min-gain, so every elimination is a mistake; a given arm "
            "could be 'the best'):", "", "| arms | P(a given arm eliminated), worst arm | P(any arm eliminated) |",
            "|---|---|---|"]
-    for k in (5, 40):
+    for k in (5, grid_size):
         race = run_race(np.full(k, 0.005), args.trials, rng, noise, max_rounds=64)
         out.append(f"| {k} | {(~race.alive).mean(axis=0).max():.2%} | {(~race.alive).any(axis=1).mean():.2%} |")
     out += ["", "Reported P(correct selection) against the truth (5 arms +5.9%, +5.9% - gap, +3%, +1%, -2%; "
@@ -254,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     from sglab.config import load_stack
 
     quick_arms = load_stack("eagle-sweep").config.sweep.quick_arms
-    cases = [("eagle-sweep (40 arms, simulator model, c=1)", [g for _, g in grid])]
+    cases = [(f"eagle-sweep ({len(grid)} arms, simulator model, c=1)", [g for _, g in grid])]
     cases += [(f"5 arms {step:.0%} apart (+5.9% best)", [0.059 - step * i for i in range(5)]) for step in
               (0.01, 0.02, 0.03)]
     cases.append(("eagle-sweep quick-arms (5)", [gains[a] for a in quick_arms]))
@@ -273,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         head, row = race_row(label, case, args, rng, noise, curve)
         races.append(head)
         equal.append(row)
-        if label.startswith(("eagle-sweep (40", "5 arms 1%")):
+        if label.startswith(("eagle-sweep (", "5 arms 1%")):
             head, row = elimination_row(f"{label}: successive elimination (before)", case, args, rng, noise, curve)
             races.append(head)
             equal.append(row)
@@ -289,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     equal.append(row)
     print("\n".join(races + [""] + equal))
     if not args.no_stress:
-        print("\n".join(stress_rows(args, rng, noise)))
+        print("\n".join(stress_rows(args, rng, noise, len(grid))))
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
     return 0
 

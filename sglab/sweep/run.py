@@ -114,7 +114,7 @@ class SweepController:
                           min_rounds=self.policy.min_rounds, max_rounds=self.state.max_rounds)
         self.state.records[str(level)] = rec.model_dump(mode="json")
         if rec.outcome != "continue":
-            self.state.contenders = rec.survivors
+            self.state.contenders = [a for a in arms if a in rec.survivors]  # in the grid's order
             if rec.outcome == "no-winner":
                 self.state.status = "no-winner"
                 self.state.winner, self.state.finalists = None, []
