@@ -171,9 +171,9 @@ def run(args: argparse.Namespace) -> int:
     import locust  # noqa: F401  (gevent monkey-patching before the runner's imports)
 
     from sglab.load.targets import TargetError
-    from sglab.results.store import load_result
+    from sglab.results.store import load_result, write_result
     from sglab.sweep.confirm import run_confirmation
-    from sglab.sweep.outputs import ranking_table, write_outputs
+    from sglab.sweep.outputs import chance_phrase, pick_record, ranking_table, sweep_verdict, write_outputs
     from sglab.sweep.run import resume_sweep, run_sweep
     from sglab.sweep.state import load_state
 
@@ -200,30 +200,30 @@ def run(args: argparse.Namespace) -> int:
     if state.status == "interrupted":
         return 130
     if state.winner and state.confirmation is None and not args.no_confirm:
-        print(f"sweep winner {state.winner}: confirmation A/B on fresh rounds", file=sys.stderr)
+        print(f"sweep pick {state.winner}, {chance_phrase(pick_record(state))}: confirmation A/B on fresh rounds",
+              file=sys.stderr)
         state.status = "confirming"
         state.save(run_dir)
         confirmation, confirm_dir = run_confirmation(loaded, state, out=out, progress=progress)
         state.save(run_dir)
         print(f"confirmation: {confirm_dir / 'result.json'}")
     write_outputs(state, result, run_dir, gpus_per_arm=_gpus(loaded))
+    result.verdict = sweep_verdict(state)  # the pick and its P(correct selection) in result.json (never A/B evidence)
+    write_result(result, run_dir, overwrite=True)
     print(ranking_table(state))
     print(f"sweep: {run_dir}")
-    if args.result_configmap and _store(state, result, run_dir, args.result_configmap) != 0:
+    print(result.verdict["sentence"])
+    if args.result_configmap and _store(result, run_dir, args.result_configmap) != 0:
         return 2
     if state.status == "confirmed":
         print(f"promote the winner: sglab promote --stack {loaded.name} --result {state.confirmation['path']}")
     return 0
 
 
-def _store(state, result, run_dir: Path, configmap: str) -> int:
-    """The benchmark Job's hand-over: the result (its verdict = the sweep's ranking and leader) in the ConfigMap."""
+def _store(result, run_dir: Path, configmap: str) -> int:
+    """The benchmark Job's hand-over: the result (its verdict = the sweep's ranking and pick) in the ConfigMap."""
     from sglab.deploy.result_sink import write_result_configmap
-    from sglab.results.store import write_result
-    from sglab.sweep.run import sweep_verdict
 
-    result.verdict = sweep_verdict(state)
-    write_result(result, run_dir, overwrite=True)
     try:
         namespace = write_result_configmap((run_dir / "result.json").read_text(encoding="utf-8"), configmap)
     except Exception as exc:  # API unreachable or forbidden: the Job fails with one clear line
