@@ -77,6 +77,8 @@ class CanaryJudge(Model):
     # The SGLang custom metric label requests carry their category in (x-custom-labels header).
     category_label: str | None = None
     category_min_share: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.1
+    # A category carrying min-share of the tokens that is shown slower than this aborts the canary.
+    category_max_loss: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.03
     min_requests_per_window: Annotated[int, Field(ge=1)] = 5
 
     @field_validator("category_label")
@@ -102,6 +104,8 @@ class Gateway(Model):
     section_name: str | None = None
     hostnames: list[str] = Field(default_factory=list)
     path_prefix: str = "/"
+    # A streamed reply can run for minutes; implementations' defaults (often seconds) would cut it.
+    request_timeout_s: Annotated[int, Field(ge=1)] = 3600
     # Route to an InferencePool (Gateway API Inference Extension) of the serving pods instead of Services.
     inference_pool: bool = False
     endpoint_picker: str = "sglang-epp"
@@ -203,6 +207,10 @@ class Serving(Model):
             if step.canary_replicas is not None and step.canary_replicas > self.replicas:
                 raise KeyedValueError(f"steps.{i}.canary-replicas", f"canary-replicas {step.canary_replicas} is "
                                       f"more than replicas ({self.replicas}); use at most {self.replicas}")
+        if self.canary.window_s < 4 * self.monitoring.interval_s:
+            raise KeyedValueError("canary.window-s", f"window-s {self.canary.window_s} holds fewer than 4 scrapes "
+                                  f"of monitoring.interval-s {self.monitoring.interval_s}, too few for a window's "
+                                  f"increase(); use window-s >= {4 * self.monitoring.interval_s}")
         if self.gateway.inference_pool and self.traffic_router != "replicas":
             raise KeyedValueError("gateway.inference-pool", "an InferencePool selects every serving pod, so the "
                                   "gateway cannot split canary traffic by weight; set traffic-router: replicas "

@@ -16,6 +16,7 @@ from ruamel.yaml import YAML
 from sglab.config.arms import ArmSpec, baseline_arm
 from sglab.config.models import StackConfig, Toleration
 from sglab.deploy.naming import HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF, PROJECT_IMAGE_UID, chart_dir
+from sglab.deploy.serving import serving_values
 from sglab.generated import write_or_check
 
 
@@ -112,6 +113,7 @@ def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict[s
             "maxUnavailable": stack.disruption_budget.max_unavailable,
         },
         "security": _security(stack),
+        "serving": serving_values(stack, arm, stack_name=stack_name),  # sglab:serving (sglab/deploy/serving.py)
     }
 
 

@@ -5,6 +5,9 @@ metadata:
     {{- include "sglang-server.labels" . | nindent 4 }}
   annotations:
     {{- include "sglang-server.annotations" . | nindent 4 }}
+    {{- with .Values.serving.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 spec:
   # Service links would inject SGLANG_*-prefixed variables (from Service names) into the server's env.
   enableServiceLinks: false
