@@ -2,8 +2,10 @@
 the canary weight, as a gateway splits it.
 
 Closed loop, non-streaming chat completions (the judge reads the servers' own metrics, so the client needs
-no token timing), each request to the canary with probability weight / 100, with the prompt's category in
-SGLang's x-custom-labels header when the stack names a category label. The category mix can change while
+no token timing), with the prompt's category in SGLang's x-custom-labels header when the stack names a
+category label. The weight splits the users (one Locust user class per revision, weighted): each user keeps
+to one revision, so each simulator holds a steady concurrency, as each pod behind a gateway holds a steady
+share of many clients (a per-request coin would make a 5 s window's load, and its speed, jump by ~20%). The category mix can change while
 the traffic runs (`TrafficPlan.shift_to`): the watch must notice when it moves toward what the draft handles
 badly. Every loop is bounded: a run stops when its Locust runner is stopped; a request by its timeout.
 """
@@ -56,12 +58,10 @@ class TrafficPlan:
         total = sum(others.values())
         self.mix = {**{c: (1 - share) * v / total for c, v in others.items()}, category: share}
 
-    def draw(self, rng: random.Random) -> tuple[str, PromptRecord]:
-        names = list(self.routes)
-        route = rng.choices(names, weights=[self.routes[n][1] for n in names])[0]
+    def draw(self, rng: random.Random) -> PromptRecord:
         categories = list(self.mix)
         category = rng.choices(categories, weights=[self.mix[c] for c in categories])[0]
-        return route, rng.choice(self.records[category])
+        return rng.choice(self.records[category])
 
     def request(self, record: PromptRecord) -> tuple[dict[str, Any], dict[str, str]]:
         body = {**record.chat_body(), "max_tokens": min(self.max_tokens, record.output_tokens or self.max_tokens),
@@ -72,10 +72,12 @@ class TrafficPlan:
 
 
 class ServingUser(FastHttpUser):
-    """One production client: a request, its reply, the next request."""
+    """One production client of one revision (`route`): a request, its reply, the next request."""
 
+    abstract = True
     wait_time = constant(0)
     host = "http://127.0.0.1"
+    route = ""
 
     def __init__(self, environment: Environment) -> None:
         self.plan: TrafficPlan = environment.sglab_traffic  # type: ignore[attr-defined]
@@ -85,7 +87,7 @@ class ServingUser(FastHttpUser):
 
     @task
     def one_request(self) -> None:
-        route, record = self.plan.draw(self.rng)
+        route, record = self.route, self.plan.draw(self.rng)
         body, headers = self.plan.request(record)
         url = self.plan.routes[route][0].rstrip("/") + "/v1/chat/completions"
         self.plan.sent[route] = self.plan.sent.get(route, 0) + 1
@@ -102,7 +104,11 @@ class Traffic:
 
     def __init__(self, plan: TrafficPlan, users: int) -> None:
         self.plan, self.users = plan, users
-        self.env = Environment(user_classes=[ServingUser])
+        # Locust splits the users by the classes' integer weights (per mille of the requests' share)
+        classes = [type(f"{name.capitalize()}User", (ServingUser,), {"route": name, "weight": max(1, round(10 * w)),
+                                                                      "abstract": False})
+                   for name, (_, w) in plan.routes.items() if w > 0]
+        self.env = Environment(user_classes=classes)
         self.env.sglab_traffic = plan  # type: ignore[attr-defined]
 
     def __enter__(self) -> "Traffic":

@@ -260,15 +260,12 @@ CUSTOM_LABELS_FLAG = "--tokenizer-metrics-allowed-custom-labels"
 
 
 def serving_checks(stack: Any) -> Any:
-    """The checks a serving stack needs across sections; returns its benchmark-job section (off unless asked:
-    a serving stack's Services carry production traffic, so it is refused when asked for)."""
+    """The checks a serving stack needs across sections; returns its benchmark-job section: off unless
+    benchmark-job.enabled says true (a serving stack's Services carry production traffic; synthetic load at
+    them is a deliberate choice, e.g. for a staging copy)."""
     from sglab.sglang import flags
 
     serving, job = stack.serving, stack.benchmark_job
-    if job.enabled and "enabled" in job.model_fields_set:
-        raise KeyedValueError("benchmark-job.enabled", "a serving stack's Services carry production traffic, so "
-                              "no benchmark Job may drive synthetic load at them; remove benchmark-job.enabled "
-                              "and benchmark a copy of this stack on its own nodes (sglab bench --stack ...)")
     if stack.placement.nodes > 1:
         raise KeyedValueError("placement.nodes", "a serving stack rolls its server out with Argo Rollouts, which "
                               "manages single-pod replicas; multi-node servers (LeaderWorkerSet) cannot be "
@@ -284,4 +281,5 @@ def serving_checks(stack: Any) -> Any:
             raise KeyedValueError("serving.canary.category-label", f"category-label {label!r} needs the servers to "
                                   f"label their metrics with it; add {CUSTOM_LABELS_FLAG} {label} to "
                                   "server.extra-args (requests then carry it in the x-custom-labels header)")
-    return job.model_copy(update={"enabled": False}) if job.enabled else job
+    explicit = "enabled" in job.model_fields_set
+    return job if explicit or not job.enabled else job.model_copy(update={"enabled": False})

@@ -178,10 +178,10 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
         "trafficServices": serving.traffic_router == "gateway-api" and not serving.gateway.inference_pool,
         "analysisTemplate": {"name": analysis_name, "spec": analysis_template(stack, stack_name, spec_json)},
         "httpRoute": {"name": release, "spec": http_route(serving, release, arm.port)},
-        "inferencePool": ({"name": release, "spec": {
+        **({"inferencePool": {"name": release, "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/instance": release}},
             "targetPorts": [{"number": arm.port}],
             "endpointPickerRef": {"name": serving.gateway.endpoint_picker, "port": {
-                "number": serving.gateway.endpoint_picker_port}}}} if serving.gateway.inference_pool else None),
-        "watch": watch,
+                "number": serving.gateway.endpoint_picker_port}}}}} if serving.gateway.inference_pool else {}),
+        **({"watch": watch} if watch else {}),
     }

@@ -158,3 +158,24 @@ def test_annotation_scraping_marks_both_arms_pods(tmp_path):
     for workload in named(objects, "Rollout") + named(objects, "Deployment"):
         annotations = workload["spec"]["template"]["metadata"]["annotations"]
         assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/port"] == "30000"
+
+
+def test_the_judge_and_watch_pods_are_locked_down(printed):
+    """They only read Prometheus: no API token, non-root, no escalation, no capabilities, a read-only root."""
+    (template,) = named(printed, "AnalysisTemplate")
+    (cron,) = named(printed, "CronJob")
+    pods = [template["spec"]["metrics"][0]["provider"]["job"]["spec"]["template"],
+            cron["spec"]["jobTemplate"]["spec"]["template"]]
+    for pod in pods:
+        spec = pod["spec"]
+        assert spec["automountServiceAccountToken"] is False and spec["restartPolicy"] == "Never"
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in spec["containers"]:
+            security = container["securityContext"]
+            assert security["allowPrivilegeEscalation"] is False and security["capabilities"] == {"drop": ["ALL"]}
+            assert security["readOnlyRootFilesystem"] is True
+            assert container["resources"]["limits"]["memory"]
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    (container,) = pods[1]["spec"]["containers"]
+    assert container["command"] == ["sglab", "watch", "--from-env"]
