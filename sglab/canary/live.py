@@ -53,7 +53,7 @@ class DecisionLog:
 
 
 def summary(windows: int, d: Decision) -> str:
-    guards = [g for g in d.guards + d.categories if g.status in ("fail", "pending")]
+    guards = [g for g in d.guards + d.categories if g.status in ("fail", "pending") and g.estimate is not None]
     state = "; ".join(printable(g.detail, limit=200) for g in guards) or "guards ok"
     return (f"window {windows}: {printable(d.reason, limit=400)} [{state}] -> {d.outcome}"
             if d.outcome != "continue" else f"window {windows}: {printable(d.reason, limit=400)} [{state}]")
