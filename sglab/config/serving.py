@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from sglab.config.base import _DNS_LABEL, _LABEL_NAME, KeyedValueError, Model, _check_labels
 
@@ -23,6 +23,9 @@ def _namespace(value: str) -> str:
     if not _DNS_LABEL.match(value):
         raise ValueError(f"{value!r} is not a valid namespace (lowercase letters, digits and '-', max 63)")
     return value
+
+
+Namespace = Annotated[str, AfterValidator(_namespace)]
 
 
 class CanaryStep(Model):
@@ -100,7 +103,7 @@ class Gateway(Model):
     """The entry point: an HTTPRoute attached to an existing Gateway (its namespace is a NetworkPolicy peer)."""
 
     name: str = "inference-gateway"
-    namespace: str = "gateway"
+    namespace: Namespace = "gateway"
     section_name: str | None = None
     hostnames: list[str] = Field(default_factory=list)
     path_prefix: str = "/"
@@ -110,11 +113,6 @@ class Gateway(Model):
     inference_pool: bool = False
     endpoint_picker: str = "sglang-epp"
     endpoint_picker_port: Annotated[int, Field(ge=1, le=65535)] = 9002
-
-    @field_validator("namespace")
-    @classmethod
-    def _ns(cls, value: str) -> str:
-        return _namespace(value)
 
     @field_validator("path_prefix")
     @classmethod
@@ -128,16 +126,11 @@ class Monitoring(Model):
     """How Prometheus scrapes the servers (its namespace is a NetworkPolicy peer) and where the judge reads it."""
 
     scrape: Literal["pod-monitor", "service-monitor", "annotations"] = "pod-monitor"
-    namespace: str = "monitoring"
+    namespace: Namespace = "monitoring"
     interval_s: Annotated[int, Field(ge=1)] = 15
     prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
     # Labels the Prometheus' podMonitorSelector / serviceMonitorSelector matches (e.g. release: prometheus).
     labels: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("namespace")
-    @classmethod
-    def _ns(cls, value: str) -> str:
-        return _namespace(value)
 
     @field_validator("labels")
     @classmethod
