@@ -90,6 +90,8 @@ def _rehearse(args: argparse.Namespace, spec, loaded):
     from sglab.canary.rehearsal import Rehearsal, resolve
     from sglab.canary.watch import watch_once
 
+    if not 0 < args.shift_share <= 1:
+        raise UsageError(f"--shift-share {args.shift_share:g} is not a share of requests; give one in (0, 1]")
     spec = spec.model_copy(update={"window_s": args.window_s, "scrape_interval_s": args.scrape_interval_s})
     horizon = args.horizon_windows or spec.horizon_windows
     serving = resolve(f"{loaded.name}:candidate", "stable", args.root, loaded={loaded.name: loaded})

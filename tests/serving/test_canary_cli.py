@@ -94,3 +94,5 @@ def test_bad_rehearsal_options(capsys):
     assert "not an arm" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["canary", "--stack", "production", "--target", "sim", "--window-s", "0"])
+    assert main(["watch", "--stack", "production", "--target", "sim", "--shift-to", "code", "--shift-share", "2"]) == 2
+    assert "--shift-share" in capsys.readouterr().err
