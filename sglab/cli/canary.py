@@ -132,7 +132,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rehearse(args: argparse.Namespace, spec, loaded, log):
-    from sglab.canary.judge import decide  # noqa: F401  (imported with the rest of the rehearsal)
     from sglab.canary.live import judge_live
     from sglab.canary.prometheus import Prometheus
     from sglab.canary.rehearsal import Rehearsal, default_revisions, resolve
