@@ -147,9 +147,10 @@ class Monitoring(Model):
 
 class Control(Model):
     """The standing control: the baseline arm (no speculation) kept serving its share, so the gain keeps being
-    measured on live traffic. Its weight gives it a stable pod's load; 0 replicas turns it (and the watch) off."""
+    measured on live traffic. Its weight gives it a stable pod's load. At least one replica: the watch needs it,
+    and a Service without pods would hold `pulumi up` until its timeout."""
 
-    replicas: Annotated[int, Field(ge=0)] = 1
+    replicas: Annotated[int, Field(ge=1)] = 1
 
 
 class Watch(Model):
