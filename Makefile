@@ -8,6 +8,7 @@ STAMP := $(VENV)/.sglab-installed
 .PHONY: install test demo image clean-venv sglang-contract-venv
 
 install: $(STAMP)
+	@bash tools/install-prometheus.sh >/dev/null || echo "warning: no Prometheus; the canary rehearsal tests will fail (run tools/install-prometheus.sh as root)"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +25,7 @@ sglang-contract-venv: install
 PULUMI_TESTS := tests/deploy tests/deploy_extras tests/probe
 test: install sglang-contract-venv
 	@bash tools/install-browser.sh || echo "warning: no Chromium; the browser test will be skipped (fails under CI)"
+	@bash tools/install-prometheus.sh || echo "warning: no Prometheus; the canary rehearsal tests will fail"
 	$(BIN)/python -m pytest -q -ra $(PULUMI_TESTS)
 	$(BIN)/python -m pytest -q -ra $(addprefix --ignore=,$(PULUMI_TESTS))
 

@@ -18,6 +18,7 @@ from sglab.config.lints import LintCode
 from sglab.config.policy import PromotionPolicy
 from sglab.config.probe import ProbeSpec
 from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
+from sglab.config.serving import Serving, serving_checks
 from sglab.config.sim import SimSpec
 from sglab.config.sweep import SweepSpec
 from sglab.config.traffic import Traffic
@@ -64,6 +65,8 @@ class StackConfig(Model):
     sweep: SweepSpec | None = None  # `sglab sweep` (docs/sweep.md)
     # What production serves (profile, levels, weights, SLO): the gate runs at each level (docs/verdict.md).
     traffic: Traffic | None = None
+    # Production's serving shape: Rollout, canary, gateway, scraping, standing control (docs/production.md).
+    serving: Serving | None = None
     # Lint codes (sglab/config/lints.py) this stack accepts; the ones that need it stop the stack until then.
     accept_lints: list[LintCode] = Field(default_factory=list)
 
@@ -166,6 +169,8 @@ class StackConfig(Model):
         self._gate_on_traffic()
         check_contract(self)  # each arm's flags against its image's SGLang release, adaptive and UNO rules
         cluster_checks(self)
+        if self.serving is not None:  # frozen model: set once, here (the benchmark Job is off in a serving stack)
+            object.__setattr__(self, "benchmark_job", serving_checks(self))
         if self.locust.enabled and self.locust.web_login and self.locust_password is None:
             raise KeyedValueError(
                 "locust.web-login",

@@ -14,6 +14,7 @@ from sglab.cli import main
 from sglab.config import baseline_arm, candidate_arm, load_stack
 from sglab.config.loader import _plain
 from sglab.config.models import StackConfig
+from sglab.deploy import crd_schemas
 from sglab.deploy import values as values_module
 from sglab.deploy.naming import arm_release_name, chart_dir
 from sglab.deploy.render import render_chart
@@ -28,12 +29,20 @@ CHART = "kubernetes:helm.sh/v4:Chart"
 def validate_all(objects: list[dict]) -> None:
     assert objects
     for obj in objects:
+        if crd_schemas.is_custom(obj):  # a serving stack's Rollout, HTTPRoute, ...: the vendored CRDs
+            crd_schemas.validate(obj, K8S_VERSIONS)
+            continue
         for version in K8S_VERSIONS:
             kubernetes_validate.validate(obj, version, strict=True)
 
 
 def by_kind(objects: list[dict], kind: str) -> list[dict]:
     return [o for o in objects if o["kind"] == kind]
+
+
+def workload(objects: list[dict]) -> dict:
+    """An arm's server workload: its Deployment, or a serving stack's Rollout (same pod template)."""
+    return (by_kind(objects, "Deployment") or by_kind(objects, "Rollout"))[0]
 
 
 @pytest.fixture(scope="module", params=shipped_stacks())
@@ -61,7 +70,8 @@ def test_what_pulumi_up_would_apply_is_schema_valid(captured):
     kinds |= {"PodDisruptionBudget"} if stack.disruption_budget.enabled else set()
     kinds |= {"NetworkPolicy"} if stack.network_policy.enabled else set()
     for objects in rendered.values():
-        assert sorted(o["kind"] for o in objects) == sorted(kinds)
+        if stack.serving is None:  # a serving stack's shape: tests/serving/test_render_production.py
+            assert sorted(o["kind"] for o in objects) == sorted(kinds)
         validate_all(objects)
     for typ in ("kubernetes:core/v1:Namespace", "kubernetes:core/v1:Secret"):
         for res in run.of_type(typ):
@@ -122,14 +132,15 @@ def test_deployment_matches_the_arm(captured):
     name, loaded, _, rendered = captured
     stack = loaded.config
     for arm in (baseline_arm(stack), candidate_arm(stack)):
-        (dep,) = by_kind(rendered[arm.role], "Deployment")
+        dep = workload(rendered[arm.role])
         meta, spec = dep["metadata"], dep["spec"]
         assert meta["labels"]["sglab/arm"] == arm.role
         assert meta["labels"]["app.kubernetes.io/part-of"] == "sglab"
         assert meta["labels"]["sglab/stack"] == name
         assert meta["labels"]["app.kubernetes.io/version"] == arm.image.rsplit(":", 1)[1]
         assert meta["annotations"]["sglab/config-hash"] == arm.config_hash
-        assert spec["strategy"] == {"type": "Recreate"}
+        if dep["kind"] == "Deployment":
+            assert spec["strategy"] == {"type": "Recreate"}
         pod = spec["template"]["spec"]
         assert spec["template"]["metadata"]["labels"]["sglab/arm"] == arm.role
         assert pod["enableServiceLinks"] is False
@@ -162,8 +173,9 @@ def test_deployment_matches_the_arm(captured):
             assert term["labelSelector"]["matchLabels"]["app.kubernetes.io/part-of"] == "sglab"
             assert term["labelSelector"]["matchLabels"]["sglab/stack"] == name
         assert pod.get("nodeSelector", {}) == stack.placement.node_selector
-        assert dep["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == str(rollout.pulumi_timeout_min * 60)
-        (svc,) = by_kind(rendered[arm.role], "Service")
+        if dep["kind"] == "Deployment":  # Pulumi does not await a Rollout (Argo runs the canary after pulumi up)
+            assert dep["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == str(rollout.pulumi_timeout_min * 60)
+        (svc,) = [o for o in by_kind(rendered[arm.role], "Service") if o["metadata"]["name"] == f"sglang-{arm.role}"]
         assert svc["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == str(rollout.pulumi_timeout_min * 60)
 
 
@@ -172,7 +184,7 @@ def test_anti_affinity_selects_the_other_arm(captured):
     _, loaded, _, rendered = captured
     if not loaded.config.placement.separate_nodes:
         pytest.skip("stack opts out of node separation")
-    pods = {role: by_kind(objs, "Deployment")[0]["spec"]["template"] for role, objs in rendered.items()}
+    pods = {role: workload(objs)["spec"]["template"] for role, objs in rendered.items()}
     for role, other in (("baseline", "candidate"), ("candidate", "baseline")):
         term = pods[role]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
         labels = pods[other]["metadata"]["labels"]
@@ -183,11 +195,10 @@ def test_service_pdb_and_network_policy(captured):
     _, loaded, _, rendered = captured
     stack = loaded.config
     for role, objects in rendered.items():
-        (svc,) = by_kind(objects, "Service")
-        assert svc["metadata"]["name"] == arm_release_name(stack, role)
+        (svc,) = [o for o in by_kind(objects, "Service") if o["metadata"]["name"] == arm_release_name(stack, role)]
         assert svc["spec"]["type"] == "ClusterIP"
         assert svc["spec"]["ports"][0]["port"] == stack.server.port
-        dep = by_kind(objects, "Deployment")[0]
+        dep = workload(objects)
         assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
         if stack.disruption_budget.enabled:
             (pdb,) = by_kind(objects, "PodDisruptionBudget")
@@ -197,7 +208,8 @@ def test_service_pdb_and_network_policy(captured):
             (netpol,) = by_kind(objects, "NetworkPolicy")
             assert netpol["spec"]["policyTypes"] == ["Ingress"]
             (rule,) = netpol["spec"]["ingress"]
-            assert rule["from"] == [{"podSelector": {"matchLabels": stack.network_policy.allowed_from}}]
+            assert rule["from"][0] == {"podSelector": {"matchLabels": stack.network_policy.allowed_from}}
+            assert all("namespaceSelector" in peer for peer in rule["from"][1:])  # sglab:serving's peers
             assert netpol["spec"]["podSelector"]["matchLabels"] == svc["spec"]["selector"]
 
 

@@ -9,6 +9,9 @@ metadata:
     # Multus attaches the RDMA interfaces (NetworkAttachmentDefinitions) beside the cluster network.
     k8s.v1.cni.cncf.io/networks: {{ join "," .Values.rdma.networks | quote }}
     {{- end }}
+    {{- with .Values.serving.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 spec:
   # Service links would inject SGLANG_*-prefixed variables (from Service names) into the server's env.
   enableServiceLinks: false
