@@ -14,7 +14,8 @@ from sglab.config.loader import ConfigError
 from sglab.untrusted import printable
 
 # subcommand module names under sglab.cli; a module that is not there yet is skipped.
-COMMANDS = ("render", "validate", "sim", "bench", "results", "compare", "report", "promote", "ui", "probe", "sweep")
+COMMANDS = ("render", "validate", "sim", "bench", "results", "compare", "report", "promote", "ui", "probe", "sweep",
+            "rollback", "canary", "watch")
 
 
 class UsageError(Exception):

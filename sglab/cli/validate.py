@@ -23,7 +23,14 @@ def run(args: argparse.Namespace) -> int:
     stack = loaded.config
     lints = stack_lints(stack)
     raise_blocking(lints, loaded.path)
+    from sglab.deploy.capacity import check_capacity  # a plan that could deadlock on GPU nodes is no valid plan
+
+    capacity, capacity_warnings = check_capacity(stack, loaded.name)
+    for note in capacity_warnings:
+        print(f"warning: {printable(note, limit=None)}", file=sys.stderr)
     print(f"{printable(loaded.path, limit=None)}: valid")
+    if capacity is not None:
+        print(printable(capacity.describe(), newlines=True, limit=None))
     for arm in (baseline_arm(stack), candidate_arm(stack)):
         print(f"{arm.role}: config-hash {arm.config_hash[:12]}  {printable(arm.launch_command, limit=None)}")
     found = confounds(stack)

@@ -140,7 +140,7 @@ def test_probe_show_prints_no_raw_variant_name_or_error(tmp_path, capsys):
 
 def test_prompt_file_categories_reach_the_bench_table_escaped(tmp_path, capsys):
     """Category names come from the user's prompt file; the bench prints the verdict table of the run."""
-    from sglab.cli.bench import judge_and_report
+    from sglab.report.judged import judge_and_report
     from sglab.results.store import load_result
 
     run = _tampered_result(tmp_path)
