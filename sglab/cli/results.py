@@ -7,6 +7,8 @@ import argparse
 from pathlib import Path
 
 from sglab.analysis.operating_point import level_label
+from sglab.cli.bounds import model_option
+from sglab.config.jobs import BenchmarkJob
 from sglab.config.loader import ConfigError
 from sglab.results.schema import RunResult
 from sglab.results.store import list_runs, load_result, results_root
@@ -21,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--namespace", help="pull: namespace of the result ConfigMaps (default: the stack's)")
     p.add_argument("--context", help="pull: kubeconfig context")
     p.add_argument("--kubeconfig", help="pull: kubeconfig file")
-    p.add_argument("--keep", type=int, metavar="N", help="pull: runs left in the cluster; older ones that are now "
+    p.add_argument("--keep", type=model_option(BenchmarkJob, "keep_results", "benchmark-job.keep-results"),
+                   metavar="N", help="pull: runs left in the cluster; older ones that are now "
                    "on disk are deleted from it (default: the stack's benchmark-job.keep-results)")
     p.add_argument("--keep-all", action="store_true", help="pull: delete nothing from the cluster")
     p.set_defaults(func=run)

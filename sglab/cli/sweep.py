@@ -17,6 +17,7 @@ from pathlib import Path
 from sglab.cli import UsageError
 from sglab.cli.bounds import model_option
 from sglab.config.loadplan import LoadPlan
+from sglab.config.placement import Placement
 from sglab.config.sweep import SweepSpec
 from sglab.untrusted import printable
 from sglab.config.loader import load_stack
@@ -47,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="with --next: print the commands, run none")
     p.add_argument("--yes", action="store_true", help="with --next: pulumi up --yes (no interactive confirmation)")
     p.add_argument("--rerun", action="store_true", help="with --next: a new benchmark Job for a step being resumed")
-    p.add_argument("--max-nodes", type=int, help="with --next: the GPU nodes the sweep may hold (default: "
+    p.add_argument("--max-nodes", type=model_option(Placement, "max_nodes", "placement.max-nodes"),
+                   help="with --next: the GPU nodes the sweep may hold (default: "
                    "placement.max-nodes); a step that would not fit is refused")
     p.add_argument("--baseline-url", help="with --target urls: the baseline server")
     p.add_argument("--arm-url", action="append", default=[], metavar="NAME=URL",

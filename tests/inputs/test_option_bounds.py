@@ -50,6 +50,14 @@ REFUSED = [
     (["ui", "--stack", "eagle-nccl-ll", "--web-port", "70000"], ["--web-port", "1 to 65535"]),
     (["probe", "run", "--stack", "eagle-nccl-ll", "--world-size", "100000"], ["--world-size", "at most 64"]),
     (["probe", "run", "--stack", "eagle-nccl-ll", "--samples", "1000000000"], ["--samples", "at most 100000"]),
+    (["results", "pull", "--stack", "eagle-nccl-ll", "--keep", "1000000"], ["--keep", "benchmark-job.keep-results"]),
+    (["sweep", "--stack", "eagle-sweep", "--max-nodes", "0"], ["--max-nodes", "placement.max-nodes"]),
+    (["canary", "--stack", "production", "--target", "sim", "--weight", "inf"], ["--weight", "at most 100"]),
+    (["canary", "--stack", "production", "--target", "sim", "--users", "100000"], ["--users", "at most 4096"]),
+    (["canary", "--stack", "production", "--target", "sim", "--max-windows", "1e9"], ["--max-windows"]),
+    (["canary", "--stack", "production", "--target", "sim", "--window-s", "nan"], ["--window-s", "at most 3600"]),
+    (["watch", "--stack", "production", "--horizon-windows", "1000000"], ["--horizon-windows", "at most 1000"]),
+    (["watch", "--stack", "production", "--target", "sim", "--window-s", "inf"], ["--window-s"]),
 ]
 
 
