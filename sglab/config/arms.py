@@ -128,7 +128,7 @@ def _speculative_args(stack: StackConfig) -> list[str]:
         ("--speculative-num-steps", spec.num_steps),
         ("--speculative-eagle-topk", spec.eagle_topk),
         ("--speculative-num-draft-tokens", spec.num_draft_tokens),
-    ])
+    ]) + list(spec.extra_args)
 
 
 def _sim_env(stack: StackConfig) -> dict[str, str]:

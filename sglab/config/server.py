@@ -7,8 +7,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from sglab.config.base import KeyedValueError, Model, check_env
+from sglab.config.strict import (DEFAULT_HOST_PATH_PREFIXES, CONTAINER_SYSTEM_DIRS, NODE_SYSTEM_DIRS, SECRETS_FIX,
+                                 dir_problem, is_under)
 from sglab.config.nccl import NcclEnv
 from sglab.sglang import flags, rules
+from sglab.sglang.secret_names import secret_word
 
 SpeculativeAlgorithm = Literal[rules.SPECULATIVE_ALGORITHMS]  # type: ignore[valid-type]
 DRAFT_MODEL_ALGORITHMS = rules.DRAFT_MODEL_ALGORITHMS
@@ -19,8 +22,14 @@ FORCES_MAX_RUNNING = rules.FORCES_MAX_RUNNING
 MANAGED_FLAGS = tuple(option for flag in flags.FLAGS if flag.managed_by for option in flag.options)
 
 
-def check_extra_args(args: list[str]) -> list[str]:
-    """extra-args as SGLang's parser reads them: no ambiguous abbreviation, no managed flag by any spelling.
+SPECULATIVE_PREFIX = "--speculative-"
+SPECULATIVE_EXTRA_ARGS = "candidate.speculative.extra-args"
+
+
+def check_extra_args(args: list[str], *, speculative: bool = False) -> list[str]:
+    """extra-args as SGLang's parser reads them: no ambiguous abbreviation, no managed flag by any spelling,
+    no flag named like a secret, and --speculative-* flags only in the speculative block (`speculative`:
+    the list is candidate.speculative.extra-args, which holds nothing else).
 
     A malformed list (a value without its flag) is left to SGLang, which refuses it loudly at start.
     """
@@ -28,19 +37,60 @@ def check_extra_args(args: list[str]) -> list[str]:
         flags.decode(args)
     except flags.FlagError as exc:
         raise ValueError(f"{exc}; fix the argument list (SGLang's launch_server would refuse it)") from None
-    conflict = flags.secret_conflict(args) or flags.managed_conflict(args)
+    conflict = flags.secret_conflict(args) or _secret_shaped(args) or flags.managed_conflict(args) or \
+        _misplaced(args, speculative)
     if conflict:
         raise ValueError(conflict)
     return args
 
 
+def _options(args: list[str]) -> list[tuple[str, str]]:
+    """(option as written, the flag SGLang reads it as) for every --flag in args."""
+    out = []
+    for token in args:
+        if token.startswith("--") and token != "--":
+            option = token.partition("=")[0]
+            found = flags.spelled_as(option)
+            out.append((option, found[0].name if found is not None else option))
+    return out
+
+
+def _secret_shaped(args: list[str]) -> str | None:
+    for option, name in _options(args):
+        word = secret_word(name)
+        if word is not None:
+            return (f"{option} is named like a secret (the word '{word}'), so its value would be printed by validate "
+                    f"and render and stored in plain text; remove it from extra-args: {SECRETS_FIX}")
+    return None
+
+
+def _misplaced(args: list[str], speculative: bool) -> str | None:
+    for option, name in _options(args):
+        spelled = "" if option == name else f" (SGLang reads it as {name})"
+        if name.startswith(SPECULATIVE_PREFIX) and not speculative:
+            return (f"{option}{spelled} is a flag of the candidate's speculative block, so here it would either reach "
+                    "the baseline or hide from the confounds; move it to " + SPECULATIVE_EXTRA_ARGS)
+        if speculative and not name.startswith(SPECULATIVE_PREFIX):
+            return (f"{option}{spelled} is not a --speculative-* flag, and {SPECULATIVE_EXTRA_ARGS} holds only the "
+                    "speculative block's own flags; put a candidate-only server flag under "
+                    "candidate.confounds.server.extra-args (reported as a confound), a shared one under "
+                    "server.extra-args")
+    return None
+
+
 class ModelVolume(Model):
-    """How the model weights reach the pod: a PVC or a hostPath, always read-only."""
+    """How the model weights reach the pod: a PVC or a hostPath, always read-only.
+
+    A hostPath is a directory of the node: even read-only, one in a system directory hands the server pod the
+    node's sockets or credentials (the container runtime's socket under /var/run, other pods' secrets under
+    /var/lib/kubelet), so it must be under one of host-path-prefixes and never in a system directory."""
 
     kind: Literal["pvc", "hostPath"] = "hostPath"
     claim_name: str | None = None
     host_path: str | None = None
     mount_path: str = "/shared"
+    host_path_prefixes: list[str] = Field(default_factory=lambda: list(DEFAULT_HOST_PATH_PREFIXES),
+                                          description="node directories a host-path may be under")
 
     @model_validator(mode="after")
     def _source(self) -> "ModelVolume":
@@ -48,8 +98,22 @@ class ModelVolume(Model):
             raise KeyedValueError("claim-name", "kind is pvc but claim-name is missing: name the PersistentVolumeClaim holding the weights")
         if self.kind == "hostPath" and not self.host_path:
             raise KeyedValueError("host-path", "kind is hostPath but host-path is missing: give the node directory holding the weights")
-        if not self.mount_path.startswith("/"):
-            raise KeyedValueError("mount-path", "mount-path must be an absolute path inside the container")
+        problem = dir_problem(self.mount_path, CONTAINER_SYSTEM_DIRS, "/shared")
+        if problem:
+            raise KeyedValueError("mount-path", f"mount-path {problem}")
+        for prefix in self.host_path_prefixes:
+            problem = dir_problem(prefix, NODE_SYSTEM_DIRS, "/shared")
+            if problem:
+                raise KeyedValueError("host-path-prefixes", f"host-path-prefixes: {problem}")
+        if self.kind == "hostPath" and self.host_path:
+            problem = dir_problem(self.host_path, NODE_SYSTEM_DIRS, "/shared", why=": even read-only, it would "
+                                  "hand the server pod the node's sockets, credentials or kernel interfaces")
+            if problem:
+                raise KeyedValueError("host-path", f"host-path {problem}")
+            if not any(is_under(self.host_path, prefix) for prefix in self.host_path_prefixes):
+                raise KeyedValueError("host-path", f"host-path {self.host_path} is not under model.volume."
+                                      f"host-path-prefixes ({', '.join(self.host_path_prefixes)}); move the weights "
+                                      "under one of them, or add their directory to host-path-prefixes")
         return self
 
 
@@ -103,6 +167,14 @@ class SpeculativeSpec(Model):
     num_steps: Annotated[int, Field(ge=1)] | None = None
     eagle_topk: Annotated[int, Field(ge=1)] | None = None
     num_draft_tokens: Annotated[int, Field(ge=1)] | None = None
+    # The block's other --speculative-* flags (--speculative-adaptive, --speculative-draft-model-quantization, ...):
+    # candidate-only, part of what is tested, never a confound (sglab/config/server.py: check_extra_args).
+    extra_args: list[str] = Field(default_factory=list)
+
+    @field_validator("extra_args")
+    @classmethod
+    def _only_speculative(cls, args: list[str]) -> list[str]:
+        return check_extra_args(args, speculative=True)
 
     @model_validator(mode="after")
     def _sglang_rules(self) -> "SpeculativeSpec":

@@ -17,6 +17,7 @@ from sglab.config.policy import PromotionPolicy
 from sglab.config.probe import ProbeSpec
 from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
 from sglab.config.sim import SimSpec
+from sglab.config.strict import normal_dir
 from sglab.config.sweep import SweepSpec
 from sglab.config.traffic import Traffic
 from sglab.sglang import rules
@@ -125,6 +126,10 @@ class StackConfig(Model):
                 f"(e.g. {rules.FORCED_MAX_RUNNING_REQUESTS})"
             )
         if self.model.volume is not None:
+            if normal_dir(self.model.volume.mount_path) in {normal_dir(p) for p in self.pod_security.writable_paths}:
+                raise KeyedValueError("model.volume.mount-path", f"mount-path {self.model.volume.mount_path} is also "
+                                      "in pod-security.writable-paths, and one directory takes one volume; mount the "
+                                      "weights at a directory of their own, e.g. /shared")
             mount = self.model.volume.mount_path.rstrip("/") + "/"
             paths = [("model.path", self.model.path)]
             if spec.draft_model_path:

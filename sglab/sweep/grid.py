@@ -84,18 +84,16 @@ def arm_stack(loaded: LoadedStack, *, num_steps: int, eagle_topk: int, num_draft
     shared_nccl False (the sweep): the NCCL variant is a candidate-only setting (candidate.confounds.nccl),
     so the baseline is the stack's. True (the confirmation A/B and its promotion): the variant is in
     sglab:nccl for both arms, so the confirmation measures speculation's own gain, without a confound.
-    --speculative-adaptive goes through candidate.confounds.server.extra-args (SGLang's --speculative-*
-    flags are the speculative block, never a confound)."""
+    --speculative-adaptive goes into candidate.speculative.extra-args (SGLang's --speculative-* flags are the
+    speculative block, never a confound)."""
     raw = copy.deepcopy(_plain(loaded.raw))
     candidate = raw.setdefault("candidate", {})
-    candidate["speculative"] = {**candidate.get("speculative", {}), "num-steps": num_steps,
-                                "eagle-topk": eagle_topk, "num-draft-tokens": num_draft_tokens}
-    confounds = candidate.get("confounds") or {}
+    speculative = {**candidate.get("speculative", {}), "num-steps": num_steps,
+                   "eagle-topk": eagle_topk, "num-draft-tokens": num_draft_tokens}
     if adaptive:
-        server = dict(confounds.get("server") or {})
-        extra = server.get("extra-args", (raw.get("server") or {}).get("extra-args", []))
-        server["extra-args"] = [*extra, rules.ADAPTIVE_FLAG]
-        confounds["server"] = server
+        speculative["extra-args"] = [*speculative.get("extra-args", []), rules.ADAPTIVE_FLAG]
+    candidate["speculative"] = speculative
+    confounds = candidate.get("confounds") or {}
     if nccl:
         if shared_nccl:
             raw["nccl"] = {**(raw.get("nccl") or {}), **nccl}
