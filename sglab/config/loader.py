@@ -21,7 +21,7 @@ from sglab.config.nccl import KNOWN_NCCL_KEYS, UnknownNcclKeyWarning
 from sglab.errors import ConfigError, guess
 from sglab.paths import list_stacks, project_root, stack_path, stacks_dir
 from sglab.sglang.secret_names import has_url_credentials, is_secret_name
-from sglab.untrusted import printable
+from sglab.untrusted import is_control, printable
 
 NAMESPACE = "sglab"
 # Other namespaces a stack file may hold (provider settings); everything else is a typo.
@@ -165,7 +165,7 @@ def _sglab_keys(document: Any, path: Path) -> dict[str, Any]:
     for key in config:
         key_str = str(key)
         namespace, sep, rest = key_str.partition(":")
-        if key_str != printable(key_str, limit=None):
+        if any(is_control(ch) for ch in key_str):
             raise ConfigError(path, None, f"the key {printable(key_str, limit=80)} contains a control character "
                               "(shown escaped)", "rename it", _line(config, key))
         if not sep:

@@ -20,7 +20,7 @@ import typing
 from typing import Any, Literal, Union
 
 from sglab.sglang.secret_names import has_url_credentials, redact_url_credentials
-from sglab.untrusted import printable
+from sglab.untrusted import is_control, printable
 
 SECRETS_FIX = ("the only secret sglab hands a server is the Hugging Face token, as the Pulumi secret sglab:hf-token "
                "(pulumi config set --secret sglab:hf-token <token>), which the pods read through a Kubernetes Secret "
@@ -108,7 +108,7 @@ def type_problem(annotation: Any, value: Any) -> Any:
 
 
 def _has_control(text: str) -> bool:
-    return printable(text, limit=None) != text
+    return any(is_control(ch) for ch in text)
 
 
 def text_problem(value: Any, *, skip: tuple[type, ...] = ()) -> tuple[tuple[str | int, ...], str] | None:
