@@ -15,11 +15,12 @@ so a new key gets these rules without a line of its own.
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from typing import Any, Literal, Union
 
-from sglab.sglang.secret_names import has_url_credentials, redact_url_credentials
+from sglab.sglang.secret_names import credential_kind, has_url_credentials, redact_url_credentials
 from sglab.untrusted import is_control, printable
 
 SECRETS_FIX = ("the only secret sglab hands a server is the Hugging Face token, as the Pulumi secret sglab:hf-token "
@@ -65,6 +66,8 @@ def _scalar_problem(kind: type, value: Any) -> Any:
             return (f"is the string {_shown(value)}, but this key takes an integer; write {int(number)} "
                     "without quotes")
         return SILENT
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"is {_shown(value)}, which is not a setting; write a finite number"
     if isinstance(value, (int, float)):
         return FIT
     if number is not None:
@@ -120,6 +123,10 @@ def text_problem(value: Any, *, skip: tuple[type, ...] = ()) -> tuple[tuple[str 
         if _has_control(value):
             return (), (f"{printable(value, limit=80)} contains a control character (shown escaped), which no path "
                         "or name may hold; remove it (check for a stray escape in a quoted YAML string)")
+        kind = credential_kind(value)
+        if kind is not None:
+            return (), (f"holds what looks like {kind}, which validate and render would print; remove it: "
+                        f"{SECRETS_FIX}")
         if has_url_credentials(value):
             return (), (f"holds a URL with credentials ({printable(redact_url_credentials(value), limit=80)}), which "
                         f"validate and render would print; remove the user:password@ part: {SECRETS_FIX}")

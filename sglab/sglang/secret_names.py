@@ -81,3 +81,21 @@ def redact_url_credentials(text: str) -> str:
     text = _URL_USERINFO.sub(lambda m: m.group(0).split("://", 1)[0] + "://***@", text)
     return _BARE_USERINFO.sub(lambda m: (m.group(0)[0] if m.group(0)[0] in " \t=,;" else "") + "***@"
                               + m.group(0).rsplit("@", 1)[1], text)
+
+
+# Values shaped like a well-known credential, wherever they are written (a token pasted as a path or a flag value).
+_CREDENTIAL_SHAPES = (
+    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,})")),
+    ("a GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
+    ("an API secret key", re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}")),
+    ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.")),
+    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
+)
+
+
+def credential_kind(text: str) -> str | None:
+    """What well-known credential `text` holds ('a Hugging Face token'), or None."""
+    return next((kind for kind, shape in _CREDENTIAL_SHAPES if shape.search(text)), None)

@@ -132,6 +132,28 @@ def test_credentials_in_a_url_are_refused_and_never_printed(case, stacks, capsys
     assert PASSWORD not in out + err
 
 
+HF_TOKEN_VALUE = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"
+TOKEN_VALUES = {
+    "hf-token-as-model-path": (edit("    path: /shared/kimi-k2.5-int4", f"    path: /shared/{HF_TOKEN_VALUE}"),
+                               "sglab:model.path", HF_TOKEN_VALUE),
+    "github-token-in-env": (with_env("GIT_REMOTE", "ghp_" + "a1B2" * 9), "sglab:env.GIT_REMOTE", "a1B2a1B2"),
+    "aws-key-in-extra-args": (with_extra_args("[--chat-template, AKIAABCDEFGHIJKLMNOP]"), "sglab:server.extra-args",
+                              "AKIAABCDEFGHIJKLMNOP"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TOKEN_VALUES))
+def test_a_value_shaped_like_a_well_known_credential_is_refused_and_never_printed(case, stacks, capsys):
+    text, key, hidden = TOKEN_VALUES[case]
+    refused(stacks, "token-value", text, capsys, key=key, words=["looks like", "sglab:hf-token"], hidden=hidden)
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
+def test_non_finite_numbers_are_refused(value, stacks, capsys):
+    refused(stacks, "inf", edit("  sglab:load:\n", f"  sglab:load:\n    round-duration-s: {value}\n"), capsys,
+            key="sglab:load.round-duration-s", words=["finite"])
+
+
 def test_a_url_without_credentials_and_an_at_sign_elsewhere_pass(stacks, capsys):
     accepted(stacks, "url-ok", with_env("HF_ENDPOINT", "https://mirror.example/path@v1"), capsys)
 
@@ -166,6 +188,16 @@ STRICT = {
 def test_a_value_of_the_wrong_type_is_refused_not_coerced(case, stacks, capsys):
     text, key, words = STRICT[case]
     refused(stacks, case, text, capsys, key=key, words=words)
+
+
+@pytest.mark.parametrize("line, words", [
+    ("    NCCL_IB_DISABLE: true", ["boolean", "1 or 0"]),
+    ("    NCCL_BUFFSIZE: 4194304.0", ["decimal", "write 4194304"]),
+    ("    NCCL_SOCKET_NTHREADS: 2.0", ["decimal", "write 2"]),
+])
+def test_nccl_values_are_not_coerced_from_booleans_or_decimals(line, words, stacks, capsys):
+    text = edit("    NCCL_P2P_LEVEL: SYS", "    NCCL_P2P_LEVEL: SYS\n" + line)
+    refused(stacks, "nccl-lax", text, capsys, key=f"sglab:nccl.{line.split(':')[0].strip()}", words=words)
 
 
 def test_yaml_numbers_for_float_keys_stay_fine(stacks):
