@@ -6,12 +6,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sglab.config.base import KeyedValueError, Model, check_env
+from sglab.config.base import _DNS_SUBDOMAIN, KeyedValueError, Model, check_env
 from sglab.config.strict import (DEFAULT_HOST_PATH_PREFIXES, CONTAINER_SYSTEM_DIRS, NODE_SYSTEM_DIRS, SECRETS_FIX,
                                  dir_problem, is_under)
 from sglab.config.nccl import NcclEnv
 from sglab.sglang import flags, rules
 from sglab.sglang.secret_names import secret_word
+from sglab.untrusted import printable
 
 SpeculativeAlgorithm = Literal[rules.SPECULATIVE_ALGORITHMS]  # type: ignore[valid-type]
 DRAFT_MODEL_ALGORITHMS = rules.DRAFT_MODEL_ALGORITHMS
@@ -96,6 +97,9 @@ class ModelVolume(Model):
     def _source(self) -> "ModelVolume":
         if self.kind == "pvc" and not self.claim_name:
             raise KeyedValueError("claim-name", "kind is pvc but claim-name is missing: name the PersistentVolumeClaim holding the weights")
+        if self.claim_name is not None and not _DNS_SUBDOMAIN.match(self.claim_name):
+            raise KeyedValueError("claim-name", f"claim-name {printable(repr(self.claim_name), limit=80)} is not a "
+                                  "PersistentVolumeClaim name; use lowercase letters, digits, '-' and '.'")
         if self.kind == "hostPath" and not self.host_path:
             raise KeyedValueError("host-path", "kind is hostPath but host-path is missing: give the node directory holding the weights")
         problem = dir_problem(self.mount_path, CONTAINER_SYSTEM_DIRS, "/shared")

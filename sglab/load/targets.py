@@ -24,6 +24,8 @@ import httpx
 from sglab.children import PARENT_PID_ENV, spawn, stop_all
 from sglab.config.arms import ArmSpec
 from sglab.netutil import free_port
+from sglab.sglang.secret_names import credential_kind, has_url_credentials, redact_url_credentials
+from sglab.untrusted import printable
 from sglab.sglang.env import without_server_env
 
 HEALTH_TIMEOUT_S = 60.0
@@ -156,6 +158,14 @@ def start_sims(arms: list[ArmSpec], *, extra_env: dict[str, str] | None = None, 
 
 
 def given_urls(urls: dict[str, str], *, timeout_s: float = 10.0) -> Targets:
+    """The arms at these URLs once each answers /health; a URL with credentials is refused before it is used,
+    recorded (result.target.urls) or printed."""
+    for arm, url in urls.items():
+        if has_url_credentials(url) or credential_kind(url):
+            raise TargetError(f"the {printable(arm, limit=40)} URL holds credentials "
+                              f"({printable(redact_url_credentials(url), limit=120)}), which the result would record "
+                              "and the console show; give the server's URL without user:password@ (reach a "
+                              "protected server through kubectl port-forward or a proxy on this machine)")
     for url in urls.values():
         wait_healthy(url, timeout_s=timeout_s)
     return Targets({name: url.rstrip("/") for name, url in urls.items()})

@@ -253,6 +253,10 @@ PATHS = {
     "mount-proc-sub": (with_volume(mount="/proc/weights"), "sglab:model.volume.mount-path", ["system directory"]),
     "mount-dotdot": (with_volume(mount="/shared/../etc"), "sglab:model.volume.mount-path", [".."]),
     "mount-is-writable": (with_volume(mount="/tmp"), "sglab:model.volume.mount-path", ["writable-paths"]),
+    "writable-in-weights": (edit("  sglab:load:\n", "  sglab:pod-security:\n    writable-paths: [/tmp, /shared/cache]\n"
+                                 "  sglab:load:\n"), "sglab:model.volume.mount-path", ["read-only", "/shared/cache"]),
+    "claim-name-invalid": (edit(VOLUME, "    volume:\n      kind: pvc\n      claim-name: 'Weights_Of/Kimi'\n"
+                                "      mount-path: /shared\n"), "sglab:model.volume.claim-name", ["claim-name"]),
     "writable-etc": (edit("  sglab:load:\n", "  sglab:pod-security:\n    writable-paths: [/tmp, /etc]\n  sglab:load:\n"),
                      "sglab:pod-security.writable-paths", ["system directory", "/etc"]),
     "writable-proc": (edit("  sglab:load:\n", "  sglab:pod-security:\n    writable-paths: [/proc]\n  sglab:load:\n"),

@@ -135,3 +135,4 @@ def test_sigkill_of_a_bench_with_workers_and_simulators_leaves_no_process(tmp_pa
     assert len(tree) >= 4
     assert not left, f"left behind by a SIGKILLed bench: {report}"
     assert all(not alive(p) for p in tree)
+
