@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.sglab-installed
 
-.PHONY: install test demo clean-venv
+.PHONY: install test demo clean-venv sglang-contract-venv
 
 install: $(STAMP)
 
@@ -14,10 +14,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@touch $(STAMP)
 
+# The pinned SGLang release from PyPI in its own venv, for the real-parser contract test (tests/sglang_contract/):
+# built once (about 2 minutes from this machine's disk), reused while its stamp matches the version.
+sglang-contract-venv: install
+	@bash tools/sglang-contract-venv.sh
+
 # Pulumi's mocks deadlock in a process where Locust's gevent monkey-patching ran, so the tests that run the
 # Pulumi program get their own pytest process (tests/pulumi_harness.py refuses to run otherwise).
 PULUMI_TESTS := tests/deploy tests/deploy_extras tests/probe
-test: install
+test: install sglang-contract-venv
 	@bash tools/install-browser.sh || echo "warning: no Chromium; the browser test will be skipped (fails under CI)"
 	$(BIN)/python -m pytest -q -ra $(PULUMI_TESTS)
 	$(BIN)/python -m pytest -q -ra $(addprefix --ignore=,$(PULUMI_TESTS))
@@ -36,4 +41,4 @@ demo: install
 	-$(BIN)/sglab promote --stack $(STACK) --dry-run
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-sglang

@@ -122,13 +122,7 @@ def _multi_node_args(stack: StackConfig) -> list[str]:
 
 def _speculative_args(stack: StackConfig) -> list[str]:
     spec = stack.candidate.speculative
-    return encode([
-        ("--speculative-algorithm", spec.algorithm),
-        ("--speculative-draft-model-path", spec.draft_model_path),
-        ("--speculative-num-steps", spec.num_steps),
-        ("--speculative-eagle-topk", spec.eagle_topk),
-        ("--speculative-num-draft-tokens", spec.num_draft_tokens),
-    ]) + list(spec.extra_args)
+    return encode(spec.flag_values()) + list(spec.extra_args)
 
 
 def _sim_env(stack: StackConfig) -> dict[str, str]:

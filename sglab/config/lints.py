@@ -95,9 +95,9 @@ def _sglang_owned(env: dict[str, str]) -> list[_Finding]:
             fix = f"remove {key}: {env[key]} is what SGLang sets itself unless {flag} is given"
         out.append(_Finding(
             "sglang-overwrites-nccl-env", "warning", key,
-            f"{key}={env[key]} in the pod env: SGLang sets {key} itself from {flag} (v0.5.x overwrites the pod's "
-            f"value every time; newer releases whenever {flag} or a flag implying it is given), so this value is "
-            "silently replaced or depends on the SGLang version", fix))
+            f"{key}={env[key]} in the pod env: SGLang sets {key} itself from {flag} (0.5.23 keeps the pod's value "
+            f"only while neither {flag} nor a flag implying it is given, and releases before it overwrote it every "
+            "time), so this value is silently replaced or depends on the image", fix))
     return out
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from sglab.config.contract import ImageVersionWarning
 from sglab.config.models import SECRET_FIELDS, KeyedValueError, StackConfig
 from sglab.config.nccl import KNOWN_NCCL_KEYS, UnknownNcclKeyWarning
 from sglab.errors import ConfigError, guess
@@ -66,11 +67,12 @@ def load_mapping(name: str, path: Path, namespaced: dict[str, Any]) -> LoadedSta
     """Validate the keys of the `sglab:` namespace (already stripped of the prefix)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UnknownNcclKeyWarning)
+        warnings.simplefilter("always", ImageVersionWarning)
         try:
             config = StackConfig.model_validate(_plain(namespaced))
         except ValidationError as exc:
             raise _from_validation(exc, path, namespaced) from None
-    notes = [f"{path}: {w.message}" for w in caught if issubclass(w.category, UnknownNcclKeyWarning)]
+    notes = [f"{path}: {w.message}" for w in caught if issubclass(w.category, (UnknownNcclKeyWarning, ImageVersionWarning))]
     return LoadedStack(name=name, path=path, config=config, warnings=notes, raw=namespaced)
 
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from sglab import metrics
+from sglab.config.contract import check_contract
 from sglab.config.base import _DNS_LABEL, KeyedValueError, Model, SecretValue, _kebab, check_env
 from sglab.config.jobs import BenchmarkJob, LocustSpec
 from sglab.config.loadplan import LoadPlan
@@ -21,6 +22,7 @@ from sglab.config.strict import is_under, normal_dir
 from sglab.config.sweep import SweepSpec
 from sglab.config.traffic import Traffic
 from sglab.sglang import rules
+from sglab.sglang.version import DEFAULT_IMAGE
 
 # StackConfig fields that must be Pulumi secrets (`{secure: ...}` in the stack file, `--secret` in Pulumi).
 SECRET_FIELDS = ("hf_token", "locust_password")
@@ -30,7 +32,7 @@ class StackConfig(Model):
     """Everything under `sglab:` in a stack file."""
 
     namespace: str = "sglab"
-    image: str = "lmsysorg/sglang:v0.5.3-cu129"
+    image: str = DEFAULT_IMAGE  # the pinned SGLang release (sglab/sglang/version.py); a digest may follow
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     backend: Literal["sglang", "sim"] = "sglang"
     model: ModelSpec
@@ -161,6 +163,7 @@ class StackConfig(Model):
                     "remove it from policy.levels"
                 )
         self._gate_on_traffic()
+        check_contract(self)  # each arm's flags against its image's SGLang release, adaptive and UNO rules
         if self.locust.enabled and self.locust.web_login and self.locust_password is None:
             raise KeyedValueError(
                 "locust.web-login",

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from sglab.sim import timing
 from sglab.sim.acceptance import natural_tokens, position_factor
+from sglab.sim.ngram import repetition
 from sglab.sim.adaptive import SpecTiers
 from sglab.sim.cli_args import SimConfig
 from sglab.sim.content import RANDOM, classify
@@ -62,6 +63,7 @@ class SimRequest:
     output_len: int = 0
     finish_type: str = "length"
     category: str = RANDOM  # read from the prompt's content (sglab.sim.content.classify)
+    repetition: float = 0.0  # share of the prompt's word 3-grams seen before in it (NGRAM's matches, sim/ngram.py)
     templated: bool = False
     tokens: OutputTokens = field(default_factory=lambda: OutputTokens(0))
     completion_tokens: int = 0
@@ -182,6 +184,8 @@ class Engine:
         request.rng = random.Random(f"accept:{seed}:{seq}")
         content, request.templated = prompt_content(request.prompt_key)
         request.category = classify(content)
+        if self.spec is not None and self.spec.kind == "ngram":
+            request.repetition = repetition(content)
         length = request.max_new_tokens
         if not request.ignore_eos:
             eos_rng = random.Random(f"eos:{seed}:{request.prompt_key}")
@@ -269,8 +273,8 @@ class Engine:
             if self.waiting and capacity > 0:
                 admitted = self._admit(capacity)
                 prompt = sum(r.prompt_tokens for r in admitted)
-                draft_model = self.spec is not None and self.spec.draft_model
-                duration_s = timing.prefill_ms(self.profile, prompt, self.config.comm_factor, draft_model) / 1e3 / scale
+                draft = self.spec.kind if self.spec is not None else None
+                duration_s = timing.prefill_ms(self.profile, prompt, self.config.comm_factor, draft) / 1e3 / scale
                 await self._sleep_until(self._next_deadline(duration_s), duration_s)
                 self._after_prefill(admitted)
             else:
@@ -357,7 +361,7 @@ class Engine:
             if self.tiers is None:
                 new_tokens = 1
             else:
-                model = self.tiers.model(request.category, request.templated)
+                model = self.tiers.model(request.category, request.templated, request.repetition)
                 drafts = model.sample_accepted_drafts(request.rng, position_factor(request.completion_tokens))
                 batch_drafts.append(drafts)
                 new_tokens = min(drafts + 1, remaining)

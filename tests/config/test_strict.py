@@ -316,7 +316,8 @@ def test_an_abbreviated_speculative_flag_is_refused_too(stacks, capsys):
 
 
 def test_candidate_speculative_extra_args_reach_only_the_candidate(stacks):
-    text = edit("      num-draft-tokens: 3", "      num-draft-tokens: 3\n      extra-args: [--speculative-adaptive]")
+    text = edit("      num-steps: 2", "      num-steps: 3").replace(  # an adaptive tier: 3 steps
+        "      num-draft-tokens: 3", "      num-draft-tokens: 4\n      extra-args: [--speculative-adaptive]")
     (stacks / "Pulumi.spec-extra.yaml").write_text(text)
     config = load_stack("spec-extra").config
     assert "--speculative-adaptive" in candidate_arm(config).args
