@@ -5,9 +5,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.sglab-installed
 
-.PHONY: install test demo clean-venv sglang-contract-venv
+.PHONY: install test demo image clean-venv sglang-contract-venv
 
 install: $(STAMP)
+	@bash tools/install-prometheus.sh >/dev/null || echo "warning: no Prometheus; the canary rehearsal tests will fail (run tools/install-prometheus.sh as root)"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +25,7 @@ sglang-contract-venv: install
 PULUMI_TESTS := tests/deploy tests/deploy_extras tests/probe
 test: install sglang-contract-venv
 	@bash tools/install-browser.sh || echo "warning: no Chromium; the browser test will be skipped (fails under CI)"
+	@bash tools/install-prometheus.sh || echo "warning: no Prometheus; the canary rehearsal tests will fail"
 	$(BIN)/python -m pytest -q -ra $(PULUMI_TESTS)
 	$(BIN)/python -m pytest -q -ra $(addprefix --ignore=,$(PULUMI_TESTS))
 
@@ -39,6 +41,18 @@ demo: install
 	$(BIN)/sglab bench --stack $(STACK) --target sim $(DEMO_BENCH)
 	@# a refused promotion (reject/inconclusive) is an answer, not a failure of the demo
 	-$(BIN)/sglab promote --stack $(STACK) --dry-run
+
+# The project image (sglab + Locust + loadtests/: the benchmark Job, Locust, the disruption guard, the simulator).
+# `make image` builds it with the local tag kind/minikube load for the sim stack and the default name GPU stacks
+# pull (sglab:project-image); `make image REGISTRY=ghcr.io/<org>` also tags it there and pushes it (docs/deploy.md,
+# "The project image"). Needs a Docker engine (or DOCKER=podman).
+DOCKER ?= docker
+REGISTRY ?=
+image: install
+	$(DOCKER) build --build-arg SGLAB_VERSION=$$($(BIN)/python -c 'import sglab; print(sglab.__version__)') \
+		-t $$($(BIN)/python -m sglab.deploy.image --local) -t $$($(BIN)/python -m sglab.deploy.image) \
+		$(if $(REGISTRY),-t $$($(BIN)/python -m sglab.deploy.image --registry $(REGISTRY))) .
+	$(if $(REGISTRY),$(DOCKER) push $$($(BIN)/python -m sglab.deploy.image --registry $(REGISTRY)))
 
 clean-venv:
 	rm -rf $(VENV) .venv-sglang

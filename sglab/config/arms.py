@@ -143,6 +143,7 @@ def build_arm(stack: StackConfig, *, speculative: bool, with_confounds: bool, na
     if confounds is not None and confounds.nccl is not None:
         nccl.update(confounds.nccl.as_env())
     env.update(nccl)
+    env.update(stack.placement.fabric_env())  # placement.rdma: the same fabric variables in every arm
     env.update(_sim_env(stack))
     args = _server_args(stack, server)
     if speculative:

@@ -17,7 +17,8 @@ from sglab.sglang import collectives
 # sets itself have their own lint.
 _NOT_ALL_REDUCE_TUNING = ("NCCL_DEBUG", "NCCL_IB_", "NCCL_SOCKET_", "NCCL_NET")
 
-LintCode = Literal["custom-all-reduce-shadows-nccl", "sglang-overwrites-nccl-env", "nccl-proto-ll128"]
+LintCode = Literal["custom-all-reduce-shadows-nccl", "sglang-overwrites-nccl-env", "nccl-proto-ll128",
+                   "multi-node-without-rdma"]
 Severity = Literal["error", "warning", "note"]
 # Lints that stop validate/render/pulumi up until the stack lists their code under sglab:accept-lints.
 NEEDS_OPT_IN: tuple[str, ...] = ("nccl-proto-ll128",)
@@ -144,7 +145,21 @@ def stack_lints(stack: Any) -> list[Lint]:
     """Lints of a StackConfig's baseline and candidate arms (what validate, render and results record)."""
     from sglab.config.arms import baseline_arm, candidate_arm
 
-    return lint_arms([baseline_arm(stack), candidate_arm(stack)], stack.accept_lints)
+    return lint_arms([baseline_arm(stack), candidate_arm(stack)], stack.accept_lints) + _fabric(stack)
+
+
+def _fabric(stack: Any) -> list[Lint]:
+    """A server spanning nodes with no RDMA fabric declared: NCCL falls back to TCP sockets between the nodes."""
+    if stack.placement.nodes < 2 or stack.placement.rdma is not None:
+        return []
+    code = "multi-node-without-rdma"
+    return [Lint(code, "note" if code in stack.accept_lints else "warning", ("baseline", "candidate"),
+                 "placement.rdma",
+                 f"each server spans {stack.placement.nodes} nodes but no RDMA fabric is declared: without RDMA "
+                 "devices, IPC_LOCK and NCCL_IB_* / NCCL_SOCKET_IFNAME, NCCL falls back to TCP sockets between the "
+                 "nodes, far too slow for tensor parallelism across them",
+                 "set placement.rdma (device-plugin resource and Multus networks, or host-network; socket-ifname), "
+                 f"docs/deploy.md \"Multi-node servers\"; or accept TCP: sglab:{OPT_IN_KEY}: [{code}]")]
 
 
 def blocking(lints: Iterable[Lint]) -> list[Lint]:

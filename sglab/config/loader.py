@@ -241,9 +241,11 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """Walk StackConfig's fields along a validation location to find the model owning the last key."""
     model: Any = StackConfig
     for part in loc[:-1]:
+        if isinstance(part, int):  # an item of a list of models (e.g. serving.steps.0)
+            continue
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             return None
-        fields = {n.replace("_", "-"): f for n, f in model.model_fields.items()}
+        fields = {(f.alias or n).replace("_", "-"): f for n, f in model.model_fields.items()}
         fld = fields.get(str(part))
         if fld is None:
             return None

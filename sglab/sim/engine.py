@@ -49,6 +49,7 @@ class TokenEvent:
     accept_histogram: tuple[int, ...] = ()
     text: str = ""
     ids_json: str = ""
+    metric_labels: tuple[tuple[str, str], ...] = ()  # SGLang custom labels (x-custom-labels) of its request series
     proposed_drafts: int = 0  # Σ (num_draft_tokens - 1) over its verify passes (the tier may change)
 
 
@@ -203,8 +204,8 @@ class Engine:
         request.arrival = loop.time()
         request.arrival_wall = time.time()
         if not request.internal:
-            self.metrics.counters["num_requests_total"] += 1
-            self.metrics.counters["prompt_tokens_total"] += request.prompt_tokens
+            self.metrics.of(request.metric_labels).counters["num_requests_total"] += 1
+            self.metrics.of(request.metric_labels).counters["prompt_tokens_total"] += request.prompt_tokens
         self.waiting.append(request)
         self._wake.set()
 
@@ -305,9 +306,10 @@ class Engine:
         request.completion_tokens += new_tokens
         if not request.internal:
             if request.last_token_at is None:
-                self.metrics.histograms["time_to_first_token_seconds"].observe(now - request.arrival)
+                self.metrics.of(request.metric_labels).histograms["time_to_first_token_seconds"].observe(
+                    now - request.arrival)
             else:
-                self.metrics.histograms["inter_token_latency_seconds"].observe(
+                self.metrics.of(request.metric_labels).histograms["inter_token_latency_seconds"].observe(
                     (now - request.last_token_at) / new_tokens, new_tokens)
         if request.first_token_at is None:
             request.first_token_at = now
@@ -317,7 +319,8 @@ class Engine:
         if done:
             request.finished_at = now
             if not request.internal:
-                self.metrics.histograms["e2e_request_latency_seconds"].observe(now - request.arrival)
+                self.metrics.of(request.metric_labels).histograms["e2e_request_latency_seconds"].observe(
+                    now - request.arrival)
             self._count_finished(request)
         request.events.put_nowait(request.snapshot(new_tokens, now))
 
@@ -327,7 +330,7 @@ class Engine:
             return
         request.finished_at = now
         if request.aborted and not request.internal:
-            self.metrics.counters["num_aborted_requests_total"] += 1
+            self.metrics.of(request.metric_labels).counters["num_aborted_requests_total"] += 1
         self._count_finished(request)
         request.events.put_nowait(request.snapshot(0, now))
 
@@ -335,8 +338,8 @@ class Engine:
         """Like SGLang (observe_one_finished_request), a request's tokens and verify passes are counted when
         it finishes, so Δgeneration_tokens / Δspec_verify_calls over a window is its exact accept length."""
         if not request.internal:
-            self.metrics.counters["generation_tokens_total"] += request.completion_tokens
-            self.metrics.counters["spec_verify_calls_total"] += request.verify_ct
+            self.metrics.of(request.metric_labels).counters["generation_tokens_total"] += request.completion_tokens
+            self.metrics.of(request.metric_labels).counters["spec_verify_calls_total"] += request.verify_ct
 
     def _after_prefill(self, admitted: list[SimRequest]) -> None:
         now = asyncio.get_running_loop().time()
