@@ -25,6 +25,7 @@ def with_everything(name: str, **sections):
     loaded = load_stack(name)
     raw = {**json.loads(json.dumps(loaded.raw)), "locust": {"enabled": True}, "locust-password": {"secure": "x"},
            "benchmark-job": {"enabled": True}, "probe": {"enabled": True, "hidden-size": 7168}, **sections}
+    raw = {key: value for key, value in raw.items() if value is not None}  # a section given as None is removed
     return load_mapping(name, loaded.path, raw)
 
 
@@ -36,7 +37,9 @@ def variants() -> list[tuple[str, dict]]:
                                   "candidate": {"speculative": {"algorithm": "EAGLE3", "draft-model-path": "/w/d",
                                                                 "num-steps": 2, "eagle-topk": 1, "num-draft-tokens": 3}}}))
     server = load_stack("production").raw["server"]
-    two_node = {"placement": {"gpus-per-node": 8, "nodes": 2, "rdma": RDMA}, "server": {**server, "tp-size": 16}}
+    # Multi-node servers (LeaderWorkerSet) are not canaried by Argo Rollouts: the two-node variants drop sglab:serving.
+    two_node = {"placement": {"gpus-per-node": 8, "nodes": 2, "rdma": RDMA}, "server": {**server, "tp-size": 16},
+                "serving": None}
     out.append(("production", two_node))
     out.append(("production", {**two_node, "placement": {**two_node["placement"],
                                                          "rdma": {**RDMA, "networks": [], "host-network": True}}}))
