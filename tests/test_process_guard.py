@@ -29,7 +29,8 @@ CLEAN = """
 
 def run_pytest(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(body))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+           "SGLAB_PROCESS_GUARD_GRACE_S": "1"}
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "process_guard", "-p", "no:cacheprovider",
                            "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_inner.py")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
