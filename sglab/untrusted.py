@@ -16,6 +16,12 @@ import unicodedata
 _INVISIBLE_FORMATTING = {0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029, 0xFEFF}
 
 
+def is_control(ch: str) -> bool:
+    """A C0/C1 control, DEL, or a bidi/separator character: what no name or path may hold (sglab/config/strict.py)."""
+    code = ord(ch)
+    return code < 0x20 or 0x7F <= code <= 0x9F or code in _INVISIBLE_FORMATTING
+
+
 def _escape(ch: str) -> str:
     code = ord(ch)
     if code <= 0xFF:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sglab.children import MAX_LOCUST_WORKERS, worker_count_problem
 from sglab.cli import UsageError
 from sglab.cli.bounds import model_option
 from sglab.config.lints import raise_blocking, stack_lints
@@ -42,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="four arms: baseline, +confounds, candidate without them, candidate")
     p.add_argument("--quick", action="store_true",
                    help="CI preset (under a minute): levels 1,4, 10 rounds of 0.9 s per arm; simulators at 10x speed")
-    p.add_argument("--workers", type=int, default=0, help="Locust worker processes (distributed mode)")
+    p.add_argument("--workers", type=int, default=0, help="Locust worker processes (distributed mode): at most one "
+                   f"per usable core here and {MAX_LOCUST_WORKERS} in all")
     p.add_argument("--rounds", type=model_option(LoadPlan, "rounds", "load.rounds"),
                    help="rounds at the levels the policy gates on (default: load.rounds); "
                    "under policy.method sequential (the default) an explicit --rounds is the cap on rounds at the "
@@ -252,8 +254,9 @@ def build_request(args: argparse.Namespace):
         urls = {"baseline": args.baseline_url, "candidate": args.candidate_url or args.baseline_url}
     elif urls_given:
         raise UsageError("--baseline-url/--candidate-url go with --target urls (or leave --target out)")
-    if args.workers < 0:
-        raise UsageError("--workers must be >= 0")
+    workers_problem = worker_count_problem(args.workers)
+    if workers_problem:
+        raise UsageError(workers_problem)
     overrides = {"concurrency": args.concurrency, "rounds": args.rounds,
                  "ungated_rounds": args.ungated_rounds, "seed": args.seed,
                  "warmup_requests": args.warmup_requests, "max_new_tokens": args.max_new_tokens,

@@ -20,6 +20,7 @@ from sglab.config.probe import ProbeSpec
 from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
 from sglab.config.serving import Serving, serving_checks
 from sglab.config.sim import SimSpec
+from sglab.config.strict import is_under, normal_dir
 from sglab.config.sweep import SweepSpec
 from sglab.config.traffic import Traffic
 from sglab.sglang import rules
@@ -143,6 +144,17 @@ class StackConfig(Model):
                 f"(e.g. {rules.FORCED_MAX_RUNNING_REQUESTS})"
             )
         if self.model.volume is not None:
+            weights = self.model.volume.mount_path
+            for writable in self.pod_security.writable_paths:
+                if normal_dir(writable) == normal_dir(weights):
+                    raise KeyedValueError("model.volume.mount-path", f"mount-path {weights} is also in pod-security."
+                                          "writable-paths, and one directory takes one volume; mount the weights at a "
+                                          "directory of their own, e.g. /shared")
+                if is_under(writable, weights):
+                    raise KeyedValueError("model.volume.mount-path", f"pod-security.writable-paths {writable} is inside "
+                                          f"the read-only model volume at {weights}, where the container runtime cannot "
+                                          "create its mount point; move that writable path out of "
+                                          f"{weights}, or mount the weights elsewhere")
             mount = self.model.volume.mount_path.rstrip("/") + "/"
             paths = [("model.path", self.model.path)]
             if spec.draft_model_path:

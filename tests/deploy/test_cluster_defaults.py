@@ -63,7 +63,9 @@ def test_guaranteed_needs_whole_cpus_and_no_other_limit():
 
 
 def test_the_job_and_locust_schedule_where_the_stack_says():
-    loaded = with_sections("production", locust={"enabled": True}, **{"locust-password": {"secure": "x"}})
+    # production serves through sglab:serving, where the benchmark Job is off unless asked for
+    loaded = with_sections("production", locust={"enabled": True}, **{"locust-password": {"secure": "x"},
+                                                                      "benchmark-job": {"enabled": True}})
     stack = loaded.config
     pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in render_stack(loaded).objects
             if o["kind"] in ("Deployment", "Job") and not o["metadata"]["name"].startswith("sglang-")}

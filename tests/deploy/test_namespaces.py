@@ -52,7 +52,10 @@ def test_a_created_namespace_holding_results_is_kept_on_destroy():
 
 
 def test_what_a_namespace_holds_decides_whether_it_is_kept():
-    assert holds_state(load_stack("production").config) == [
+    # production serves (sglab:serving): no benchmark Job, so no results unless the Job is switched on
+    assert holds_state(load_stack("production").config) == ["the weights' PersistentVolumeClaim kimi-k2-5-weights"]
+    benchmarked = stack_with("production", **{"benchmark-job": {"enabled": True}}).config
+    assert holds_state(benchmarked) == [
         "the weights' PersistentVolumeClaim kimi-k2-5-weights", "benchmark results (ConfigMaps)"]
     pinned = stack_with("eagle-nccl-ll", namespace={"name": "lab", "protect": False}).config
     assert "annotations" not in namespace_manifest(pinned, "eagle-nccl-ll")["metadata"]
