@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from sglab.results.integrity import IntegrityRecord
 from sglab.results.records import Confound, RecordedLint, RecordedLoadPlan, RecordedPolicy
+from sglab.untrusted import is_control
 
 SCHEMA_VERSION = 1
 # run_id and stack name a result's directories (results/<stack>/<run-id>/) and are printed everywhere: no
@@ -120,6 +121,14 @@ class RequestSample(Schema):
     error: str | None = None
     metrics: dict[str, float] = Field(default_factory=dict, description="per-request values of registry metrics "
                                       "without a field of their own (sglab/metrics)")
+
+    @field_validator("category")
+    @classmethod
+    def _label(cls, value: str | None) -> str | None:
+        """A category is a row of every table: a line break or control in one would add or hide a line."""
+        if value is not None and (len(value) > 64 or any(is_control(ch) for ch in value)):
+            raise ValueError("is not a category label (at most 64 characters, no control characters)")
+        return value
 
 
 class LevelResult(Schema):

@@ -71,14 +71,11 @@ def test_validate_and_render_print_no_raw_model_path_or_env_key(stack, capsys):
 
 
 def _tampered_result(tmp_path: Path, **changes) -> Path:
-    """The v1 run, sealed, then given escape sequences in the fields a table prints (its HMAC fails)."""
+    """The v1 run, sealed, then given escape sequences in free-text fields a table prints (its HMAC fails)."""
     from sglab.results.integrity import sealed_document
     from sglab.results.schema import RunResult
 
     document = sealed_document(RunResult.model_validate_json(V1.read_text()))
-    for level in document["levels"]:
-        for request in level["requests"]:
-            request["category"] = f"code{ESC}"
     document["live_mismatches"] = [f"model-path differs{ESC}"]
     document["arms"][1]["live_mismatches"] = [f"flag{ESC}\u202e"]
     document.update(changes)
@@ -138,16 +135,44 @@ def test_probe_show_prints_no_raw_variant_name_or_error(tmp_path, capsys):
     assert "default\\x1b" in out.out
 
 
-def test_prompt_file_categories_reach_the_bench_table_escaped(tmp_path, capsys):
-    """Category names come from the user's prompt file; the bench prints the verdict table of the run."""
+def test_the_bench_table_prints_a_runs_fields_escaped(tmp_path, capsys):
+    """The bench prints the verdict table of the run (arm lints, live mismatches from the servers)."""
     from sglab.report.judged import judge_and_report
-    from sglab.results.store import load_result
+    from sglab.results.schema import RunResult
 
-    run = _tampered_result(tmp_path)
-    judge_and_report(load_result(run), run)
+    document = json.loads(_tampered_result(tmp_path).joinpath("result.json").read_text())
+    run = tmp_path / "judged"
+    run.mkdir()
+    judge_and_report(RunResult.model_validate(document), run)
     out = capsys.readouterr()
     assert_clean(out.out, out.err)
-    assert "code\\x1b" in out.out
+    assert "differs\\x1b" in out.out
+
+
+@pytest.mark.parametrize("category", [f"code{ESC}", "code\nverdict: promote", "x" * 65, "\u202ecode"])
+def test_a_category_that_is_not_a_label_is_refused_where_it_enters(tmp_path, capsys, category):
+    """From a prompt file or a trace, at its line; in a result, as a field of a damaged file: a line break in
+    one would add a line to the tables, which printable keeps for the table's own rows."""
+    from sglab.errors import ConfigError
+    from sglab.load.datasets import CategorySource, load_openai_jsonl
+    from sglab.load.profiles.trace import read_trace
+
+    logs = tmp_path / "logs.jsonl"
+    logs.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}], "route": category}) + "\n")
+    with pytest.raises(ConfigError, match=r"logs.jsonl:1: line 1.route: the category .* is not a label"):
+        load_openai_jsonl(logs, categories=CategorySource(field="route"))
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(json.dumps({"timestamp_s": 0, "prompt": "hi", "output_tokens": 4, "category": category}) + "\n")
+    with pytest.raises(ConfigError, match=r"trace.jsonl:1: load.trace.file:category: the category"):
+        read_trace(trace)
+    run = _tampered_result(tmp_path)
+    document = json.loads((run / "result.json").read_text())
+    document["levels"][0]["requests"][0]["category"] = category
+    (run / "result.json").write_text(json.dumps(document))
+    assert main(["compare", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert_clean(err)
+    assert "category" in err and "not a category label" in err
 
 
 def test_the_web_uis_log_records_reach_its_console_escaped(capsys):

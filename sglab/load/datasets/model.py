@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 from sglab.config.loadplan import MAX_OUTPUT_TOKENS
 from sglab.errors import ConfigError
+from sglab.untrusted import is_control, printable
 from sglab.untrusted_json import MiB, JsonLimits
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -111,10 +112,22 @@ class CategorySource:
             return self.fixed or UNLABELLED
         value = row.get(self.field)
         if isinstance(value, str) and value.strip():
-            return value.strip()
+            return category_label(value.strip(), file, f"{where}.{self.field}", line)
         raise ConfigError(file, f"{where}.{self.field}", f"the category field {self.field!r} is missing or empty",
                           f"add \"{self.field}\": \"<category>\" to every row, or give a fixed category "
                           "instead of field:NAME", line)
+
+
+MAX_CATEGORY_CHARS = 64
+
+
+def category_label(value: str, file: str, key: str, line: int | None) -> str:
+    """A category is a label printed in every table: no controls or line breaks, at most 64 characters."""
+    if len(value) > MAX_CATEGORY_CHARS or any(is_control(ch) for ch in value):
+        raise ConfigError(file, key, f"the category {printable(value, limit=40)!r} is not a label (at most "
+                          f"{MAX_CATEGORY_CHARS} characters, no control characters or line breaks)",
+                          "give a short category name such as code or chat", line)
+    return value
 
 
 def words_to_tokens(text: str) -> int:

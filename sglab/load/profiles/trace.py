@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sglab.errors import ConfigError
-from sglab.load.datasets.model import message_content, positive_int
+from sglab.load.datasets.model import category_label, message_content, positive_int
 from sglab.load.jsonl import FIX, MAX_LINE_CHARS, jsonl_rows
 from sglab.load.profiles.base import LoadProfile, Pacing
 from sglab.load.profiles.registry import register
@@ -80,6 +80,8 @@ def read_trace(path: Path) -> list[tuple[float, Prompt]]:
                                   'write "prompt": "..."', number)
             chat, text = None, prompt
         category = row.get("category")
+        if isinstance(category, str):
+            category = category_label(category, str(path), f"{KEY}:category", number)
         rows.append((float(stamp), Prompt(len(rows), text, len(text.split()), output_tokens=tokens, messages=chat,
                                           category=category if isinstance(category, str) else None)))
     if not rows:
