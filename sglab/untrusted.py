@@ -8,6 +8,7 @@ makes every control visible instead.
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 
 # Bidirectional overrides and isolates reorder what a terminal shows (Trojan Source); line and paragraph
@@ -48,3 +49,20 @@ def printable(value: object, *, newlines: bool = False, limit: int | None = 500)
     if limit is not None and len(rendered) > limit:
         rendered = rendered[:limit] + f"… ({len(rendered) - limit} more characters)"
     return rendered
+
+
+class _PrintableRecords(logging.Filter):
+    """Formats a record's message once and makes it `printable` (newlines kept: tracebacks stay readable)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = printable(record.getMessage(), newlines=True, limit=4000), None
+        return True
+
+
+def printable_logger(name: str) -> logging.Logger:
+    """`logging.getLogger(name)` whose records reach a console only as `printable` text (a server's error body,
+    a form's value): for the loggers of processes whose console is the user's (the Locust web UI, workers)."""
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, _PrintableRecords) for f in logger.filters):
+        logger.addFilter(_PrintableRecords())
+    return logger

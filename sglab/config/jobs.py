@@ -45,7 +45,7 @@ class BenchmarkJob(_PodRequests):
     memory: str = "2Gi"
     # Runs whose result ConfigMaps stay in the cluster (each run is at most ~7 MiB of etcd: docs/in-cluster.md);
     # `sglab results pull` copies every run home and deletes the older ones from the cluster.
-    keep_results: Annotated[int, Field(ge=1)] = 10
+    keep_results: Annotated[int, Field(ge=1, le=100)] = 10  # 100 runs are up to ~700 MiB of etcd
 
     @field_validator("rerun", mode="before")
     @classmethod

@@ -108,7 +108,7 @@ class Placement(Model):
     priority_class_name: str | None = None
     runtime_class_name: str | None = None
     # GPU nodes this stack may hold at once (the capacity preflight, sglab/deploy/capacity.py); unset: unchecked.
-    max_nodes: Annotated[int, Field(ge=1)] | None = None
+    max_nodes: Annotated[int, Field(ge=1, le=10_000)] | None = None
     rdma: Rdma | None = None
     # The benchmark Job, Locust and the preflight get the tolerations and priority class above; a node selector of
     # their own (e.g. the CPU pool) only if given here.

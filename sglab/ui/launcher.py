@@ -31,6 +31,7 @@ from sglab.results.store import RESULT_FILE, list_runs, results_root
 from sglab.ui import auth
 from sglab.ui.guard import is_loopback_host
 from sglab.ui.session import BOUND_ENV, PROFILE_ENV, SAVE_DIR_ENV, TARGET_ENV, TRACE_ENV, Binding
+from sglab.untrusted import printable
 
 UI_PLUGIN = Path(__file__).with_name("locust_plugin.py")  # the A/B tab, loaded beside the locustfile
 OPEN_LOOP_PLUGIN = Path(__file__).with_name("open_loop_plugin.py")  # rate/trace: the schedule's shape and user
@@ -194,7 +195,7 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
         url = f"http://{opts.web_host or '127.0.0.1'}:{opts.web_port}"
         _wait_for_ui(url, locust, log_dir / "locust.log")
         for arm, arm_url in targets.urls.items():
-            print(f"  {arm}: {arm_url}", file=out)
+            print(f"  {arm}: {printable(arm_url)}", file=out)
         login = " (login: user " + (os.environ.get(auth.USERNAME_ENV) or auth.DEFAULT_USERNAME) + ")" \
             if opts.web_login else ""
         if open_loop:
@@ -215,7 +216,7 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
         if targets is not None:
             targets.stop()
         for run_dir in sorted(set(list_runs(opts.stack)) - runs_before):
-            print(f"saved interactive run: {run_dir / RESULT_FILE}", file=out, flush=True)
+            print(f"saved interactive run: {printable(run_dir / RESULT_FILE)}", file=out, flush=True)
 
 
 def _open_loop_line(plan, profile: str, opts: UiOptions) -> str:
