@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from sglab.results.integrity import IntegrityRecord
+from sglab.results.seal_record import IntegrityRecord
 from sglab.results.records import Confound, RecordedLint, RecordedLoadPlan, RecordedPolicy
 from sglab.untrusted import is_control
 
