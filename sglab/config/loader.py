@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from sglab.config.contract import ImageVersionWarning
+from sglab.config.contract import ImageVersionWarning, check_contract
 from sglab.config.models import SECRET_FIELDS, KeyedValueError, StackConfig
 from sglab.config.nccl import KNOWN_NCCL_KEYS, UnknownNcclKeyWarning
 from sglab.errors import ConfigError, guess
@@ -72,6 +72,13 @@ def load_mapping(name: str, path: Path, namespaced: dict[str, Any]) -> LoadedSta
             config = StackConfig.model_validate(_plain(namespaced))
         except ValidationError as exc:
             raise _from_validation(exc, path, namespaced) from None
+        try:  # needs the arms' effective launch commands, so it runs on the validated model (sglab/config/contract.py)
+            check_contract(config)
+        except KeyedValueError as exc:
+            key = f"{NAMESPACE}:" + ".".join(printable(p, limit=80) for p in exc.loc)
+            problem, _, fix = str(exc).partition(";")
+            raise ConfigError(path, key, problem.strip(), fix.strip() or "see docs/config.md",
+                              _line_at(namespaced, exc.loc)) from None
     notes = [f"{path}: {w.message}" for w in caught if issubclass(w.category, (UnknownNcclKeyWarning, ImageVersionWarning))]
     return LoadedStack(name=name, path=path, config=config, warnings=notes, raw=namespaced)
 

@@ -7,14 +7,13 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from sglab import metrics
-from sglab.config.contract import check_contract
 from sglab.config.base import KeyedValueError, Model, SecretValue, _kebab, check_env
 from sglab.config.cluster import DEFAULT_PROJECT_IMAGE, HfCache, NamespaceSpec, check_pull_secrets, cluster_checks, namespace_input
 from sglab.config.jobs import BenchmarkJob, LocustSpec, PreflightSpec
 from sglab.config.loadplan import LoadPlan
 from sglab.config.nccl import NcclEnv
 from sglab.config.placement import DisruptionBudget, NetworkPolicySpec, Placement, PodSecurity, Resources, Rollout
-from sglab.config.lints import LintCode
+from sglab.config.lint_codes import LintCode
 from sglab.config.policy import PromotionPolicy
 from sglab.config.probe import ProbeSpec
 from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
@@ -179,7 +178,6 @@ class StackConfig(Model):
                     "remove it from policy.levels"
                 )
         self._gate_on_traffic()
-        check_contract(self)  # each arm's flags against its image's SGLang release, adaptive and UNO rules
         cluster_checks(self)
         if self.serving is not None:  # frozen model: set once, here (the benchmark Job is off in a serving stack)
             object.__setattr__(self, "benchmark_job", serving_checks(self))
