@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import shlex
 
 import numpy as np
 
@@ -211,7 +212,8 @@ def _sequence_summary(result: RunResult, earlier: dict[int, list[float]]) -> dic
 def next_step(v: Verdict) -> str | None:
     """The command a user most likely runs next, if any."""
     if v.outcome == "promote" and v.kind in ("ab", "interactive"):
-        return f"sglab promote --stack {v.stack} --dry-run"
+        shown = f" --result {shlex.quote(v.promote_result)}" if v.promote_result else ""
+        return f"sglab promote --stack {v.stack}{shown} --dry-run"
     if v.outcome == "inconclusive" and v.more_rounds and not v.blockers:
         done = max((lv.gain(v.metric).rounds for lv in v.levels if lv.gating), default=0)
         if v.method == "sequential":

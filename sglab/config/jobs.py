@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
+from sglab.children import MAX_LOCUST_WORKERS
 from sglab.config.base import _CPU, _QUANTITY, Model, number_as_quantity
 
 
@@ -42,6 +43,9 @@ class BenchmarkJob(_PodRequests):
     quick: bool = False
     cpu: str = "2"
     memory: str = "2Gi"
+    # Runs whose result ConfigMaps stay in the cluster (each run is at most ~7 MiB of etcd: docs/in-cluster.md);
+    # `sglab results pull` copies every run home and deletes the older ones from the cluster.
+    keep_results: Annotated[int, Field(ge=1, le=100)] = 10  # 100 runs are up to ~700 MiB of etcd
 
     @field_validator("rerun", mode="before")
     @classmethod
@@ -54,7 +58,7 @@ class LocustSpec(_PodRequests):
     """Locust master + workers in the cluster, driving both arms (Locust's web UI)."""
 
     enabled: bool = False
-    workers: Annotated[int, Field(ge=1)] = 2
+    workers: Annotated[int, Field(ge=1, le=MAX_LOCUST_WORKERS)] = 2  # one pod each (sglab.children's cap)
     image: str | None = None
     web_login: bool = True
     username: str = "sglab"
@@ -62,3 +66,14 @@ class LocustSpec(_PodRequests):
     locustfile: str = Field("loadtests/locustfile.py", description="path inside the project image")
     cpu: str = Field("1", description="CPU request of the master and of each worker")
     memory: str = "1Gi"
+
+
+class PreflightSpec(_PodRequests):
+    """The preflight Job before any GPU-holding object changes (sglab/deploy/preflight.py): in the server image,
+    with no GPU, the stack's exact launch commands through that image's own SGLang argument parser, the model
+    and draft paths on the volume, and the model's architecture among the ones that SGLang registers."""
+
+    enabled: bool = True
+    timeout_min: Annotated[int, Field(ge=1)] = 30  # pulling a 20 GB server image onto a fresh node takes minutes
+    cpu: str = "1"
+    memory: str = "8Gi"  # importing sglang (torch, transformers) on a CPU

@@ -6,11 +6,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sglab.config.base import KeyedValueError, Model, check_env
+from sglab.config.base import _DNS_SUBDOMAIN, KeyedValueError, Model, check_env
+from sglab.config.extra_args import check_extra_args  # noqa: F401 (re-exported)
 from sglab.config.nccl import NcclEnv
+# The speculative block (every algorithm of the pinned SGLang, with its rules) lives in its own module.
+from sglab.config.speculative import NgramSpec, SpeculativeAlgorithm, SpeculativeSpec  # noqa: F401 (re-exported)
+from sglab.config.strict import (CONTAINER_SYSTEM_DIRS, DEFAULT_HOST_PATH_PREFIXES, NODE_SYSTEM_DIRS, dir_problem,
+                                 is_under)
 from sglab.sglang import flags, rules
+from sglab.untrusted import printable
 
-SpeculativeAlgorithm = Literal[rules.SPECULATIVE_ALGORITHMS]  # type: ignore[valid-type]
 DRAFT_MODEL_ALGORITHMS = rules.DRAFT_MODEL_ALGORITHMS
 SGLANG_FORCED_MAX_RUNNING_REQUESTS = rules.FORCED_MAX_RUNNING_REQUESTS
 FORCES_MAX_RUNNING = rules.FORCES_MAX_RUNNING
@@ -19,37 +24,45 @@ FORCES_MAX_RUNNING = rules.FORCES_MAX_RUNNING
 MANAGED_FLAGS = tuple(option for flag in flags.FLAGS if flag.managed_by for option in flag.options)
 
 
-def check_extra_args(args: list[str]) -> list[str]:
-    """extra-args as SGLang's parser reads them: no ambiguous abbreviation, no managed flag by any spelling.
-
-    A malformed list (a value without its flag) is left to SGLang, which refuses it loudly at start.
-    """
-    try:
-        flags.decode(args)
-    except flags.FlagError as exc:
-        raise ValueError(f"{exc}; fix the argument list (SGLang's launch_server would refuse it)") from None
-    conflict = flags.secret_conflict(args) or flags.managed_conflict(args)
-    if conflict:
-        raise ValueError(conflict)
-    return args
-
-
 class ModelVolume(Model):
-    """How the model weights reach the pod: a PVC or a hostPath, always read-only."""
+    """How the model weights reach the pod: a PVC or a hostPath, always read-only.
+
+    A hostPath is a directory of the node: even read-only, one in a system directory hands the server pod the
+    node's sockets or credentials (the container runtime's socket under /var/run, other pods' secrets under
+    /var/lib/kubelet), so it must be under one of host-path-prefixes and never in a system directory."""
 
     kind: Literal["pvc", "hostPath"] = "hostPath"
     claim_name: str | None = None
     host_path: str | None = None
     mount_path: str = "/shared"
+    host_path_prefixes: list[str] = Field(default_factory=lambda: list(DEFAULT_HOST_PATH_PREFIXES),
+                                          description="node directories a host-path may be under")
 
     @model_validator(mode="after")
     def _source(self) -> "ModelVolume":
         if self.kind == "pvc" and not self.claim_name:
             raise KeyedValueError("claim-name", "kind is pvc but claim-name is missing: name the PersistentVolumeClaim holding the weights")
+        if self.claim_name is not None and not _DNS_SUBDOMAIN.match(self.claim_name):
+            raise KeyedValueError("claim-name", f"claim-name {printable(repr(self.claim_name), limit=80)} is not a "
+                                  "PersistentVolumeClaim name; use lowercase letters, digits, '-' and '.'")
         if self.kind == "hostPath" and not self.host_path:
             raise KeyedValueError("host-path", "kind is hostPath but host-path is missing: give the node directory holding the weights")
-        if not self.mount_path.startswith("/"):
-            raise KeyedValueError("mount-path", "mount-path must be an absolute path inside the container")
+        problem = dir_problem(self.mount_path, CONTAINER_SYSTEM_DIRS, "/shared")
+        if problem:
+            raise KeyedValueError("mount-path", f"mount-path {problem}")
+        for prefix in self.host_path_prefixes:
+            problem = dir_problem(prefix, NODE_SYSTEM_DIRS, "/shared")
+            if problem:
+                raise KeyedValueError("host-path-prefixes", f"host-path-prefixes: {problem}")
+        if self.kind == "hostPath" and self.host_path:
+            problem = dir_problem(self.host_path, NODE_SYSTEM_DIRS, "/shared", why=": even read-only, it would "
+                                  "hand the server pod the node's sockets, credentials or kernel interfaces")
+            if problem:
+                raise KeyedValueError("host-path", f"host-path {problem}")
+            if not any(is_under(self.host_path, prefix) for prefix in self.host_path_prefixes):
+                raise KeyedValueError("host-path", f"host-path {self.host_path} is not under model.volume."
+                                      f"host-path-prefixes ({', '.join(self.host_path_prefixes)}); move the weights "
+                                      "under one of them, or add their directory to host-path-prefixes")
         return self
 
 
@@ -93,61 +106,6 @@ class ServerOverrides(Model):
     @classmethod
     def _no_managed(cls, args: list[str] | None) -> list[str] | None:
         return None if args is None else check_extra_args(args)
-
-
-class SpeculativeSpec(Model):
-    """The candidate's speculative block (SGLang's --speculative-* flags)."""
-
-    algorithm: SpeculativeAlgorithm = "EAGLE3"
-    draft_model_path: str | None = None
-    num_steps: Annotated[int, Field(ge=1)] | None = None
-    eagle_topk: Annotated[int, Field(ge=1)] | None = None
-    num_draft_tokens: Annotated[int, Field(ge=1)] | None = None
-
-    @model_validator(mode="after")
-    def _sglang_rules(self) -> "SpeculativeSpec":
-        steps, topk, draft = self.num_steps, self.eagle_topk, self.num_draft_tokens
-        if rules.shape_partly_set(steps, topk, draft):
-            raise ValueError(
-                "num-steps, eagle-topk and num-draft-tokens must all be set or all unset "
-                "(SGLang asserts this); set all three"
-            )
-        if steps is None or topk is None or draft is None:
-            auto, llama = rules.AUTO_SPEC_SHAPE, rules.AUTO_SPEC_SHAPE_LLAMA_GROK
-            raise ValueError(
-                "num-steps, eagle-topk and num-draft-tokens are unset: SGLang would pick them itself "
-                f"({auto} for most models, {llama} for Llama/Grok), so the benchmark would not say what "
-                "it measured; set all three"
-            )
-        too_big = rules.out_of_bounds(steps, topk, draft)
-        if too_big is not None:
-            name, value, bound = too_big
-            key = {"num_steps": "num-steps", "eagle_topk": "eagle-topk", "num_draft_tokens": "num-draft-tokens"}[name]
-            raise KeyedValueError(
-                key,
-                f"{key} is {value}, beyond what SGLang can run (it allocates draft slots and CUDA graphs for the "
-                f"whole draft shape; published EAGLE-3 setups use under 10 steps, topk 10, 64 draft tokens); "
-                f"use at most {bound}"
-            )
-        adjusted = rules.adjusted_num_draft_tokens(steps, topk, draft)
-        if adjusted != draft:
-            raise KeyedValueError(
-                "num-draft-tokens",
-                f"eagle-topk is 1, so SGLang would silently adjust num-draft-tokens from {draft} "
-                f"to num-steps + 1 = {adjusted}; set num-draft-tokens: {adjusted}"
-            )
-        tree = rules.max_num_draft_tokens(steps, topk)
-        if draft > tree:
-            raise KeyedValueError(
-                "num-draft-tokens",
-                f"num-draft-tokens {draft} exceeds num-steps * eagle-topk + 1 = {tree}: the draft tree cannot "
-                "hold that many tokens; lower num-draft-tokens or raise num-steps/eagle-topk"
-            )
-        if rules.needs_draft_model(self.algorithm) and not self.draft_model_path:
-            raise KeyedValueError("algorithm", f"algorithm {self.algorithm} needs draft-model-path (the draft model's weights)")
-        if self.algorithm == "NGRAM" and self.draft_model_path:
-            raise KeyedValueError("draft-model-path", "algorithm NGRAM uses no draft model; remove draft-model-path")
-        return self
 
 
 class CandidateConfounds(Model):

@@ -10,7 +10,7 @@ from sglab import metrics
 from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.sequential import method_sentence
 from sglab.analysis.verdict import next_step
-from sglab.report.plots import OUTCOME_COLORS
+from sglab.report.plot_style import OUTCOME_COLORS
 from sglab.report.table import level_label
 from sglab.results.schema import RunResult
 from sglab.results.verdict import LOSS_PREFIX, LevelVerdict, Verdict

@@ -29,6 +29,11 @@ CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 CHART = "kubernetes:helm.sh/v4:Chart"
 
 
+def bench_jobs(run) -> list:
+    """The benchmark Job the program declares (the preflight is a Job too: tests/deploy/test_preflight.py)."""
+    return [r for r in run.of_type(JOB) if r.name == "benchmark-job"]
+
+
 def raw_stack(stack: str = STACK) -> dict:
     config = YAML(typ="safe").load(stack_path(stack).read_text())["config"]
     return {key.partition(":")[2]: value for key, value in config.items() if key.startswith("sglab:")}
@@ -72,13 +77,16 @@ RELEVANT = {
     "image-pull-policy": st.sampled_from(["Always", "Never"]),
     "network-policy.allowed-from": st.dictionaries(st.sampled_from(["team", "sglab/role"]), label_text,
                                                    min_size=1).filter(lambda d: d != {"sglab/role": "loadgen"}),
+    # Where the pod may schedule (a tainted GPU-only pool) and the disruption guard beside it: in its pod template.
+    "placement.tolerations": st.lists(st.fixed_dictionaries({"key": label_text, "operator": st.just("Exists")}),
+                                      max_size=3),
+    "placement.priority-class-name": label_text,
+    "disruption-budget.enabled": st.just(False),
+    "image-pull-secrets": st.lists(label_text, min_size=1, max_size=2, unique=True),
 }
 # Settings that do not change what the Job measures.
 IRRELEVANT = {
-    "placement.tolerations": st.lists(st.fixed_dictionaries({"key": label_text, "operator": st.just("Exists")}),
-                                      max_size=3),
     "placement.node-selector": st.dictionaries(st.sampled_from(["zone", "pool"]), label_text),
-    "placement.priority-class-name": label_text,
     "rollout.startup-timeout-min": st.integers(1, 90),
     "rollout.probe-period-s": st.integers(1, 60),
     "resources.shm-size": st.sampled_from(["32Gi", "128Gi"]),
@@ -86,7 +94,6 @@ IRRELEVANT = {
     "locust.workers": st.integers(1, 16),
     "locust.service-type": st.sampled_from(["NodePort", "LoadBalancer"]),
     "network-policy.enabled": st.just(False),
-    "disruption-budget.enabled": st.just(False),
 }
 
 
@@ -129,6 +136,8 @@ EXAMPLES = {
     "benchmark-job.rerun": "again", "benchmark-job.quick": True, "benchmark-job.image": "registry.example/sglab:2",
     "benchmark-job.cpu": "4", "project-image": "registry.example/sglab:0.1.1",
     "image-pull-policy": "Always", "network-policy.allowed-from": {"team": "bench"},
+    "placement.tolerations": [{"key": "dedicated", "operator": "Exists"}], "placement.priority-class-name": "batch",
+    "disruption-budget.enabled": False, "image-pull-secrets": ["registry-creds"],
 }
 
 
@@ -154,12 +163,13 @@ def program():
 
 def test_program_declares_the_job_under_its_comparison_name(program):
     stack = load_stack(STACK).config
-    (job,) = program.of_type(JOB)
+    (job,) = bench_jobs(program)
     assert job.inputs["metadata"]["name"] == names(stack, STACK).job
     rerun = run_program(STACK, {"benchmark-job": {"rerun": "again"}})
-    moved = run_program(STACK, {"placement": {"tolerations": [], "node-selector": {"pool": "gpu"}}})
-    assert rerun.of_type(JOB)[0].inputs["metadata"]["name"] != job.inputs["metadata"]["name"]
-    assert moved.of_type(JOB)[0].inputs == run_program(STACK).of_type(JOB)[0].inputs
+    placement = load_stack(STACK).raw["placement"]
+    moved = run_program(STACK, {"placement": {**placement, "node-selector": {"pool": "gpu"}}})  # the servers only
+    assert bench_jobs(rerun)[0].inputs["metadata"]["name"] != job.inputs["metadata"]["name"]
+    assert bench_jobs(moved)[0].inputs == bench_jobs(run_program(STACK))[0].inputs
 
 
 def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
@@ -169,8 +179,12 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
     assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
                                      "resourceNames": [n.result_configmap] + [f"{n.result_configmap}-{i}"
                                                                               for i in range(1, RESULT_PARTS)],
-                                     "verbs": ["get", "update"]}]
-    assert role.inputs["rules"] == role_rules(n.result_configmap)
+                                     "verbs": ["get", "update"]},
+                                    # the disruption guard: the arms' budgets, by name (docs/deploy.md)
+                                    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
+                                     "resourceNames": ["sglang-baseline", "sglang-candidate"],
+                                     "verbs": ["get", "patch"]}]
+    assert role.inputs["rules"] == role_rules(n.result_configmap, ["sglang-baseline", "sglang-candidate"])
     (binding,) = program.of_type(BINDING)
     assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                          "name": role.inputs["metadata"]["name"]}
@@ -179,7 +193,7 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
     (sa,) = program.of_type(SA)
     assert sa.inputs["automountServiceAccountToken"] is False
     assert not [r for r in program.resources if "ClusterRole" in r.typ]
-    pod = program.of_type(JOB)[0].inputs["spec"]["template"]["spec"]
+    pod = bench_jobs(program)[0].inputs["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == SERVICE_ACCOUNT and pod["automountServiceAccountToken"] is True
     precreated = [c for c in program.of_type(CONFIGMAP) if c.inputs["metadata"]["name"].startswith(n.result_configmap)]
     assert sorted(c.inputs["metadata"]["name"] for c in precreated) == sorted(role.inputs["rules"][0]["resourceNames"])
@@ -195,7 +209,7 @@ def test_job_waits_for_both_arms_and_takes_its_timeouts_from_config(program):
     assert any(d.endswith("helm.sh/v4:Chart::baseline") for d in deps)
     assert any(d.endswith("helm.sh/v4:Chart::candidate") for d in deps)
     assert options["custom_timeouts"]["create"] == "50m"  # benchmark-job.timeout-min 45 + slack
-    job = program.of_type(JOB)[0].inputs
+    job = bench_jobs(program)[0].inputs
     assert job["spec"]["activeDeadlineSeconds"] == 45 * 60 and job["spec"]["backoffLimit"] == 0
     for arm in ("baseline", "candidate"):  # the arms' Deployments: rollout.pulumi-timeout-min
         assert program.options_of(CHART, arm)["custom_timeouts"]["create"] == "120m"
@@ -203,7 +217,7 @@ def test_job_waits_for_both_arms_and_takes_its_timeouts_from_config(program):
 
 def test_job_targets_the_arms_services_and_is_a_load_generator(program):
     stack = load_stack(STACK).config
-    job = program.of_type(JOB)[0].inputs
+    job = bench_jobs(program)[0].inputs
     pod = job["spec"]["template"]
     command = pod["spec"]["containers"][0]["command"]
     assert command[:4] == ["sglab", "bench", "--stack", STACK]
@@ -213,7 +227,7 @@ def test_job_targets_the_arms_services_and_is_a_load_generator(program):
     for key, value in stack.network_policy.allowed_from.items():
         assert pod["metadata"]["labels"][key] == value
     custom = run_program(STACK, {"network-policy": {"allowed-from": {"team": "bench"}}})
-    assert custom.of_type(JOB)[0].inputs["spec"]["template"]["metadata"]["labels"]["team"] == "bench"
+    assert bench_jobs(custom)[0].inputs["spec"]["template"]["metadata"]["labels"]["team"] == "bench"
 
 
 def test_stack_file_in_the_configmap_reloads_to_the_same_arms_without_secrets(tmp_path, monkeypatch):
@@ -223,7 +237,7 @@ def test_stack_file_in_the_configmap_reloads_to_the_same_arms_without_secrets(tm
     (stack_cm,) = [c for c in run.of_type(CONFIGMAP) if c.inputs["metadata"]["name"].startswith("sglab-stack-")]
     (filename, text), = stack_cm.inputs["data"].items()
     assert "test-secret-" not in text
-    job = run.of_type(JOB)[0].inputs["spec"]["template"]["spec"]
+    job = bench_jobs(run)[0].inputs["spec"]["template"]["spec"]
     assert job["volumes"][0]["configMap"]["name"] == stack_cm.inputs["metadata"]["name"]
     assert {"name": "SGLAB_STACKS_DIR", "value": STACKS_MOUNT} in job["containers"][0]["env"]
     (tmp_path / filename).write_text(text)
@@ -244,6 +258,8 @@ def test_job_and_rbac_objects_are_schema_valid(program, version):
     checked = 0
     for typ, (api_version, kind) in kinds.items():
         for resource in program.of_type(typ):
+            if resource.name.startswith("preflight"):  # tests/deploy/test_preflight.py
+                continue
             manifest = {"apiVersion": api_version, "kind": kind,
                         **{k: v for k, v in resource.inputs.items() if k not in ("apiVersion", "kind")}}
             kubernetes_validate.validate(manifest, version, strict=True)
@@ -265,9 +281,9 @@ def test_every_shipped_stack_declares_a_valid_job(stack_name):
     assert run.error is None
     stack = load_stack(stack_name).config
     if not stack.benchmark_job.enabled:
-        assert run.of_type(JOB) == []
+        assert bench_jobs(run) == []
         return
-    (job,) = run.of_type(JOB)
+    (job,) = bench_jobs(run)
     assert job.inputs["metadata"]["name"] == names(stack, stack_name).job
     manifest = {"apiVersion": "batch/v1", "kind": "Job",
                 **{k: v for k, v in job.inputs.items() if k not in ("apiVersion", "kind")}}
