@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sglab.analysis.verdict import format_table, judge
+from sglab.analysis.verdict import judge
+from sglab.report.table import format_table
 from sglab.results.schema import RunResult
 from sglab.results.store import write_result
 from sglab.untrusted import printable
