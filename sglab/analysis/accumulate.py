@@ -86,7 +86,7 @@ def earlier_log_ratios(result: RunResult, metric: str, slo=None) -> dict[int, li
 
 
 def _levels(result: RunResult, policy) -> dict[str, list[float]]:
-    return {str(lv.concurrency): level_log_ratios(lv, policy.metric, policy.slo) for lv in result.levels}
+    return {str(lv.concurrency): level_log_ratios(lv, policy.metric, policy) for lv in result.levels}
 
 
 def _trusted(run_dir: Path) -> RunResult:

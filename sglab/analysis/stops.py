@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from sglab import metrics
+from sglab.analysis.operating_point import slo_targets
 from sglab.analysis.samples import paired
 from sglab.analysis.sequential import Look, SequentialRecord, sequential_test
 from sglab.results.schema import LevelResult, RunResult
@@ -23,9 +24,10 @@ def threshold_for(policy, level: int) -> float:
     return -margin if margin is not None else policy.min_gain
 
 
-def level_log_ratios(level: LevelResult, metric: str, slo=None) -> list[float]:
-    """log(candidate / baseline) of `metric` per paired round, oriented so that larger is better (`slo`: the
-    SLO a goodput metric is computed under)."""
+def level_log_ratios(level: LevelResult, metric: str, policy=None) -> list[float]:
+    """log(candidate / baseline) of `metric` per paired round, oriented so that larger is better; a goodput
+    metric is computed under `policy`'s SLO (without it a goodput metric has no rounds: issue 18's defect)."""
+    slo = slo_targets(policy) if policy is not None else None
     _, data = paired(level, metric, ["baseline", "candidate"], slo)
     worse, better = metrics.get(metric).improvement(data[:, 0], data[:, 1]) if data.size else ([], [])
     return [math.log(b / w) for w, b in zip(worse, better)]
@@ -85,7 +87,7 @@ def decided_rounds(result: RunResult, policy, earlier: dict[int, list[float]] | 
         if not lines:
             continue
         before = (earlier or {}).get(level.concurrency, [])
-        ratios = before + level_log_ratios(level, policy.metric, getattr(policy, "slo", None))
+        ratios = before + level_log_ratios(level, policy.metric, policy)
         stops = []
         for line in lines:
             record = sequential_test(ratios, min_gain=line, confidence=policy.confidence, min_rounds=policy.min_rounds,

@@ -101,7 +101,7 @@ class SequentialBench:
         """One record per gain the level is run against; the first is the stack's own (or the target's, at a
         level only the target gates)."""
         before = self.earlier.get(measured.concurrency, [])
-        ratios = before + level_log_ratios(measured, self.policy.metric, self.policy.slo)
+        ratios = before + level_log_ratios(measured, self.policy.metric, self.policy)
         return [sequential_test(ratios, min_gain=line, confidence=self.policy.confidence,
                                 min_rounds=self.policy.min_rounds, max_rounds=self.max_rounds, futility=True,
                                 earlier_rounds=len(before))

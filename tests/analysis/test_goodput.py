@@ -81,3 +81,21 @@ def test_goodput_can_gate_and_a_candidate_missing_the_slo_is_rejected() -> None:
     gain = v.level(1).gain("goodput_tok_per_s")
     assert gain.rounds == 8 and gain.estimate == pytest.approx(0.5 / (30 * 51) - 1, rel=1e-6)
     assert v.level(1).outcome == "lose" and v.statistical_outcome == "reject"
+
+
+def test_the_sequential_stop_computes_a_goodput_gate_under_its_slo() -> None:
+    """The bench's sequential stop called paired() without the SLO, so a goodput gate metric had no rounds: no
+    early stop, 'no paired round' (issue 18). Its log-ratios now come under the policy's SLO."""
+    from sglab.analysis.sequential import sequential_test
+    from sglab.analysis.stops import level_log_ratios
+
+    requests = []
+    for i in range(12):
+        for k in range(10):
+            requests.append(_req("baseline", 100, 1100, 51, round_index=i, start=k * 0.3))
+            requests.append(_req("candidate", 300 if k % 2 else 100, 800, 51, round_index=i, start=k * 0.3))
+    level = _level(requests)
+    policy = PromotionPolicy(metric="goodput_tok_per_s", slo=Slo(ttft_ms=200, tpot_ms=50))
+    ratios = level_log_ratios(level, policy.metric, policy)
+    assert len(ratios) == 12
+    assert sequential_test(ratios, min_gain=policy.min_gain, max_rounds=32).decision == "reject"
