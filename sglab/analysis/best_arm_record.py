@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from sglab.analysis.best_arm import CHALLENGERS, OUTCOMES, REASONS, Race
-from sglab.analysis.sequential import DEFAULT_MIXTURE_G, METHOD
+from sglab.analysis.sequential import DEFAULT_MIXTURE_G, LAI_METHOD
 
 BASELINE = "baseline"
 Reason = Literal["below-min", "not-best"]
@@ -55,7 +55,7 @@ class RaceLook(BaseModel):
 
 class RaceRecord(BaseModel):
     method: str = "best-arm race"
-    sequence: str = METHOD  # the anytime-valid sequence of sglab.analysis.sequential
+    sequence: str = LAI_METHOD  # the race decides on Lai's i.i.d. sequence (sglab.analysis.sequential)
     confidence: float  # familywise: the best arm is eliminated with probability <= 1 - confidence
     arm_confidence: float  # each sequence: 1 - (1 - confidence) / K
     mixture_g: float

@@ -27,7 +27,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
-from sglab.analysis.sequential import DEFAULT_MIXTURE_G, METHOD, cs_bounds
+from sglab.analysis.sequential import DEFAULT_MIXTURE_G, LAI_METHOD, cs_bounds
 
 Reason = Literal["below-min", "not-best"]
 Status = Literal["selected", "leader", "survivor", "eliminated"]
@@ -58,7 +58,7 @@ class EliminationLook(BaseModel):
 
 
 class EliminationRecord(BaseModel):
-    method: str = METHOD
+    method: str = LAI_METHOD  # elimination decides on Lai's i.i.d. sequence
     confidence: float  # familywise
     arm_confidence: float  # each arm's sequence: 1 - (1 - confidence) / K
     mixture_g: float

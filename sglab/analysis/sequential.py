@@ -104,23 +104,33 @@ def bounds(values: np.ndarray, *, confidence: float = 0.95) -> tuple[RoundStats,
 
 
 def look_codes(values: np.ndarray, *, threshold_log: float, confidence: float = 0.95, min_rounds: int = 2,
-               max_rounds: int | np.ndarray | None = None, futility: bool = False
+               max_rounds: int | np.ndarray | None = None, futility: bool = False, method: str = METHOD
                ) -> tuple[RoundStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(stats, lower, upper, code, held) after each round: code PROMOTE, REJECT, FUTILE or NONE; held the check
     (assumptions.HELD_*) that keeps a lower bound above the threshold from promoting. `max_rounds` may differ
-    per sequence (an array over the leading axes: continued sequences whose runs end at different rounds)."""
-    stats, lower, upper = bounds(values, confidence=confidence)
+    per sequence (an array over the leading axes: continued sequences whose runs end at different rounds).
+    `method` LAI_METHOD: Lai's i.i.d. sequence without the checks (the sweep's race decides on it)."""
+    if method == LAI_METHOD:
+        stats = round_stats(_finite_rounds(values))
+        _, lower, upper = cs_bounds(values, confidence=confidence)
+        held = np.zeros(lower.shape, dtype=int)
+    elif method == METHOD:
+        stats, lower, upper = bounds(values, confidence=confidence)
+        held = np.where(lower > threshold_log, stats.held(), HELD_NONE)
+    else:
+        raise ValueError(f"unknown sequence method {method!r} (use {METHOD!r} or {LAI_METHOD!r})")
     n = stats.n
     allowed = n >= min_rounds
-    held = np.where(lower > threshold_log, stats.held(), HELD_NONE)
     code = np.where(allowed & (lower > threshold_log) & (held == HELD_NONE), PROMOTE,
                     np.where(allowed & (upper < threshold_log), REJECT, NONE))
     if futility and max_rounds is not None:
         limit = np.asarray(max_rounds)[..., None] if np.ndim(max_rounds) else max_rounds
-        at_max = sequence_bounds.radius_factor(np.maximum(limit, 2), confidence=confidence)
+        lai = method == LAI_METHOD
+        at_max = (radius_factor if lai else sequence_bounds.radius_factor)(np.maximum(limit, 2), confidence=confidence)
+        widen = 1.0 if lai else stats.widen
         with np.errstate(invalid="ignore"):
             hopeless = (allowed & (n >= FUTILITY_MIN_ROUNDS) & (n < limit)
-                        & (upper < threshold_log + at_max * stats.sd * stats.widen))
+                        & (upper < threshold_log + at_max * stats.sd * widen))
             # a loser is not given up on: at its estimate and spread it would be rejected by max-rounds were the
             # rounds as independent as they may be (a noisy autocorrelation must not turn a reject into "futile")
             reject_in_reach = stats.mean - REACH_SES * stats.sd / np.sqrt(n) + at_max * stats.sd < threshold_log
@@ -175,14 +185,15 @@ def _finite(x: float) -> float | None:
 
 def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float, confidence: float = 0.95,
                     min_rounds: int = 2, max_rounds: int | None = None, futility: bool = False,
-                    earlier_rounds: int = 0) -> SequentialRecord:
+                    earlier_rounds: int = 0, method: str = METHOD) -> SequentialRecord:
     """Look after every round of `log_ratios` (log(candidate / baseline) per paired round) and stop at the
     first decision; fewer rounds than needed end `continue`. A pure function of its arguments.
 
     `earlier_rounds`: the first rounds are earlier runs' of the same sequence (sglab/analysis/accumulate.py);
     they were looked at then, so decisions start after them, and `max_rounds` counts this run's rounds only.
     Rounds beyond the limit are ignored. Recomputing from all rounds at each call is cheap (n <= a few
-    hundred), so a caller can simply call this again after each new round."""
+    hundred), so a caller can simply call this again after each new round. `method` LAI_METHOD: Lai's i.i.d.
+    sequence without the checks, the one the sweep's race decides on (sglab/analysis/best_arm.py)."""
     x = np.asarray(log_ratios, dtype=float).ravel()
     if earlier_rounds < 0:
         raise ValueError(f"earlier_rounds must be >= 0, got {earlier_rounds}")
@@ -198,7 +209,8 @@ def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float
     notes: list[str] = []
     if x.size:
         stats, lower, upper, code, held = look_codes(x, threshold_log=threshold, confidence=confidence,
-                                                     min_rounds=min_rounds, max_rounds=limit, futility=futility)
+                                                     min_rounds=min_rounds, max_rounds=limit, futility=futility,
+                                                     method=method)
         for i in range(x.size):
             decision = _NAMES.get(int(code[i]), "continue") if i >= earlier_rounds else "continue"
             if decision == "continue" and limit is not None and i + 1 >= limit:
@@ -215,7 +227,8 @@ def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float
         last = len(looks) - 1
         notes = [s for s in (assumptions.held_sentence(int(held[last]), stats, last),
                              assumptions.widen_sentence(stats, last)) if s]
-    return SequentialRecord(confidence=confidence, min_gain=min_gain, threshold_log=threshold,
+    return SequentialRecord(method=method, mixture_g=DEFAULT_MIXTURE_G if method == LAI_METHOD else None,
+                            confidence=confidence, min_gain=min_gain, threshold_log=threshold,
                             min_rounds=min_rounds, max_rounds=max_rounds, futility=futility, decision=decision,
                             rounds=len(looks), looks=looks, earlier_rounds=earlier_rounds, notes=notes)
 

@@ -11,7 +11,7 @@ import pytest
 
 from sglab.analysis.best_arm import BELOW_MIN, NOT_BEST, Race, latest_bounds
 from sglab.analysis.best_arm_record import race_record
-from sglab.analysis.sequential import sequential_test
+from sglab.analysis.sequential import LAI_METHOD, sequential_test
 
 SD = 0.02  # per segment: a paired difference has sd 2.8%, as issue 18's reference rounds (2.9%)
 
@@ -34,7 +34,8 @@ def test_latest_bounds_are_the_sequence_sequential_test_looks_at() -> None:
     n, lower, upper = latest_bounds(a, b, confidence=0.99)
     for row in range(40):
         both = np.isfinite(a[row]) & np.isfinite(b[row])
-        record = sequential_test(a[row, both] - b[row, both], min_gain=10.0, confidence=0.99, min_rounds=30)
+        record = sequential_test(a[row, both] - b[row, both], min_gain=10.0, confidence=0.99, min_rounds=30,
+                                 method=LAI_METHOD)  # the race decides on Lai's i.i.d. sequence
         last = record.looks[-1]
         assert n[row] == both.sum() == last.rounds
         assert (last.lower_log is None and lower[row] == -np.inf) or lower[row] == pytest.approx(last.lower_log)
@@ -58,7 +59,7 @@ def check_eliminations(seed: int) -> list[int]:
     arm_conf = 1 - 0.05 / 3
 
     def first(values: np.ndarray, min_gain: float, decision: str) -> float:
-        record = sequential_test(values, min_gain=min_gain, confidence=arm_conf, min_rounds=3)
+        record = sequential_test(values, min_gain=min_gain, confidence=arm_conf, min_rounds=3, method=LAI_METHOD)
         return record.rounds if record.decision == decision else math.inf
 
     beats = {(i, j): first(x[:, 1 + i] - x[:, 1 + j], 0.0, "promote") for i in range(3) for j in range(3) if i != j}
