@@ -140,7 +140,11 @@ class ProgramRun:
                 if r.custom and not r.read_id and r.typ.startswith("kubernetes:") and "helm.sh" not in r.typ]
 
     def options_of(self, typ: str, name: str) -> dict[str, Any]:
-        return self.options[f"{typ}::{name}"]
+        """The resource's options; `dependencies` sorted (Pulumi records them in the order its awaits finish)."""
+        options = dict(self.options[f"{typ}::{name}"])
+        if isinstance(options.get("dependencies"), list):
+            options["dependencies"] = sorted(options["dependencies"])
+        return options
 
 
 def _refuse_under_gevent() -> None:
