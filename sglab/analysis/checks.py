@@ -15,6 +15,7 @@ import shlex
 from functools import partial
 
 from sglab.analysis.operating_point import level_label, level_phrase
+from sglab.analysis.provenance import provenance_blockers
 from sglab.analysis.samples import comparison_arms
 from sglab.config.arms import ArmSpec, arm_differences
 from sglab.config.models import PromotionPolicy
@@ -107,6 +108,7 @@ def blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: Promoti
     if confounded is not None:
         out.append(confounded)
     out += _live_check(result)
+    out += provenance_blockers(result)  # faked acceptance, machines (sglab/analysis/provenance.py)
     if result.invalid_reason:
         out.append(Check(name="invalid", ok=False, detail=f"the run is invalid: {result.invalid_reason}",
                          fix=f"fix or restart that server, then re-run `sglab bench --stack {stack}`"))

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import AliasGenerator, BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from sglab.sglang.env import NCCL_ENV_PREFIX, is_hf_token_env, is_secret_env
+from sglab.sglang.honesty import faked_acceptance, refusal
 from sglab.sglang.sim_knobs import is_sim_env
 
 
@@ -111,6 +112,8 @@ def check_env(env: Any, nccl_key: str) -> Any:
         return env
     for key in env:
         key = str(key)
+        if faked := faked_acceptance({key: ""}, ()):  # sglab/sglang/honesty.py: any backend
+            raise KeyedValueError((key,), refusal(faked, "the stack"))
         if is_hf_token_env(key):
             raise KeyedValueError((key,), f"{key} carries the Hugging Face token, which must not be plain text "
                                           "(validate and render would print it, and it would be stored in the "

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from sglab.config.base import KeyedValueError, Model, check_env
 from sglab.config.nccl import NcclEnv
-from sglab.sglang import flags, rules
+from sglab.sglang import flags, honesty, rules
 
 SpeculativeAlgorithm = Literal[rules.SPECULATIVE_ALGORITHMS]  # type: ignore[valid-type]
 DRAFT_MODEL_ALGORITHMS = rules.DRAFT_MODEL_ALGORITHMS
@@ -28,6 +28,8 @@ def check_extra_args(args: list[str]) -> list[str]:
         flags.decode(args)
     except flags.FlagError as exc:
         raise ValueError(f"{exc}; fix the argument list (SGLang's launch_server would refuse it)") from None
+    if faked := honesty.lossy_args(args):  # before managed_conflict: say why, not only who renders it
+        raise ValueError(honesty.refusal(faked, "extra-args"))
     conflict = flags.secret_conflict(args) or flags.managed_conflict(args)
     if conflict:
         raise ValueError(conflict)
