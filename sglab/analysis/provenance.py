@@ -9,6 +9,9 @@ Registered in sglab/analysis/checks.py.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from sglab.analysis.samples import comparison_arms
 from sglab.results.schema import RunResult
 from sglab.results.verdict import Check
@@ -43,6 +46,57 @@ def faked_acceptance_check(result: RunResult) -> Check | None:
                  detail=f"the servers ran with settings that fake or loosen speculative acceptance ({keys}), so "
                         "their speed is not what real verification gives",
                  fix=f"remove {settings} from the stack and re-run `sglab bench --stack {result.stack}`")
+
+
+@dataclass(frozen=True)
+class Producer:
+    """What produced a run's numbers: 'simulator', 'sglang' (real servers) or 'unknown' (not recorded)."""
+
+    kind: Literal["simulator", "sglang", "unknown"]
+    time_scale: float | None = None  # simulators: the scale their durations were divided by
+    versions: tuple[str, ...] = ()  # the server versions the arms reported
+    why: str = ""
+
+    def describe(self) -> str:
+        if self.kind == "simulator":
+            scale = f" at time scale {self.time_scale:g}" if self.time_scale is not None else ""
+            return f"sglab's simulator{scale} ({self.why})"
+        if self.kind == "sglang":
+            shown = ", ".join(self.versions) or "version not reported"
+            return f"real SGLang servers ({shown}; {self.why})"
+        return f"an unknown producer ({self.why})"
+
+
+def producer_of(result: RunResult) -> Producer:
+    """The producer, recomputed from what the run recorded: sglab started simulators (target 'sim'), or the
+    servers described themselves as the simulator or as SGLang (ArmInfo.machine, from /get_server_info).
+    A file written before the machine was recorded, against URLs, is 'unknown'."""
+    try:
+        names = comparison_arms(result)
+    except ValueError:
+        names = tuple(a.name for a in result.arms)
+    machines = [m for name in names if (info := result.arm(name)) is not None and (m := info.machine) is not None]
+    reported = {m.producer for m in machines if m.producer is not None}
+    versions = tuple(sorted({m.server_version for m in machines if m.server_version}))
+    scales = {m.time_scale for m in machines if m.time_scale is not None}
+    if result.target.kind == "sim" or "simulator" in reported:
+        why = ("sglab started them (target sim)" if result.target.kind == "sim"
+               else "the servers reported themselves as sglab's simulator")
+        recorded = result.target.time_scale
+        scale = recorded if recorded is not None else (max(scales) if scales else None)
+        if scale is None and result.target.kind == "sim":
+            scale = 1.0  # no SGLAB_SIM_TIME_SCALE given: the simulator's default
+        if len(scales | ({recorded} if recorded is not None else set())) > 1:
+            why += f"; the arms disagree on the time scale ({', '.join(f'{s:g}' for s in sorted(scales))})"
+            scale = max(scales | {recorded or 0.0})
+        return Producer("simulator", scale, versions, why)
+    if len(machines) == len(names) and reported == {"sglang"}:
+        return Producer("sglang", None, versions, "the servers' /get_server_info")
+    missing = [n for n in names if (info := result.arm(n)) is None or info.machine is None
+               or info.machine.producer is None]
+    return Producer("unknown", None, versions,
+                    f"target {result.target.kind}; no server identity recorded for {', '.join(missing) or 'the arms'} "
+                    "(a result written before sglab recorded it)")
 
 
 def provenance_blockers(result: RunResult) -> list[Check]:

@@ -212,10 +212,23 @@ def _sim_env(pairs: list[str], time_scale: float | None) -> dict[str, str]:
                              + (f" (did you mean {near}?)" if near else f"; knobs: {', '.join(known)}"))
         env[key] = value
     if time_scale is not None:
-        if time_scale <= 0:
-            raise UsageError("--time-scale must be > 0")
         env["SGLAB_SIM_TIME_SCALE"] = f"{time_scale:g}"
+    if "SGLAB_SIM_TIME_SCALE" in env:
+        _check_time_scale(env["SGLAB_SIM_TIME_SCALE"], "--time-scale" if time_scale is not None else "--sim-env")
     return env
+
+
+def _check_time_scale(text: str, option: str) -> None:
+    """The simulators' time scale, bounded to what they model faithfully (sglab/sglang/sim_knobs.py)."""
+    from sglab.sglang.sim_knobs import time_scale_problem
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{option}: time scale {text!r} is not a number") from None
+    problem = time_scale_problem(value)
+    if problem is not None:
+        raise UsageError(f"{option}: {problem}")
 
 
 def _refuse_ungated_run(loaded, plan) -> None:

@@ -125,6 +125,28 @@ class LevelResult(Schema):
     requests: list[RequestSample] = Field(default_factory=list)
 
 
+ProducerKind = Literal["simulator", "sglang"]
+
+
+class ArmMachine(Schema):
+    """What served one arm: as the server described itself (/get_server_info) and, in the cluster, as the
+    Kubernetes API saw its pod and node (sglab/load/machine.py). None: not known to the run."""
+
+    producer: ProducerKind | None = Field(None, description="'simulator' when the server's info carries the "
+                                          "simulator's sglab_sim block (or sglab started it), else 'sglang'")
+    server_version: str | None = Field(None, description="the `version` of the server's /get_server_info")
+    time_scale: float | None = Field(None, description="the simulator's time scale as it reported it")
+    image: str | None = Field(None, description="the image: the pod's (in the cluster), else the stack's")
+    image_digest: str | None = Field(None, description="'sha256:...': the pod's imageID, or the image's @digest")
+    image_source: Literal["pod", "stack"] | None = Field(None, description="where `image` was read")
+    pod: str | None = Field(None, description="the pod that served the arm (in the cluster)")
+    node_name: str | None = Field(None, description="the node of that pod")
+    node_labels: dict[str, str] = Field(default_factory=dict, description="the node's GPU Feature Discovery and "
+                                        "accelerator labels (nvidia.com/gpu.product, nvidia.com/cuda.driver.*, "
+                                        "nvidia.com/cuda.runtime.*, cloud.google.com/gke-accelerator, ...)")
+    notes: list[str] = Field(default_factory=list, description="what could not be read, and why")
+
+
 class ArmInfo(Schema):
     name: str
     role: Literal["baseline", "candidate"]
@@ -134,6 +156,8 @@ class ArmInfo(Schema):
     launch_command: str
     live_flags_checked: bool = False
     live_mismatches: list[str] = Field(default_factory=list)
+    machine: ArmMachine | None = Field(None, description="what served the arm (None in files written before it "
+                                       "was recorded: promotion then treats the producer as unknown)")
 
 
 class Target(Schema):
