@@ -113,6 +113,9 @@ class RequestSample(Schema):
                                             "per-cycle accept length without the prefill's token")
     accept_length: float | None = None
     category: str | None = Field(None, description="the prompt's category (datasets with labels; None: unlabelled)")
+    temperature: float | None = Field(None, description="the sampling temperature the request asked for")
+    output_sha256: str | None = Field(None, description="sha256 of the output text (RunResult.output_texts holds "
+                                      "the text); None: not recorded or the request failed")
     error: str | None = None
     metrics: dict[str, float] = Field(default_factory=dict, description="per-request values of registry metrics "
                                       "without a field of their own (sglab/metrics)")
@@ -213,6 +216,8 @@ class RunResult(Schema):
                                     "its confidence sequence (sglab.analysis.sequential.SequentialRecord)")
     sweep: dict | None = Field(None, description="a sweep's confirmation A/B: the sweep run and the arm it confirms "
                                "(sglab/sweep/evidence.py); promote rebuilds that arm from the stack")
+    output_texts: dict[str, str] = Field(default_factory=dict, description="output_sha256 -> text of every distinct "
+                                         "output of the request samples: output parity (sglab/analysis/parity.py)")
     integrity: IntegrityRecord | None = Field(None, description="digest (or HMAC) over the document and the "
                                               "planned schedule, set on every save (sglab/results/integrity.py)")
 

@@ -154,6 +154,33 @@ class LevelVerdict(BaseModel):
         return {"decode_tok_per_s": self.decode, "output_tok_per_s": self.output, **self.extra_gains}
 
 
+class ParityCount(BaseModel):
+    """Pairs of temperature-0 answers to the same request, and how many are the same text (sglab/analysis/parity.py)."""
+
+    pairs: int = 0
+    equal: int = 0
+    first_difference_chars_mean: float | None = Field(None, description="over the pairs that differ: the mean "
+                                                      "character position of the first difference (0-based)")
+
+    @property
+    def share(self) -> float | None:
+        return self.equal / self.pairs if self.pairs else None
+
+
+class LevelParity(BaseModel):
+    concurrency: int
+    candidate: ParityCount
+    aa: ParityCount
+
+
+class OutputParity(BaseModel):
+    """The candidate's answers against the baseline's, and the baseline's against its own in other rounds (A/A)."""
+
+    candidate: ParityCount
+    aa: ParityCount
+    levels: list[LevelParity] = Field(default_factory=list)
+
+
 class Verdict(BaseModel):
     run_id: str
     stack: str
@@ -178,6 +205,8 @@ class Verdict(BaseModel):
     operating_point: OperatingPoint | None = None
     categories: list[CategoryGain] = Field(default_factory=list, description="per prompt category, where "
                                            "requests carry one")
+    output_parity: OutputParity | None = Field(None, description="temperature-0 answers: candidate vs baseline, "
+                                               "and A/A; None when the run recorded no output text")
     policy: dict[str, Any]  # the policy applied, as the stack spells it (kebab-case keys)
     computed_at: str
 

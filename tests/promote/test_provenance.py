@@ -64,7 +64,7 @@ def test_real_server_evidence_promotes_and_the_log_says_what_produced_it(root: P
     assert done.written and done.log_entry["producer"]["kind"] == "sglang"
     entry = json.loads(done.log_path.read_text().splitlines()[-1])
     assert entry["producer"] == {"kind": "sglang", "time_scale": None, "versions": ["synthetic"],
-                                 "why": "the servers' /get_server_info"}
+                                 "why": "as their /get_server_info says"}
 
 
 @pytest.mark.parametrize("producer", ["simulator", "sglang"])
