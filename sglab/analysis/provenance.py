@@ -48,17 +48,15 @@ def faked_acceptance_check(result: RunResult) -> Check | None:
                  fix=f"remove {settings} from the stack and re-run `sglab bench --stack {result.stack}`")
 
 
-# What must be the same on both arms' machines, each from the first label (or field) that is recorded. GFD
-# publishes `cuda.driver-version.full` and, deprecated, `cuda.driver.major/minor/rev`; GKE its accelerator.
-
-
 def _joined(labels: dict[str, str], *keys: str) -> str | None:
     parts = [labels.get(k) for k in keys]
     return ".".join(p for p in parts if p) if all(parts) else None
 
 
 def machine_facts(machine: ArmMachine | None) -> dict[str, str]:
-    """The comparable facts of one arm's machine (only those recorded)."""
+    """What must be the same on both arms' machines (only the facts recorded), each from the first label that
+    is there: GFD publishes `cuda.driver-version.full` and, deprecated, `cuda.driver.major/minor/rev`; GKE
+    names its accelerator and driver."""
     if machine is None:
         return {}
     labels = machine.node_labels
