@@ -57,16 +57,26 @@ class SimKnob:
 # the arm with fewer, fuller chunks (the candidate); slower, a 1,000-token request outlasts request timeouts.
 TIME_SCALE_MIN = 0.25
 TIME_SCALE_MAX = 10.0
+# A closed-loop client's load is its streams x the time scale: above this product (16 streams at 3x, 4 at 10x)
+# one Locust process on 2 cores no longer keeps up and the gains drift (measured, docs/simulator.md).
+MAX_STREAMS_X_TIME_SCALE = 48.0
 
 
-def time_scale_problem(value: float) -> str | None:
-    """Why a simulator time scale is outside what the simulator models faithfully (None: inside)."""
-    if value == value and TIME_SCALE_MIN <= value <= TIME_SCALE_MAX:
-        return None
-    return (f"time scale {value:g} is outside {TIME_SCALE_MIN:g} to {TIME_SCALE_MAX:g}, the range where the "
-            "simulator's gains and accept lengths stay the same (beyond it client and event-loop overheads, not "
-            "the timing model, decide the speed); use a time scale from "
-            f"{TIME_SCALE_MIN:g} to {TIME_SCALE_MAX:g} (1 = real time)")
+def time_scale_problem(value: float, streams: int | None = None) -> str | None:
+    """Why a simulator time scale is outside what the simulator models faithfully (None: inside); `streams`:
+    the most concurrent streams the run keeps (its highest closed-loop level)."""
+    if not (value == value and TIME_SCALE_MIN <= value <= TIME_SCALE_MAX):
+        return (f"time scale {value:g} is outside {TIME_SCALE_MIN:g} to {TIME_SCALE_MAX:g}, the range where the "
+                "simulator's gains and accept lengths stay the same (beyond it client and event-loop overheads, "
+                "not the timing model, decide the speed); use a time scale from "
+                f"{TIME_SCALE_MIN:g} to {TIME_SCALE_MAX:g} (1 = real time)")
+    if streams and value * streams > MAX_STREAMS_X_TIME_SCALE:
+        most = MAX_STREAMS_X_TIME_SCALE / streams
+        return (f"time scale {value:g} with {streams} concurrent streams is {value * streams:g} streams x scale, "
+                f"beyond the {MAX_STREAMS_X_TIME_SCALE:g} at which the load generator still keeps up (past it the "
+                f"candidate's fewer, fuller chunks win by the client's overhead); use a time scale of at most "
+                f"{most:.3g} with concurrency {streams}, or leave that level out")
+    return None
 
 
 SIM_KNOBS: tuple[SimKnob, ...] = (

@@ -69,3 +69,24 @@ def test_a_behaviour_test_may_opt_in_and_the_server_says_it_is_not_faithful() ->
     assert config.time_scale == 50.0
     with pytest.raises(SimArgsError):
         parse_sim_args(["--model-path", "m", "--sim-time-scale", "0", "--sim-allow-unfaithful-time-scale", "1"], env={})
+
+
+def _request(*argv: str):
+    import argparse
+
+    from sglab.cli.bench import build_request, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return build_request(parser.parse_args(["bench", "--stack", "eagle-nccl-ll", "--no-progress", *argv]))
+
+
+def test_closed_loop_streams_x_scale_is_bounded_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """Measured: 16 streams stay faithful at 3x, 4 at 10x, 1 at 30x; 16 at 5x or 4 at 30x do not."""
+    assert main(["bench", "--stack", "eagle-nccl-ll", "--time-scale", "5", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "16 concurrent streams is 80 streams x scale, beyond the 48" in err and "at most 3 with concurrency 16" in err
+    assert _request("--time-scale", "3").sim_env["SGLAB_SIM_TIME_SCALE"] == "3"  # the demo's
+    assert _request("--quick").sim_env["SGLAB_SIM_TIME_SCALE"] == "10"  # levels 1 and 4
+    assert _request("--time-scale", "5", "--workers", "2").plan.concurrency == [1, 4, 16]  # 8 streams per process
+    assert _request("--time-scale", "10", "--profile", "rate", "--rates", "1,16")  # open loop: the range alone
