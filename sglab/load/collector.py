@@ -126,6 +126,12 @@ class SampleCollector:
             self._outbox.append({**sample.model_dump(mode="json"), TEXT_KEY: text})
         self.event.fire(sample=sample)
 
+    def record_forwarded(self, raw: dict) -> None:
+        """A sample a worker forwarded (take_outbox's form: the sample's JSON and its answer's text)."""
+        raw = dict(raw)
+        text = raw.pop(TEXT_KEY, None)
+        self.record(RequestSample.model_validate(raw), text=text if isinstance(text, str) else None)
+
     def texts(self, samples: list[RequestSample]) -> dict[str, str]:
         """The answers' texts of these samples, each distinct text once (RunResult.output_texts)."""
         return {s.output_sha256: self._texts[s.output_sha256] for s in samples
@@ -188,9 +194,7 @@ def _wire_distributed(environment, collector: SampleCollector) -> None:
 
     def on_worker_report(client_id, data, **_kw):
         for raw in data.get(REPORT_KEY, ()):
-            raw = dict(raw)
-            text = raw.pop(TEXT_KEY, None)
-            collector.record(RequestSample.model_validate(raw), text=text if isinstance(text, str) else None)
+            collector.record_forwarded(raw)
 
     environment.events.report_to_master.add_listener(on_report_to_master)
     environment.events.worker_report.add_listener(on_worker_report)
