@@ -125,12 +125,11 @@ def check_producer(source: LoadedStack, result: RunResult, target: LoadedStack) 
             f"'{source.name}' backend {source.config.backend}: its servers would not run what was benchmarked",
             f"promote into a stack of backend {source.config.backend}, or restore sglab:backend in {target.path.name}")
     if backend == "sglang" and producer.kind != "sglang":
-        what = ("comes from simulators, not from GPU servers: its speed is the simulator's timing model"
-                if producer.kind == "simulator" else "does not record what served it, so nothing shows it was "
-                "measured on real SGLang servers")
-        raise PromotionRefused(f"run {run} {what} (produced by {producer.describe()}); the {name} stack runs "
-                               f"SGLang on GPUs, and only evidence measured on SGLang servers can change it",
-                               real_evidence_fix(source.name))
+        what = (f"comes from simulators, not from GPU servers: {producer.describe()}, whose speed is a timing "
+                "model" if producer.kind == "simulator" else f"does not record what served it ({producer.describe()}), "
+                "so nothing shows it was measured on real SGLang servers")
+        raise PromotionRefused(f"run {run} {what}; the {name} stack runs SGLang on GPUs, and only evidence "
+                               "measured on SGLang servers can change it", real_evidence_fix(source.name))
     if backend == "sim":
         if producer.kind != "simulator":
             raise PromotionRefused(f"run {run} was produced by {producer.describe()}; the {name} stack runs sglab's "
