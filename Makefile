@@ -5,20 +5,27 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.sglab-installed
 
-.PHONY: install test demo clean-venv
+.PHONY: install test demo image clean-venv sglang-contract-venv
 
 install: $(STAMP)
+	@bash tools/install-prometheus.sh >/dev/null || echo "warning: no Prometheus; the canary rehearsal tests will fail (run tools/install-prometheus.sh as root)"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@touch $(STAMP)
 
+# The pinned SGLang release from PyPI in its own venv, for the real-parser contract test (tests/sglang_contract/):
+# built once (about 2 minutes from this machine's disk), reused while its stamp matches the version.
+sglang-contract-venv: install
+	@bash tools/sglang-contract-venv.sh
+
 # Pulumi's mocks deadlock in a process where Locust's gevent monkey-patching ran, so the tests that run the
 # Pulumi program get their own pytest process (tests/pulumi_harness.py refuses to run otherwise).
 PULUMI_TESTS := tests/deploy tests/deploy_extras tests/probe
-test: install
+test: install sglang-contract-venv
 	@bash tools/install-browser.sh || echo "warning: no Chromium; the browser test will be skipped (fails under CI)"
+	@bash tools/install-prometheus.sh || echo "warning: no Prometheus; the canary rehearsal tests will fail"
 	$(BIN)/python -m pytest -q -ra $(PULUMI_TESTS)
 	$(BIN)/python -m pytest -q -ra $(addprefix --ignore=,$(PULUMI_TESTS))
 
@@ -40,5 +47,17 @@ demo: install
 	echo "demo: promotion refused, as it must be for simulator evidence (above: why, and the command that measures the real servers)"; \
 	else rm -f $$err; echo "demo: expected the dry run to refuse simulator evidence (exit 2), got exit $$status" >&2; exit 1; fi
 
+# The project image (sglab + Locust + loadtests/: the benchmark Job, Locust, the disruption guard, the simulator).
+# `make image` builds it with the local tag kind/minikube load for the sim stack and the default name GPU stacks
+# pull (sglab:project-image); `make image REGISTRY=ghcr.io/<org>` also tags it there and pushes it (docs/deploy.md,
+# "The project image"). Needs a Docker engine (or DOCKER=podman).
+DOCKER ?= docker
+REGISTRY ?=
+image: install
+	$(DOCKER) build --build-arg SGLAB_VERSION=$$($(BIN)/python -c 'import sglab; print(sglab.__version__)') \
+		-t $$($(BIN)/python -m sglab.deploy.image --local) -t $$($(BIN)/python -m sglab.deploy.image) \
+		$(if $(REGISTRY),-t $$($(BIN)/python -m sglab.deploy.image --registry $(REGISTRY))) .
+	$(if $(REGISTRY),$(DOCKER) push $$($(BIN)/python -m sglab.deploy.image --registry $(REGISTRY)))
+
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-sglang

@@ -33,12 +33,12 @@ from sglab.results.schema import RunResult
 from sglab.results.store import RESULT_FILE, git_commit, latest_complete, load_result, results_root, utc_now_iso
 from sglab.promote_evidence import (PromotionRefused, check_evidence, check_launch_commands, check_producer,
                                    check_seal, judge_under_policies, refuse_on_verdict)
+from sglab.promotion_log import LOG_NAME
 
 # The keys a promotion owns in the target stack; everything else there is the target's own.
 PROMOTED_KEYS = ("image", "model", "server", "env", "nccl", "candidate")
 # Sub-keys of owned keys that stay the target's: how the weights reach its pods is its own business.
 TARGET_OWNED = {"model": ("volume",)}
-LOG_NAME = "promotions.jsonl"
 
 
 @dataclass
@@ -96,6 +96,30 @@ def promoted_values(source: LoadedStack) -> dict[str, Any]:
             values[key] = {**(values.get(key) or {}), **confounds[key]}
     values["candidate"] = candidate
     return values
+
+
+def owned_values(text: str, namespace: str = "sglab") -> dict[str, Any]:
+    """The owned keys as a target file holds them now (what `apply_promotion` would have to write to restore
+    it; absent keys are None, so restoring removes them). Logged with each promotion for `sglab rollback`."""
+    config = _yaml().load(text)["config"]
+    values = {key: _plain(config.get(f"{namespace}:{key}")) for key in PROMOTED_KEYS}
+    for key, kept in TARGET_OWNED.items():
+        if isinstance(values.get(key), dict):
+            values[key] = {k: v for k, v in values[key].items() if k not in kept}
+    return values
+
+
+def target_lock(target_path: Path, timeout_s: float) -> FileLock:
+    """The lock every write of a target file (promotion, rollback) holds, with its log append."""
+    return FileLock(str(target_path.parent / f".{target_path.name}.lock"), timeout=timeout_s)
+
+
+def append_log(log_path: Path, record: dict[str, Any]) -> None:
+    """One JSON line, fsync'd. Top-level keys sorted; nested maps keep their order (a config's keys as written)."""
+    with open(log_path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({key: record[key] for key in sorted(record)}) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def _sync(target: CommentedMap, new: dict[str, Any], kept: tuple[str, ...] = ()) -> None:
@@ -264,17 +288,21 @@ def promote(stack: str, *, target: str = "production", root: Path | None = None,
 
     def entry(before: str, after: str) -> dict[str, Any]:
         return {
-            "time": utc_now_iso(), "source_stack": stack, "target_stack": target, "run_id": result.run_id,
+            "time": utc_now_iso(), "action": "promote", "source_stack": stack, "target_stack": target,
+            "run_id": result.run_id,
             "result": str(run_dir), "outcome": verdict.outcome, "sentence": verdict.sentence,
             "policy": verdict.policy,
             "levels": [{"concurrency": lv.concurrency, "gating": lv.gating,
                         "decode_gain": lv.decode.estimate, "decode_ci": [lv.decode.low, lv.decode.high],
                         "output_gain": lv.output.estimate, "output_ci": [lv.output.low, lv.output.high],
-                        "rounds": lv.decode.rounds} for lv in verdict.levels],
+                        "rounds": lv.decode.rounds,
+                        "break_even_accept_length": lv.economics.break_even_accept_length} for lv in verdict.levels],
             "config_hash": benchmarked, "git_commit": git_commit(root), "result_git_commit": result.git_commit,
             "integrity": result.integrity.model_dump(mode="json", include={"algorithm", "digest", "key_id"}),
             "seal": seal, "producer": producer,
             "target_sha256_before": _sha256(before), "target_sha256_after": _sha256(after),
+            # what the owned keys held before and hold now: `sglab rollback` restores `previous`
+            "previous": owned_values(before), "promoted": owned_values(after),
         }
 
     if dry_run:
@@ -282,7 +310,7 @@ def promote(stack: str, *, target: str = "production", root: Path | None = None,
         after, diff = plan(before)
         return Promotion(stack, target, target_path, run_dir, verdict, diff, False, log_path, entry(before, after))
 
-    lock = FileLock(str(target_path.parent / f".{target_path.name}.lock"), timeout=lock_timeout_s)
+    lock = target_lock(target_path, lock_timeout_s)
     try:
         with lock:
             before = target_path.read_text(encoding="utf-8")
@@ -291,10 +319,7 @@ def promote(stack: str, *, target: str = "production", root: Path | None = None,
             if after == before:  # a no-op: the target already runs this; nothing to write or log
                 return Promotion(stack, target, target_path, run_dir, verdict, diff, False, log_path, record)
             _write_atomic(target_path, after)
-            with open(log_path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(record, sort_keys=True) + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
+            append_log(log_path, record)
     except Timeout:
         raise PromotionRefused(f"another promotion into {target_path.name} held its lock for {lock_timeout_s:g} s",
                                "wait for it to finish and retry") from None

@@ -38,10 +38,10 @@ def _rerun(stack: str) -> str:
 
 def stack_service_urls(source: LoadedStack) -> dict[str, str]:
     """The in-cluster URLs of the stack's arms (what an in-cluster interactive run must have measured)."""
-    from sglab.deploy.naming import service_url
+    from sglab.deploy.naming import arm_url
 
     config = source.config
-    return {role: service_url(config.namespace, role, config.server.port) for role in ("baseline", "candidate")}
+    return {role: arm_url(config, role, config.server.port) for role in ("baseline", "candidate")}
 
 
 def check_evidence(source: LoadedStack, result: RunResult) -> None:

@@ -54,6 +54,15 @@ def pulumi_config(path: Path, overrides: dict[str, Any] | None = None,
     return config, secret_keys
 
 
+def arm_resource(stack, role: str) -> str:
+    """The Pulumi resource name of an arm of a stack's A/B pair: the role, except a sweep stack's candidate, which is
+    its leader slot (the same resource in every wave and in the confirmation)."""
+    from sglab.deploy.naming import arm_release_name, release_name
+
+    release = arm_release_name(stack, role)
+    return role if release == release_name(role) else release
+
+
 @dataclass
 class Registered:
     typ: str
@@ -65,12 +74,16 @@ class Registered:
 
 class Mocks(pulumi.runtime.Mocks):
     def __init__(self, reads: dict[str, dict[str, Any]] | None = None,
-                 outputs: dict[str, dict[str, Any]] | None = None) -> None:
+                 outputs: dict[str, dict[str, Any]] | None = None,
+                 fail: dict[tuple[str, str], str] | None = None) -> None:
         self.reads = reads or {}
         self.outputs = outputs or {}
+        self.fail = fail or {}  # (type, name) -> the error the provider reports (a failed Job, say)
         self.resources: list[Registered] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        if (args.typ, args.name) in self.fail:
+            raise RuntimeError(self.fail[(args.typ, args.name)])
         self.resources.append(Registered(args.typ, args.name, dict(args.inputs), bool(args.custom),
                                          args.resource_id or None))
         if args.resource_id:
@@ -145,14 +158,15 @@ def _refuse_under_gevent() -> None:
 def run_program(stack: str, overrides: dict[str, Any] | None = None, *, config: dict[str, str] | None = None,
                 secret_keys: list[str] | None = None, secrets: dict[str, str] | None = None,
                 reads: dict[str, dict[str, Any]] | None = None, preview: bool = False,
-                outputs: dict[str, dict[str, Any]] | None = None) -> ProgramRun:
+                outputs: dict[str, dict[str, Any]] | None = None,
+                fail: dict[tuple[str, str], str] | None = None) -> ProgramRun:
     """Run the program for `stack`: config is the stack file's with `overrides`/`secrets`, or `config` verbatim."""
     from sglab.deploy.program import run
 
     _refuse_under_gevent()
     if config is None:
         config, secret_keys = pulumi_config(stack_path(stack), overrides, secrets)
-    mocks = Mocks(reads, outputs)
+    mocks = Mocks(reads, outputs, fail)
     monitor = Monitor(mocks)
     settings.ROOT.set(None)  # a fresh root Stack per run, named after this stack
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
@@ -169,5 +183,8 @@ def run_program(stack: str, overrides: dict[str, Any] | None = None, *, config: 
         return pulumi.Output.all(**{k: pulumi.Output.from_input(v) for k, v in dep.outputs.items()}).apply(
             result.outputs.update)
 
-    program()
+    try:
+        program()
+    except Exception as exc:  # a resource the provider failed (Mocks.fail): the engine stops there; run such a
+        result.error = result.error or exc  # test in a process of its own (its leftover tasks break ast.parse)
     return result

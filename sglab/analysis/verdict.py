@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import shlex
 
 from pydantic import ValidationError
 
@@ -188,7 +189,8 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
 def next_step(v: Verdict) -> str | None:
     """The command a user most likely runs next, if any."""
     if v.outcome == "promote" and v.kind in ("ab", "interactive"):
-        return f"sglab promote --stack {v.stack} --dry-run"
+        shown = f" --result {shlex.quote(v.promote_result)}" if v.promote_result else ""
+        return f"sglab promote --stack {v.stack}{shown} --dry-run"
     if v.outcome == "inconclusive" and v.more_rounds and not v.blockers:
         done = max((lv.gain(v.metric).rounds for lv in v.levels if lv.gating), default=0)
         if v.method == "sequential":  # the sequence keeps its error rate however long it runs: raise the cap

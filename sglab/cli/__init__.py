@@ -13,7 +13,8 @@ import sys
 from sglab.config.loader import ConfigError
 
 # subcommand module names under sglab.cli; a module that is not there yet is skipped.
-COMMANDS = ("render", "validate", "sim", "bench", "results", "compare", "report", "promote", "ui", "probe", "sweep")
+COMMANDS = ("render", "validate", "sim", "bench", "results", "compare", "report", "promote", "ui", "probe", "sweep",
+            "rollback", "canary", "watch")
 
 
 class UsageError(Exception):

@@ -327,25 +327,6 @@ def _prompts_phrase(plan) -> str:
     return f"prompts {spec.source}{f' ({detail})' if detail else ''} to {plan.endpoint}, {stop}"
 
 
-def judge_and_report(result, run_dir) -> str | None:
-    """Store the verdict in the result, print its table, write the report; returns the outcome."""
-    from sglab.analysis.verdict import format_table, judge
-    from sglab.results.store import write_result
-
-    verdict = judge(result)
-    result.verdict = verdict.model_dump(mode="json")
-    write_result(result, run_dir, overwrite=True)
-    print(format_table(verdict, result.lints))
-    try:
-        from sglab.report import write_report
-    except ImportError:
-        write_report = None
-    if write_report is not None:
-        report = write_report(result, run_dir)
-        print(f"report: {report}")
-    return verdict.outcome
-
-
 def run(args: argparse.Namespace) -> int:
     request = build_request(args)  # config errors before anything starts
     import locust  # noqa: F401  (gevent monkey-patching must precede the runner's imports)
@@ -386,6 +367,8 @@ def run(args: argparse.Namespace) -> int:
     if sequential:
         for line in stop_lines(result, "c" if profile.name == "concurrency" else "level"):
             print(f"sequential {line}")
+    from sglab.report.judged import judge_and_report
+
     judge_and_report(result, run_dir)
     if args.result_configmap:
         from sglab.deploy.result_sink import write_result_configmap

@@ -20,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--namespace", help="pull: namespace of the result ConfigMaps (default: the stack's)")
     p.add_argument("--context", help="pull: kubeconfig context")
     p.add_argument("--kubeconfig", help="pull: kubeconfig file")
+    p.add_argument("--keep", type=int, metavar="N", help="pull: runs left in the cluster; older ones that are now "
+                   "on disk are deleted from it (default: the stack's benchmark-job.keep-results)")
+    p.add_argument("--keep-all", action="store_true", help="pull: delete nothing from the cluster")
     p.set_defaults(func=run)
 
 
@@ -92,13 +95,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pull(args: argparse.Namespace, base: Path | None) -> int:
-    from sglab.deploy.pull import pull_results
+def _prune(args: argparse.Namespace, base: Path | None, report, prune_results) -> None:
+    """The cluster keeps the newest runs (benchmark-job.keep-results); older ones that are home are moved out."""
+    from sglab.cli import UsageError
+    from sglab.config.loader import load_stack
 
-    pulled = pull_results(args.stack, namespace=args.namespace, context=args.context,
-                                 kubeconfig=args.kubeconfig, base=base)
+    keep = args.keep if args.keep is not None else load_stack(args.stack).config.benchmark_job.keep_results
+    if keep < 1:
+        raise UsageError("--keep must be at least 1 (the stack's outputs read the newest run back)")
+    pruned = prune_results(args.stack, keep, report=report, namespace=args.namespace, context=args.context,
+                           kubeconfig=args.kubeconfig, base=base)
+    for run_id, path in pruned.deleted:
+        print(f"moved out of the cluster: {run_id} (kept at {path})")
+    for run_id in pruned.not_home:
+        print(f"left in the cluster: {run_id} (not on disk as pulled; see above)")
+
+
+def _pull(args: argparse.Namespace, base: Path | None) -> int:
+    from sglab.deploy.pull import prune_results, pull_report
+
+    report = pull_report(args.stack, namespace=args.namespace, context=args.context, kubeconfig=args.kubeconfig,
+                         base=base)
+    pulled = sorted(report.written)
     for path in pulled:
         print(f"pulled: {path}")
+    if not args.keep_all:
+        _prune(args, base, report, prune_results)
     from sglab.probe.store import pull_probe_results
 
     probes = pull_probe_results(args.stack, namespace=args.namespace, context=args.context,

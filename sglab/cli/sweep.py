@@ -5,6 +5,7 @@
     sglab sweep --stack eagle-sweep --resume RUN       # continue an interrupted sweep
     sglab sweep --stack eagle-sweep --probe PROBE_RUN  # leave out NCCL variants the probe shows slower
     sglab sweep --stack S --target urls --baseline-url U --arm-url NAME=URL ...   # deployed arms (a wave)
+    sglab sweep --stack S --target cluster --next      # the next wave, the confirmation, or a resume (pulumi)
 """
 
 from __future__ import annotations
@@ -33,8 +34,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-scale", type=float, help="simulator time scale (default: the stack's; --quick: 10)")
     p.add_argument("--out", help="results root (default: results/ or $SGLAB_RESULTS_DIR)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--target", choices=["sim", "urls"], default=None,
-                   help="sim (default): one `sglab sim` per arm; urls: deployed servers (--baseline-url, --arm-url)")
+    p.add_argument("--target", choices=["sim", "urls", "cluster"], default=None,
+                   help="sim (default): one `sglab sim` per arm; urls: deployed servers (--baseline-url, --arm-url); "
+                        "cluster: the in-cluster waves, with --next")
+    p.add_argument("--next", action="store_true", help="with --target cluster: print and run the sweep's next step "
+                   "(pulumi config + pulumi up: wave 1, the next wave, the confirmation, or a resume)")
+    p.add_argument("--dry-run", action="store_true", help="with --next: print the commands, run none")
+    p.add_argument("--yes", action="store_true", help="with --next: pulumi up --yes (no interactive confirmation)")
+    p.add_argument("--rerun", action="store_true", help="with --next: a new benchmark Job for a step being resumed")
+    p.add_argument("--max-nodes", type=int, help="with --next: the GPU nodes the sweep may hold (default: "
+                   "placement.max-nodes); a step that would not fit is refused")
     p.add_argument("--baseline-url", help="with --target urls: the baseline server")
     p.add_argument("--arm-url", action="append", default=[], metavar="NAME=URL",
                    help="with --target urls: a grid arm's server (repeat; only these arms are swept)")
@@ -95,7 +104,7 @@ def _urls(args) -> dict[str, str]:
     for item in args.arm_url:
         name, sep, url = item.partition("=")
         if not sep or not name or not url.startswith(("http://", "https://")):
-            raise UsageError(f"--arm-url {item!r}: give NAME=URL, e.g. s3-k1-d4=http://sglang-arm-s3-k1-d4:30000")
+            raise UsageError(f"--arm-url {item!r}: give NAME=URL, e.g. s3-k1-d4=http://sglang-slot-1:30000")
         if name in urls:
             raise UsageError(f"--arm-url names {name!r} twice" if name != "baseline" else
                              "--arm-url baseline: the baseline is --baseline-url")
@@ -135,6 +144,14 @@ def run(args: argparse.Namespace) -> int:
     if loaded.config.sweep is None:
         raise UsageError(f"{loaded.path}: stack '{loaded.name}' has no sglab:sweep section; declare the grid "
                          "(see stacks/Pulumi.eagle-sweep.yaml and docs/sweep.md)")
+    if args.next or args.target == "cluster":  # in the cluster: sglab/deploy/sweep_next.py
+        if not (args.next and args.target == "cluster"):
+            raise UsageError("the in-cluster sweep advances with --target cluster --next")
+        if args.max_nodes is not None and args.max_nodes < 1:
+            raise UsageError("--max-nodes must be at least 1")
+        from sglab.deploy.sweep_next import run_next
+
+        return run_next(loaded, dry_run=args.dry_run, yes=args.yes, max_nodes=args.max_nodes, rerun=args.rerun)
     grid = _grid(loaded, args)
     print(f"sglab sweep {loaded.name}: {len(grid.arms)} arms, {len(grid.skipped)} skipped", file=sys.stderr)
     quick_left = [s for s in grid.skipped if s.reason == QUICK_REASON]
@@ -155,9 +172,9 @@ def run(args: argparse.Namespace) -> int:
     import locust  # noqa: F401  (gevent monkey-patching before the runner's imports)
 
     from sglab.load.targets import TargetError
-    from sglab.results.store import load_result
+    from sglab.results.store import load_result, write_result
     from sglab.sweep.confirm import run_confirmation
-    from sglab.sweep.outputs import ranking_table, write_outputs
+    from sglab.sweep.outputs import chance_phrase, pick_record, ranking_table, sweep_verdict, write_outputs
     from sglab.sweep.run import resume_sweep, run_sweep
     from sglab.sweep.state import load_state
 
@@ -184,30 +201,30 @@ def run(args: argparse.Namespace) -> int:
     if state.status == "interrupted":
         return 130
     if state.winner and state.confirmation is None and not args.no_confirm:
-        print(f"sweep winner {state.winner}: confirmation A/B on fresh rounds", file=sys.stderr)
+        print(f"sweep pick {state.winner}, {chance_phrase(pick_record(state))}: confirmation A/B on fresh rounds",
+              file=sys.stderr)
         state.status = "confirming"
         state.save(run_dir)
         confirmation, confirm_dir = run_confirmation(loaded, state, out=out, progress=progress)
         state.save(run_dir)
         print(f"confirmation: {confirm_dir / 'result.json'}")
     write_outputs(state, result, run_dir, gpus_per_arm=_gpus(loaded))
+    result.verdict = sweep_verdict(state)  # the pick and its P(correct selection) in result.json (never A/B evidence)
+    write_result(result, run_dir, overwrite=True)
     print(ranking_table(state))
     print(f"sweep: {run_dir}")
-    if args.result_configmap and _store(state, result, run_dir, args.result_configmap) != 0:
+    print(result.verdict["sentence"])
+    if args.result_configmap and _store(result, run_dir, args.result_configmap) != 0:
         return 2
     if state.status == "confirmed":
         print(f"promote the winner: sglab promote --stack {loaded.name} --result {state.confirmation['path']}")
     return 0
 
 
-def _store(state, result, run_dir: Path, configmap: str) -> int:
-    """The benchmark Job's hand-over: the result (its verdict = the sweep's ranking and leader) in the ConfigMap."""
+def _store(result, run_dir: Path, configmap: str) -> int:
+    """The benchmark Job's hand-over: the result (its verdict = the sweep's ranking and pick) in the ConfigMap."""
     from sglab.deploy.result_sink import write_result_configmap
-    from sglab.results.store import write_result
-    from sglab.sweep.run import sweep_verdict
 
-    result.verdict = sweep_verdict(state)
-    write_result(result, run_dir, overwrite=True)
     try:
         namespace = write_result_configmap((run_dir / "result.json").read_text(encoding="utf-8"), configmap)
     except Exception as exc:  # API unreachable or forbidden: the Job fails with one clear line

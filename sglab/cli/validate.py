@@ -22,7 +22,14 @@ def run(args: argparse.Namespace) -> int:
     stack = loaded.config
     lints = stack_lints(stack)
     raise_blocking(lints, loaded.path)
+    from sglab.deploy.capacity import check_capacity  # a plan that could deadlock on GPU nodes is no valid plan
+
+    capacity, capacity_warnings = check_capacity(stack, loaded.name)
+    for note in capacity_warnings:
+        print(f"warning: {note}", file=sys.stderr)
     print(f"{loaded.path}: valid")
+    if capacity is not None:
+        print(capacity.describe())
     for arm in (baseline_arm(stack), candidate_arm(stack)):
         print(f"{arm.role}: config-hash {arm.config_hash[:12]}  {arm.launch_command}")
     found = confounds(stack)

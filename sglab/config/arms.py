@@ -121,14 +121,7 @@ def _multi_node_args(stack: StackConfig) -> list[str]:
 
 
 def _speculative_args(stack: StackConfig) -> list[str]:
-    spec = stack.candidate.speculative
-    return encode([
-        ("--speculative-algorithm", spec.algorithm),
-        ("--speculative-draft-model-path", spec.draft_model_path),
-        ("--speculative-num-steps", spec.num_steps),
-        ("--speculative-eagle-topk", spec.eagle_topk),
-        ("--speculative-num-draft-tokens", spec.num_draft_tokens),
-    ])
+    return encode(stack.candidate.speculative.flag_values())
 
 
 def _sim_env(stack: StackConfig) -> dict[str, str]:
@@ -149,6 +142,7 @@ def build_arm(stack: StackConfig, *, speculative: bool, with_confounds: bool, na
     if confounds is not None and confounds.nccl is not None:
         nccl.update(confounds.nccl.as_env())
     env.update(nccl)
+    env.update(stack.placement.fabric_env())  # placement.rdma: the same fabric variables in every arm
     env.update(_sim_env(stack))
     args = _server_args(stack, server)
     if speculative:

@@ -42,6 +42,9 @@ class BenchmarkJob(_PodRequests):
     quick: bool = False
     cpu: str = "2"
     memory: str = "2Gi"
+    # Runs whose result ConfigMaps stay in the cluster (each run is at most ~7 MiB of etcd: docs/in-cluster.md);
+    # `sglab results pull` copies every run home and deletes the older ones from the cluster.
+    keep_results: Annotated[int, Field(ge=1)] = 10
 
     @field_validator("rerun", mode="before")
     @classmethod
@@ -62,3 +65,14 @@ class LocustSpec(_PodRequests):
     locustfile: str = Field("loadtests/locustfile.py", description="path inside the project image")
     cpu: str = Field("1", description="CPU request of the master and of each worker")
     memory: str = "1Gi"
+
+
+class PreflightSpec(_PodRequests):
+    """The preflight Job before any GPU-holding object changes (sglab/deploy/preflight.py): in the server image,
+    with no GPU, the stack's exact launch commands through that image's own SGLang argument parser, the model
+    and draft paths on the volume, and the model's architecture among the ones that SGLang registers."""
+
+    enabled: bool = True
+    timeout_min: Annotated[int, Field(ge=1)] = 30  # pulling a 20 GB server image onto a fresh node takes minutes
+    cpu: str = "1"
+    memory: str = "8Gi"  # importing sglang (torch, transformers) on a CPU

@@ -17,7 +17,8 @@ from sglab.sglang import collectives
 # sets itself have their own lint.
 _NOT_ALL_REDUCE_TUNING = ("NCCL_DEBUG", "NCCL_IB_", "NCCL_SOCKET_", "NCCL_NET")
 
-LintCode = Literal["custom-all-reduce-shadows-nccl", "sglang-overwrites-nccl-env", "nccl-proto-ll128"]
+LintCode = Literal["custom-all-reduce-shadows-nccl", "sglang-overwrites-nccl-env", "nccl-proto-ll128",
+                   "multi-node-without-rdma"]
 Severity = Literal["error", "warning", "note"]
 # Lints that stop validate/render/pulumi up until the stack lists their code under sglab:accept-lints.
 NEEDS_OPT_IN: tuple[str, ...] = ("nccl-proto-ll128",)
@@ -95,9 +96,9 @@ def _sglang_owned(env: dict[str, str]) -> list[_Finding]:
             fix = f"remove {key}: {env[key]} is what SGLang sets itself unless {flag} is given"
         out.append(_Finding(
             "sglang-overwrites-nccl-env", "warning", key,
-            f"{key}={env[key]} in the pod env: SGLang sets {key} itself from {flag} (v0.5.x overwrites the pod's "
-            f"value every time; newer releases whenever {flag} or a flag implying it is given), so this value is "
-            "silently replaced or depends on the SGLang version", fix))
+            f"{key}={env[key]} in the pod env: SGLang sets {key} itself from {flag} (0.5.23 keeps the pod's value "
+            f"only while neither {flag} nor a flag implying it is given, and releases before it overwrote it every "
+            "time), so this value is silently replaced or depends on the image", fix))
     return out
 
 
@@ -144,7 +145,21 @@ def stack_lints(stack: Any) -> list[Lint]:
     """Lints of a StackConfig's baseline and candidate arms (what validate, render and results record)."""
     from sglab.config.arms import baseline_arm, candidate_arm
 
-    return lint_arms([baseline_arm(stack), candidate_arm(stack)], stack.accept_lints)
+    return lint_arms([baseline_arm(stack), candidate_arm(stack)], stack.accept_lints) + _fabric(stack)
+
+
+def _fabric(stack: Any) -> list[Lint]:
+    """A server spanning nodes with no RDMA fabric declared: NCCL falls back to TCP sockets between the nodes."""
+    if stack.placement.nodes < 2 or stack.placement.rdma is not None:
+        return []
+    code = "multi-node-without-rdma"
+    return [Lint(code, "note" if code in stack.accept_lints else "warning", ("baseline", "candidate"),
+                 "placement.rdma",
+                 f"each server spans {stack.placement.nodes} nodes but no RDMA fabric is declared: without RDMA "
+                 "devices, IPC_LOCK and NCCL_IB_* / NCCL_SOCKET_IFNAME, NCCL falls back to TCP sockets between the "
+                 "nodes, far too slow for tensor parallelism across them",
+                 "set placement.rdma (device-plugin resource and Multus networks, or host-network; socket-ifname), "
+                 f"docs/deploy.md \"Multi-node servers\"; or accept TCP: sglab:{OPT_IN_KEY}: [{code}]")]
 
 
 def blocking(lints: Iterable[Lint]) -> list[Lint]:

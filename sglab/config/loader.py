@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from sglab.config.contract import ImageVersionWarning
 from sglab.config.models import SECRET_FIELDS, KeyedValueError, StackConfig
 from sglab.config.nccl import KNOWN_NCCL_KEYS, UnknownNcclKeyWarning
 from sglab.errors import ConfigError, guess
@@ -65,11 +66,12 @@ def load_mapping(name: str, path: Path, namespaced: dict[str, Any]) -> LoadedSta
     """Validate the keys of the `sglab:` namespace (already stripped of the prefix)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UnknownNcclKeyWarning)
+        warnings.simplefilter("always", ImageVersionWarning)
         try:
             config = StackConfig.model_validate(_plain(namespaced))
         except ValidationError as exc:
             raise _from_validation(exc, path, namespaced) from None
-    notes = [f"{path}: {w.message}" for w in caught if issubclass(w.category, UnknownNcclKeyWarning)]
+    notes = [f"{path}: {w.message}" for w in caught if issubclass(w.category, (UnknownNcclKeyWarning, ImageVersionWarning))]
     return LoadedStack(name=name, path=path, config=config, warnings=notes, raw=namespaced)
 
 
@@ -235,9 +237,11 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """Walk StackConfig's fields along a validation location to find the model owning the last key."""
     model: Any = StackConfig
     for part in loc[:-1]:
+        if isinstance(part, int):  # an item of a list of models (e.g. serving.steps.0)
+            continue
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             return None
-        fields = {n.replace("_", "-"): f for n, f in model.model_fields.items()}
+        fields = {(f.alias or n).replace("_", "-"): f for n, f in model.model_fields.items()}
         fld = fields.get(str(part))
         if fld is None:
             return None

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from sglab.config.base import _CPU, _DNS_SUBDOMAIN, _QUANTITY, KeyedValueError, Model, _check_labels, number_as_quantity
+
+_EXTENDED_RESOURCE = re.compile(r"^(?=.{1,253}/)[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 class Toleration(Model):
@@ -27,6 +30,70 @@ class Toleration(Model):
         return self
 
 
+class Rdma(Model):
+    """`placement.rdma`: the fabric a multi-node server's ranks use, so NCCL runs over InfiniBand/RoCE instead of
+    falling back to TCP sockets. Rendered into every pod of both arms' LeaderWorkerSet groups, identically.
+
+    Two working shapes (docs/deploy.md "Multi-node servers"): a device plugin (the NVIDIA Network Operator's
+    RDMA shared device plugin or SR-IOV) exposes `resource` (e.g. rdma/rdma_shared_device_a, count per pod) and a
+    Multus NetworkAttachmentDefinition attaches the RDMA interfaces (`networks`); or `host-network: true` puts
+    the pod on the node's own interfaces and mounts /dev/infiniband (hostPath: the Pod Security Standards call
+    that privileged). Either way the container keeps `drop: [ALL]` and adds only IPC_LOCK (registering memory
+    with the NIC needs an unlimited memlock)."""
+
+    resource: str | None = None
+    count: Annotated[int, Field(ge=1)] = 1
+    networks: list[str] = Field(default_factory=list)
+    host_network: bool = False
+    # NCCL_IB_HCA (e.g. "=mlx5_0,mlx5_1" or "^mlx5_4"), NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME (the bootstrap
+    # and Gloo interface), NCCL_IB_GID_INDEX (RoCE v2: usually 3).
+    ib_hca: str | None = None
+    socket_ifname: str | None = None
+    ib_gid_index: Annotated[int, Field(ge=0)] | None = None
+
+    @field_validator("resource")
+    @classmethod
+    def _resource_name(cls, value: str | None) -> str | None:
+        if value is not None and not _EXTENDED_RESOURCE.match(value):
+            raise ValueError(f"{value!r} is not an extended resource name; write <domain>/<name>, e.g. "
+                             "rdma/rdma_shared_device_a or nvidia.com/hostdev")
+        return value
+
+    @field_validator("networks")
+    @classmethod
+    def _network_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            ns, _, attachment = name.rpartition("/")
+            attachment = attachment.split("@", 1)[0]
+            if (ns and not _DNS_SUBDOMAIN.match(ns)) or not _DNS_SUBDOMAIN.match(attachment):
+                raise ValueError(f"{name!r} is not a NetworkAttachmentDefinition ([namespace/]name[@interface])")
+        return names
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> "Rdma":
+        if self.host_network and self.networks:
+            raise KeyedValueError("networks", "host-network puts the pod on the node's interfaces; secondary networks "
+                                  "(Multus) do not apply to it; use one of the two")
+        if not self.host_network and self.resource is None:
+            raise KeyedValueError("resource", "without host-network the pod reaches the RDMA devices only through a "
+                                  "device plugin; name its resource (e.g. rdma/rdma_shared_device_a), or set "
+                                  "host-network: true")
+        if self.socket_ifname is None:
+            raise KeyedValueError("socket-ifname", "name the interface NCCL's bootstrap and Gloo use between the ranks "
+                                  "(NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME; e.g. eth0, or net1 for a Multus "
+                                  "attachment); NCCL would otherwise pick one itself, possibly the wrong one")
+        return self
+
+    def env(self) -> dict[str, str]:
+        """The fabric's variables, the same in both arms' env (and so in their config hashes)."""
+        out = {"NCCL_SOCKET_IFNAME": self.socket_ifname or "", "GLOO_SOCKET_IFNAME": self.socket_ifname or ""}
+        if self.ib_hca is not None:
+            out["NCCL_IB_HCA"] = self.ib_hca
+        if self.ib_gid_index is not None:
+            out["NCCL_IB_GID_INDEX"] = str(self.ib_gid_index)
+        return dict(sorted(out.items()))
+
+
 class Placement(Model):
     """Where each arm runs: whole 8-GPU nodes, never the same node for both arms."""
 
@@ -39,6 +106,20 @@ class Placement(Model):
     separate_nodes: bool = True
     priority_class_name: str | None = None
     runtime_class_name: str | None = None
+    # GPU nodes this stack may hold at once (the capacity preflight, sglab/deploy/capacity.py); unset: unchecked.
+    max_nodes: Annotated[int, Field(ge=1)] | None = None
+    rdma: Rdma | None = None
+    # The benchmark Job, Locust and the preflight get the tolerations and priority class above; a node selector of
+    # their own (e.g. the CPU pool) only if given here.
+    loadgen_node_selector: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("loadgen_node_selector")
+    @classmethod
+    def _loadgen_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return _check_labels(labels)
+
+    def fabric_env(self) -> dict[str, str]:
+        return self.rdma.env() if self.rdma is not None else {}
 
     @field_validator("node_selector")
     @classmethod
@@ -55,8 +136,12 @@ class Placement(Model):
 
 class Resources(Model):
     """Per server pod. Requests unset: cpu-per-gpu x GPUs and memory-per-gpu-gi x GPUs (an 8-GPU node:
-    64 CPUs, 1024Gi, /dev/shm included). Memory is limited to its request; CPU only with cpu-limit
-    (CFS throttling adds latency noise to a benchmark)."""
+    64 CPUs, 1024Gi, /dev/shm included). Memory is limited to its request.
+
+    guaranteed (unset: on, except in a stack marked production): the CPU limit equals the request, so the pod
+    is in the Guaranteed QoS class and, under the kubelet's static CPU manager, gets whole cores of its own (an
+    integer CPU count is needed for that); a Burstable server shares cores with whatever else lands on the node,
+    a noise source for an A/B. Off: no CPU limit unless cpu-limit says one."""
 
     shm_size: str = "64Gi"
     cpu: str | None = None
@@ -64,6 +149,7 @@ class Resources(Model):
     cpu_limit: str | None = None
     cpu_per_gpu: Annotated[int, Field(ge=1)] = 8
     memory_per_gpu_gi: Annotated[int, Field(ge=1)] = 128
+    guaranteed: bool | None = None
 
     @field_validator("shm_size", "memory", "cpu", "cpu_limit", mode="before")
     @classmethod
@@ -83,6 +169,17 @@ class Resources(Model):
         if value is not None and not _CPU.match(value):
             raise ValueError(f"{value!r} is not a CPU quantity (e.g. 2, 1.5 or 500m)")
         return value
+
+    @model_validator(mode="after")
+    def _guaranteed(self) -> "Resources":
+        if self.guaranteed and self.cpu_limit is not None and self.cpu_limit != self.cpu:
+            raise KeyedValueError("cpu-limit", f"guaranteed is true, so the CPU limit is the request; cpu-limit "
+                                  f"{self.cpu_limit} differs from cpu {self.cpu}; remove cpu-limit (or set "
+                                  "guaranteed: false)")
+        if self.guaranteed and self.cpu is not None and not self.cpu.isdigit():
+            raise KeyedValueError("cpu", f"guaranteed is true but cpu is {self.cpu}: the static CPU manager gives "
+                                  "exclusive cores only to a whole number of CPUs; use an integer (e.g. 64)")
+        return self
 
 
 class PodSecurity(Model):
@@ -142,6 +239,12 @@ class Rollout(Model):
         return value
 
     @property
+    def progress_deadline_s(self) -> int:
+        """The Deployment's progressDeadlineSeconds: as long as Pulumi waits (never below the startup timeout), so
+        neither Kubernetes nor an Argo CD health check calls a loading server stuck at the default 600 s."""
+        return self.pulumi_timeout_min * 60
+
+    @property
     def startup_failure_threshold(self) -> int:
         """Startup probe failures allowed so that failures x period covers startup-timeout-min."""
         return -(-self.startup_timeout_min * 60 // self.probe_period_s)
@@ -159,10 +262,14 @@ class Rollout(Model):
 
 
 class DisruptionBudget(Model):
-    """A PodDisruptionBudget per arm: a node drain must not evict a server mid-benchmark (reloading takes minutes)."""
+    """A PodDisruptionBudget per arm, shaped to the lifecycle: outside a benchmark `max-unavailable` (1: a drain, a
+    node upgrade, the autoscaler or a GPU-driver rollout may evict the server); while the benchmark Job measures,
+    its guard (sglab/deploy/disruption_guard.py) holds the budget at 0 so a drain waits for the run, then lowers
+    it again. unhealthyPodEvictionPolicy is always AlwaysAllow: a server that is not ready never blocks a drain."""
 
     enabled: bool = True
-    max_unavailable: Annotated[int, Field(ge=0)] = 0
+    max_unavailable: Annotated[int, Field(ge=0)] = 1
+    hold_during_benchmark: bool = True
 
 
 class NetworkPolicySpec(Model):

@@ -8,9 +8,10 @@ from pydantic import Field, field_validator, model_validator
 
 from sglab.config.base import KeyedValueError, Model, check_env
 from sglab.config.nccl import NcclEnv
+# The speculative block (every algorithm of the pinned SGLang, with its rules) lives in its own module.
+from sglab.config.speculative import NgramSpec, SpeculativeAlgorithm, SpeculativeSpec  # noqa: F401 (re-exported)
 from sglab.sglang import flags, honesty, rules
 
-SpeculativeAlgorithm = Literal[rules.SPECULATIVE_ALGORITHMS]  # type: ignore[valid-type]
 DRAFT_MODEL_ALGORITHMS = rules.DRAFT_MODEL_ALGORITHMS
 SGLANG_FORCED_MAX_RUNNING_REQUESTS = rules.FORCED_MAX_RUNNING_REQUESTS
 FORCES_MAX_RUNNING = rules.FORCES_MAX_RUNNING
@@ -95,61 +96,6 @@ class ServerOverrides(Model):
     @classmethod
     def _no_managed(cls, args: list[str] | None) -> list[str] | None:
         return None if args is None else check_extra_args(args)
-
-
-class SpeculativeSpec(Model):
-    """The candidate's speculative block (SGLang's --speculative-* flags)."""
-
-    algorithm: SpeculativeAlgorithm = "EAGLE3"
-    draft_model_path: str | None = None
-    num_steps: Annotated[int, Field(ge=1)] | None = None
-    eagle_topk: Annotated[int, Field(ge=1)] | None = None
-    num_draft_tokens: Annotated[int, Field(ge=1)] | None = None
-
-    @model_validator(mode="after")
-    def _sglang_rules(self) -> "SpeculativeSpec":
-        steps, topk, draft = self.num_steps, self.eagle_topk, self.num_draft_tokens
-        if rules.shape_partly_set(steps, topk, draft):
-            raise ValueError(
-                "num-steps, eagle-topk and num-draft-tokens must all be set or all unset "
-                "(SGLang asserts this); set all three"
-            )
-        if steps is None or topk is None or draft is None:
-            auto, llama = rules.AUTO_SPEC_SHAPE, rules.AUTO_SPEC_SHAPE_LLAMA_GROK
-            raise ValueError(
-                "num-steps, eagle-topk and num-draft-tokens are unset: SGLang would pick them itself "
-                f"({auto} for most models, {llama} for Llama/Grok), so the benchmark would not say what "
-                "it measured; set all three"
-            )
-        too_big = rules.out_of_bounds(steps, topk, draft)
-        if too_big is not None:
-            name, value, bound = too_big
-            key = {"num_steps": "num-steps", "eagle_topk": "eagle-topk", "num_draft_tokens": "num-draft-tokens"}[name]
-            raise KeyedValueError(
-                key,
-                f"{key} is {value}, beyond what SGLang can run (it allocates draft slots and CUDA graphs for the "
-                f"whole draft shape; published EAGLE-3 setups use under 10 steps, topk 10, 64 draft tokens); "
-                f"use at most {bound}"
-            )
-        adjusted = rules.adjusted_num_draft_tokens(steps, topk, draft)
-        if adjusted != draft:
-            raise KeyedValueError(
-                "num-draft-tokens",
-                f"eagle-topk is 1, so SGLang would silently adjust num-draft-tokens from {draft} "
-                f"to num-steps + 1 = {adjusted}; set num-draft-tokens: {adjusted}"
-            )
-        tree = rules.max_num_draft_tokens(steps, topk)
-        if draft > tree:
-            raise KeyedValueError(
-                "num-draft-tokens",
-                f"num-draft-tokens {draft} exceeds num-steps * eagle-topk + 1 = {tree}: the draft tree cannot "
-                "hold that many tokens; lower num-draft-tokens or raise num-steps/eagle-topk"
-            )
-        if rules.needs_draft_model(self.algorithm) and not self.draft_model_path:
-            raise KeyedValueError("algorithm", f"algorithm {self.algorithm} needs draft-model-path (the draft model's weights)")
-        if self.algorithm == "NGRAM" and self.draft_model_path:
-            raise KeyedValueError("draft-model-path", "algorithm NGRAM uses no draft model; remove draft-model-path")
-        return self
 
 
 class CandidateConfounds(Model):

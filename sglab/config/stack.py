@@ -7,8 +7,10 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from sglab import metrics
-from sglab.config.base import _DNS_LABEL, KeyedValueError, Model, SecretValue, _kebab, check_env
-from sglab.config.jobs import BenchmarkJob, LocustSpec
+from sglab.config.contract import check_contract
+from sglab.config.base import KeyedValueError, Model, SecretValue, _kebab, check_env
+from sglab.config.cluster import DEFAULT_PROJECT_IMAGE, HfCache, NamespaceSpec, check_pull_secrets, cluster_checks, namespace_input
+from sglab.config.jobs import BenchmarkJob, LocustSpec, PreflightSpec
 from sglab.config.loadplan import LoadPlan
 from sglab.config.nccl import NcclEnv
 from sglab.config.placement import DisruptionBudget, NetworkPolicySpec, Placement, PodSecurity, Resources, Rollout
@@ -16,10 +18,12 @@ from sglab.config.lints import LintCode
 from sglab.config.policy import PromotionPolicy
 from sglab.config.probe import ProbeSpec
 from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
+from sglab.config.serving import Serving, serving_checks
 from sglab.config.sim import SimSpec
 from sglab.config.sweep import SweepSpec
 from sglab.config.traffic import Traffic
 from sglab.sglang import rules
+from sglab.sglang.version import DEFAULT_IMAGE
 
 # StackConfig fields that must be Pulumi secrets (`{secure: ...}` in the stack file, `--secret` in Pulumi).
 SECRET_FIELDS = ("hf_token", "locust_password")
@@ -28,8 +32,13 @@ SECRET_FIELDS = ("hf_token", "locust_password")
 class StackConfig(Model):
     """Everything under `sglab:` in a stack file."""
 
-    namespace: str = "sglab"
-    image: str = "lmsysorg/sglang:v0.5.3-cu129"
+    # `sglab:namespace: NAME` or {name, create, protect, pod-security} (config/cluster.py); `stack.namespace` is the name.
+    namespace_spec: NamespaceSpec = Field(default_factory=NamespaceSpec, alias="namespace")
+    production: bool = False  # serving, not a lab: a platform-owned namespace, no hostPath weights (docs/deploy.md)
+    image_pull_secrets: list[str] = Field(default_factory=list)  # on every pod sglab renders
+    hf_cache: HfCache | None = None
+    preflight: PreflightSpec = Field(default_factory=PreflightSpec)
+    image: str = DEFAULT_IMAGE  # the pinned SGLang release (sglab/sglang/version.py); a digest may follow
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     backend: Literal["sglang", "sim"] = "sglang"
     model: ModelSpec
@@ -49,22 +58,31 @@ class StackConfig(Model):
     benchmark_job: BenchmarkJob = Field(default_factory=BenchmarkJob)
     locust: LocustSpec = Field(default_factory=LocustSpec)
     locust_password: Any = None
-    project_image: str = Field("sglab:0.1.0", description="sglab + Locust + loadtests/: runs the benchmark "
+    project_image: str = Field(DEFAULT_PROJECT_IMAGE, description="sglab + Locust + loadtests/: runs the benchmark "
                                "Job and in-cluster Locust unless benchmark-job.image / locust.image say otherwise")
     sim: SimSpec = Field(default_factory=SimSpec)
     probe: ProbeSpec = Field(default_factory=ProbeSpec)
     sweep: SweepSpec | None = None  # `sglab sweep` (docs/sweep.md)
     # What production serves (profile, levels, weights, SLO): the gate runs at each level (docs/verdict.md).
     traffic: Traffic | None = None
+    # Production's serving shape: Rollout, canary, gateway, scraping, standing control (docs/production.md).
+    serving: Serving | None = None
     # Lint codes (sglab/config/lints.py) this stack accepts; the ones that need it stop the stack until then.
     accept_lints: list[LintCode] = Field(default_factory=list)
 
-    @field_validator("namespace")
+    @property
+    def namespace(self) -> str:
+        return self.namespace_spec.name
+
+    @field_validator("namespace_spec", mode="before")
     @classmethod
-    def _namespace(cls, value: str) -> str:
-        if not _DNS_LABEL.match(value):
-            raise ValueError(f"{value!r} is not a valid namespace (lowercase letters, digits and '-', max 63)")
-        return value
+    def _namespace(cls, value: Any) -> Any:
+        return namespace_input(value)
+
+    @field_validator("image_pull_secrets")
+    @classmethod
+    def _pull_secrets(cls, names: list[str]) -> list[str]:
+        return check_pull_secrets(names)
 
     @field_validator("env", mode="before")
     @classmethod
@@ -149,6 +167,10 @@ class StackConfig(Model):
                     "remove it from policy.levels"
                 )
         self._gate_on_traffic()
+        check_contract(self)  # each arm's flags against its image's SGLang release, adaptive and UNO rules
+        cluster_checks(self)
+        if self.serving is not None:  # frozen model: set once, here (the benchmark Job is off in a serving stack)
+            object.__setattr__(self, "benchmark_job", serving_checks(self))
         if self.locust.enabled and self.locust.web_login and self.locust_password is None:
             raise KeyedValueError(
                 "locust.web-login",

@@ -13,10 +13,13 @@ from pydantic import Field, field_validator, model_validator
 
 from sglab.config.base import KeyedValueError, Model
 from sglab.config.nccl import NcclEnv
+from sglab.config.speculative import SpeculativeAlgorithm
+from sglab.sglang import rules
 
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9.]{0,30}[A-Za-z0-9])?$")
 DEFAULT_VARIANT = "default"  # the stack's own NCCL settings (sglab:nccl), the baseline's
 STEPS_PLUS_ONE = "steps+1"
+SWEEPABLE_FAMILIES = ("eagle", "ngram")  # the algorithms whose shape is the grid's factors
 
 
 class SweepSpec(Model):
@@ -27,6 +30,10 @@ class SweepSpec(Model):
     # A list of values, or "steps+1" (one value per num-steps: what SGLang runs with eagle-topk 1).
     num_draft_tokens: list[Annotated[int, Field(ge=1)]] | Literal["steps+1"] = Field(default_factory=list)
     speculative_adaptive: list[bool] = Field(default_factory=lambda: [False])
+    # The algorithm as a factor (empty: the candidate's). Each takes the shape factors SGLang reads for it
+    # (sglab/sweep/grid.py); one that loads its own draft needs its path in draft-model-path.
+    speculative_algorithm: list[SpeculativeAlgorithm] = Field(default_factory=list)
+    draft_model_path: dict[SpeculativeAlgorithm, str] = Field(default_factory=dict)
     # Named NCCL settings for the candidates only (the baseline keeps sglab:nccl); "default" = sglab:nccl.
     nccl_variants: dict[str, NcclEnv] = Field(default_factory=dict)
     # Candidate deployments at once on a cluster (the rest in later waves); simulators: processes at once.
@@ -63,13 +70,21 @@ class SweepSpec(Model):
 
     @model_validator(mode="after")
     def _distinct(self) -> "SweepSpec":
-        for key in ("num_steps", "eagle_topk", "speculative_adaptive"):
+        for key in ("num_steps", "eagle_topk", "speculative_adaptive", "speculative_algorithm"):
             values = getattr(self, key)
             if len(set(values)) != len(values):
                 raise KeyedValueError(key.replace("_", "-"), f"{key.replace('_', '-')} lists a value twice: "
                                       f"{values}; list each value once")
         if isinstance(self.num_draft_tokens, list) and len(set(self.num_draft_tokens)) != len(self.num_draft_tokens):
             raise KeyedValueError("num-draft-tokens", f"num-draft-tokens lists a value twice: {self.num_draft_tokens}")
+        for name in self.speculative_algorithm:
+            if rules.family(name) not in SWEEPABLE_FAMILIES:
+                raise KeyedValueError("speculative-algorithm", f"{name} cannot be a sweep factor: its shape is not "
+                                      "num-steps/eagle-topk/num-draft-tokens (sweep it as its own stack); use "
+                                      f"{', '.join(a for a in rules.SPECULATIVE_ALGORITHMS if rules.family(a) in SWEEPABLE_FAMILIES)}")
+        for name in self.draft_model_path:
+            if not rules.takes_draft_model(name):
+                raise KeyedValueError(("draft-model-path", name), f"algorithm {name} uses no draft model; remove it")
         return self
 
     def variants(self) -> dict[str, dict[str, str]]:

@@ -30,38 +30,22 @@ from ruamel.yaml import YAML
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import NAMESPACE
 from sglab.config.models import StackConfig
+from sglab.deploy.benchmark_outputs import summarize_result
+from sglab.deploy.benchmark_pod import (RESULTS_DIR, SERVICE_ACCOUNT, STACKS_MOUNT, held_budgets, job_image,  # noqa: F401
+                                        pod_labels, pod_template as _pod_template, role_rules)
 from sglab.deploy.jobs import job_access
 from sglab.deploy.naming import (PENDING, PROJECT_IMAGE_UID, RESULT_CONFIGMAP_FLAG, SECRET_KEYS,  # noqa: F401 (re-exported)
-                                 release_name, service_url)
+                                 arm_url)
 from sglab.deploy.objects import common_labels
 from sglab.deploy.pulumi_config import SECRET_MARKER
 from sglab.deploy.result_sink import INDEX, RESULT_PARTS, SUMMARY_KEY, part_names
-from sglab.results.sink import read_summary
 from sglab.deploy.sweep_arms import Wave, plan_wave
 from sglab.deploy.sweep_job import next_step, summarize_sweep, sweep_command
 
 HASH_CHARS = 12
-SERVICE_ACCOUNT = "sglab-bench"
-STACKS_MOUNT = "/etc/sglab/stacks"
-RESULTS_DIR = "/tmp/sglab-results"
 COMPARISON_LABEL = "sglab/comparison"
 # Past the Job's own deadline, so a slow run fails with the Job's DeadlineExceeded, not a Pulumi timeout.
 AWAIT_SLACK_MIN = 5
-
-
-def job_image(stack: StackConfig) -> str:
-    return stack.benchmark_job.image or stack.project_image
-
-
-def pod_labels(stack: StackConfig, stack_name: str) -> dict[str, str]:
-    """The Job pod is a load generator: it carries the label the servers' NetworkPolicy admits."""
-    return {
-        "app.kubernetes.io/name": "sglab-bench",
-        "app.kubernetes.io/component": "benchmark",
-        "app.kubernetes.io/part-of": "sglab",
-        "sglab/stack": stack_name,
-        **stack.network_policy.allowed_from,
-    }
 
 
 def comparison_identity(stack: StackConfig, stack_name: str = "") -> dict[str, Any]:
@@ -137,8 +121,8 @@ def bench_command(stack: StackConfig, stack_name: str, result_configmap: str) ->
     base, cand = baseline_arm(stack), candidate_arm(stack)
     command = [
         "sglab", "bench", "--stack", stack_name,
-        "--baseline-url", service_url(stack.namespace, "baseline", base.port),
-        "--candidate-url", service_url(stack.namespace, "candidate", cand.port),
+        "--baseline-url", arm_url(stack, "baseline", base.port),
+        "--candidate-url", arm_url(stack, "candidate", cand.port),
         RESULT_CONFIGMAP_FLAG, result_configmap,
     ]
     if stack.benchmark_job.quick:
@@ -173,17 +157,11 @@ class BenchmarkPlan:
                 *self.result_configmaps, self.job]
 
 
-def role_rules(result_configmap: str) -> list[dict[str, Any]]:
-    """Minimal: read and overwrite the pre-created result ConfigMaps (index and parts); no create (it cannot
-    be limited by name), no delete. And, for the machine in the evidence (sglab/load/machine.py), get the two
-    arms' Services by name and list the pods they select: no other verb, no other resource."""
-    return [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": part_names(result_configmap),
-             "verbs": ["get", "update"]}, *ARM_READ_RULES]
-
-
-ARM_READ_RULES = [{"apiGroups": [""], "resources": ["services"],
-                   "resourceNames": [release_name("baseline"), release_name("candidate")], "verbs": ["get"]},
-                  {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+def arm_read_rules(services: list[str]) -> list[dict[str, Any]]:
+    """For the machine in the evidence (sglab/load/machine.py): get the arms' Services by name and list the pods
+    they select; no other verb, no other resource."""
+    return [{"apiGroups": [""], "resources": ["services"], "resourceNames": list(services), "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
 
 
 def node_reader(meta_labels: dict[str, str], namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -198,42 +176,6 @@ def node_reader(meta_labels: dict[str, str], namespace: str) -> tuple[dict[str, 
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
                "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}]}
     return role, binding
-
-
-def pod_template(stack: StackConfig, stack_name: str, n: BenchmarkNames) -> dict[str, Any]:
-    """The Job's pod: `sglab bench` against both Services, the stack file mounted, a read-only root."""
-    container = {
-        "name": "bench",
-        "image": job_image(stack),
-        "imagePullPolicy": stack.image_pull_policy,
-        "command": bench_command(stack, stack_name, n.result_configmap),
-        "env": [
-            {"name": "SGLAB_STACKS_DIR", "value": STACKS_MOUNT},
-            {"name": "SGLAB_RESULTS_DIR", "value": RESULTS_DIR},
-            {"name": "HOME", "value": "/tmp"},
-            {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
-            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-        ],
-        "resources": {"requests": {"cpu": stack.benchmark_job.cpu, "memory": stack.benchmark_job.memory},
-                      "limits": {"memory": stack.benchmark_job.memory}},
-        "volumeMounts": [{"name": "stack", "mountPath": STACKS_MOUNT, "readOnly": True},
-                         {"name": "tmp", "mountPath": "/tmp"}],
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
-    }
-    return {
-        "metadata": {"labels": pod_labels(stack, stack_name)},
-        "spec": {
-            "serviceAccountName": SERVICE_ACCOUNT,
-            "automountServiceAccountToken": True,
-            "restartPolicy": "Never",
-            "securityContext": {"runAsNonRoot": True, "runAsUser": PROJECT_IMAGE_UID, "runAsGroup": PROJECT_IMAGE_UID,
-                                "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [container],
-            "volumes": [{"name": "stack", "configMap": {"name": n.stack_configmap}},
-                        {"name": "tmp", "emptyDir": {}}],
-        },
-    }
 
 
 def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
@@ -260,47 +202,30 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
         },
     }
     wave = plan_wave(stack, stack_name) if stack.sweep is not None else None
+    budgets = arm_budgets(stack, stack_name)
+    access.role["rules"] = role_rules(n.result_configmap, budgets)
     if wave is not None:
         return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,
                              access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave)
-    role = {**access.role, "rules": role_rules(n.result_configmap)}  # + the arms' Services and pods
+    from sglab.deploy.plan import arm_releases  # the arms' Services are named after their releases
+
+    access.role["rules"] += arm_read_rules([r.release for r in arm_releases(stack, stack_name)])
     nodes, nodes_binding = node_reader(labels, ns)
-    return BenchmarkPlan(n, access.service_account, role, access.role_binding, stack_configmap,
-                         access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave, nodes, nodes_binding)
+    return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,
+                         access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave, nodes,
+                         nodes_binding)
 
 
-def _level_rows(verdict: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    metric = verdict.get("metric") or "decode_tok_per_s"
-    gains, economics = [], []
-    for level in verdict.get("levels") or []:
-        if not isinstance(level, dict):
-            continue
-        gain = level.get("decode" if metric == "decode_tok_per_s" else "output") or {}
-        gains.append({"concurrency": level.get("concurrency"), "gating": level.get("gating"),
-                      "outcome": level.get("outcome"), "metric": metric, "gain": gain.get("estimate"),
-                      "ci_low": gain.get("low"), "ci_high": gain.get("high"), "rounds": gain.get("rounds")})
-        econ = level.get("economics") or {}
-        economics.append({key: econ.get(key) for key in ("concurrency", "baseline_step_ms", "verify_cycle_ms",
-                                                          "accept_length", "break_even_accept_length",
-                                                          "accept_margin")})
-    return gains, economics
+def arm_budgets(stack: StackConfig, stack_name: str) -> list[str]:
+    """The PodDisruptionBudgets of the arms this Job measures (named after their releases), held while it runs."""
+    from sglab.deploy.plan import arm_releases
+
+    return held_budgets(stack, [r.release for r in arm_releases(stack, stack_name)])
 
 
-def summarize_result(summary_json: str | None) -> dict[str, Any]:
-    """Stack outputs from the result summary the Job wrote (result_sink.summary_of); `pending` while there is
-    none, `invalid` if it is not one (the outputs say why instead of failing the deployment)."""
-    empty = {"verdict": PENDING, "sentence": "", "run_id": "", "levels": [], "break_even": []}
-    summary = read_summary(summary_json)
-    if summary is None:
-        return empty
-    if isinstance(summary, str):
-        return {**empty, "verdict": "invalid", "sentence": summary}
-    verdict = summary.get("verdict") if isinstance(summary.get("verdict"), dict) else {}
-    outcome = verdict.get("outcome")
-    gains, economics = _level_rows(verdict)
-    return {"verdict": outcome if isinstance(outcome, str) else PENDING,
-            "sentence": str(verdict.get("sentence") or ""), "run_id": summary["run_id"],
-            "levels": gains, "break_even": economics}
+def pod_template(stack: StackConfig, stack_name: str, n: BenchmarkNames) -> dict[str, Any]:
+    return _pod_template(stack, stack_name, command=bench_command(stack, stack_name, n.result_configmap),
+                         stack_configmap=n.stack_configmap, budgets=arm_budgets(stack, stack_name))
 
 
 def declare_job_access(parent: pulumi.Resource, name: str, plan: Any,
@@ -338,6 +263,7 @@ class InClusterBenchmark(pulumi.ComponentResource):
         foundation = list(foundation or [])
         child = pulumi.ResourceOptions(parent=self, depends_on=foundation)
         self.plan = plan
+        self.stack_name = plan.job["metadata"]["labels"]["sglab/stack"]
         access = declare_job_access(self, name, plan, foundation)
         if plan.node_role is not None:  # the arms' nodes, for the machine in the evidence
             access += [k8s.rbac.v1.ClusterRole(f"{name}-nodes", metadata=plan.node_role["metadata"],
@@ -378,7 +304,7 @@ class InClusterBenchmark(pulumi.ComponentResource):
                 "sweep_ranking": self.sweep.apply(lambda s: s["ranking"]),
                 "sweep_leader": self.sweep.apply(lambda s: s["leader"]),
                 "sweep_leader_config_hash": self.sweep.apply(lambda s: s["leader_config_hash"]),
-                "sweep_next": self.sweep.apply(lambda s: next_step(self.plan.wave, s)),
+                "sweep_next": self.sweep.apply(lambda s: next_step(self.plan.wave, s, self.stack_name)),
                 "benchmark_job": self.job_name,
                 "benchmark_result_configmap": self.result_configmap,
             }
@@ -399,4 +325,15 @@ def build_benchmark_job(dep: Any) -> InClusterBenchmark:
     bench = InClusterBenchmark("benchmark", plan, arms=list(dep.arms.values()), foundation=dep.foundation())
     for key, value in bench.outputs().items():
         dep.export(key, value)
+    pulumi.log.info(phase_line(dep.stack, plan), resource=bench.job)
     return bench
+
+
+def phase_line(stack: StackConfig, plan: BenchmarkPlan) -> str:
+    """What `pulumi up` shows beside the Job while it waits: what runs, its bound, where its rounds are logged."""
+    load = stack.load
+    what = (f"sweep wave {plan.wave.number}/{plan.wave.count}: {len(plan.wave.arms)} arms against the baseline, "
+            f"up to {stack.sweep.max_rounds} rounds per gated level" if plan.wave is not None and stack.sweep else
+            f"A/B at concurrency {', '.join(map(str, load.concurrency))}, {load.rounds} rounds per gated level")
+    return (f"phase 3/3 benchmark: {what}, at most benchmark-job.timeout-min {stack.benchmark_job.timeout_min} min; "
+            f"each round is logged: kubectl -n {stack.namespace} logs -f job/{plan.names.job} -c bench")

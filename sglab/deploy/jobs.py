@@ -62,3 +62,46 @@ def api_token_volume() -> dict[str, Any]:
 
 def api_token_mount() -> dict[str, Any]:
     return {"name": TOKEN_VOLUME, "mountPath": TOKEN_MOUNT, "readOnly": True}
+
+
+LOCKED_DOWN = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+               "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def server_image_security(security: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A container running the servers' image as sglab:pod-security runs the servers (the probe, the preflight):
+    its securityContext, its writable mounts and their emptyDirs, from the server chart's `security` values."""
+    context: dict[str, Any] = {**LOCKED_DOWN, "readOnlyRootFilesystem": security["readOnlyRootFilesystem"]}
+    if security["runAsUser"] != "":
+        uid = security["runAsUser"]
+        context.update({"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid})
+    mounts = [{"name": f"writable-{i}", "mountPath": path} for i, path in enumerate(security["writablePaths"])]
+    volumes = [{"name": f"writable-{i}", "emptyDir": {"sizeLimit": security["writableSizeLimit"]}}
+               for i in range(len(security["writablePaths"]))]
+    return context, mounts, volumes
+
+
+def toleration_manifest(tol: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"operator": tol.operator}
+    for key, value in (("key", tol.key), ("value", tol.value), ("effect", tol.effect),
+                       ("tolerationSeconds", tol.toleration_seconds)):
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def support_pod_placement(stack: Any) -> dict[str, Any]:
+    """Pod spec fields of the pods sglab runs beside the servers (benchmark Job, Locust, preflight): the stack's
+    tolerations and priority class (a tainted GPU-only pool must still schedule them), placement's
+    loadgen-node-selector, and the image pull secrets."""
+    placement = stack.placement
+    spec: dict[str, Any] = {}
+    if placement.loadgen_node_selector:
+        spec["nodeSelector"] = dict(placement.loadgen_node_selector)
+    if placement.tolerations:
+        spec["tolerations"] = [toleration_manifest(t) for t in placement.tolerations]
+    if placement.priority_class_name:
+        spec["priorityClassName"] = placement.priority_class_name
+    if stack.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in stack.image_pull_secrets]
+    return spec

@@ -25,7 +25,8 @@ from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import ConfigError, stack_path
 from sglab.config.models import StackConfig
 from sglab.deploy.benchmark_job import STACKS_MOUNT, stack_file_text
-from sglab.deploy.naming import PART_OF, PROJECT_IMAGE_UID, chart_dir, service_url
+from sglab.deploy.jobs import support_pod_placement
+from sglab.deploy.naming import PART_OF, PROJECT_IMAGE_UID, arm_url, chart_dir
 from sglab.deploy.objects import common_labels, secret_manifest
 from sglab.deploy.values import to_yaml
 from sglab.generated import write_or_check
@@ -79,8 +80,8 @@ def chart_values(stack: StackConfig, stack_name: str) -> dict[str, Any]:
         "locustfile": locust.locustfile,
         "uiPlugin": UI_PLUGIN,
         "targets": {
-            "baselineUrl": service_url(stack.namespace, "baseline", base.port),
-            "candidateUrl": service_url(stack.namespace, "candidate", cand.port),
+            "baselineUrl": arm_url(stack, "baseline", base.port),
+            "candidateUrl": arm_url(stack, "candidate", cand.port),
         },
         "workers": locust.workers,
         "resources": {"cpu": locust.cpu, "memory": locust.memory},
@@ -96,7 +97,15 @@ def chart_values(stack: StackConfig, stack_name: str) -> dict[str, Any]:
         "podLabels": dict(stack.network_policy.allowed_from),
         "stackFile": {"configMap": STACK_CONFIGMAP if stack_name else "", "mountPath": STACKS_MOUNT},
         "runAsUser": PROJECT_IMAGE_UID,
+        "placement": _placement(stack),
     }
+
+
+def _placement(stack: StackConfig) -> dict[str, Any]:
+    support = support_pod_placement(stack)
+    return {"nodeSelector": support.get("nodeSelector", {}), "tolerations": support.get("tolerations", []),
+            "priorityClassName": support.get("priorityClassName", ""),
+            "imagePullSecrets": list(stack.image_pull_secrets)}
 
 
 def _pods(role: str, stack_name: str, release: str = RELEASE) -> dict[str, str]:

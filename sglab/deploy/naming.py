@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from typing import Any
 
 from sglab.config.arms import ArmRole
 from sglab.config.loader import project_root
@@ -17,11 +18,12 @@ SERVER_CHART = "sglang-server"
 PART_OF = "sglab"
 HF_TOKEN_SECRET = "sglab-hf-token"
 HF_TOKEN_SECRET_KEY = "token"
+HF_CACHE_CLAIM = "sglab-hf-cache"  # the claim the stack creates for sglab:hf-cache without claim-name
 SECRET_PLACEHOLDER = "<secret: set with pulumi config set --secret sglab:hf-token>"
 SECRET_KEYS = ("hf-token", "locust-password")  # stack keys that hold secrets (never written into a ConfigMap)
-# Helm's limit for a release name (the chart names every object after it; a Service name may have 63).
-MAX_RELEASE_CHARS = 53
-SWEEP_ARM_PREFIX = "sglang-arm-"
+# A sweep stack's candidates run in fixed slots (sglang-slot-1..parallel-arms): a new wave, or the switch to the
+# confirmation A/B, replaces each slot's server in place instead of adding new GPU-holding releases.
+SLOT_PREFIX = "sglang-slot-"
 ARM_HASH_CHARS = 8
 RESULT_CONFIGMAP_FLAG = "--result-configmap"  # `sglab bench`/`sglab sweep`: store the result for the program
 PENDING = "pending"  # a stack output while the benchmark Job has stored no result
@@ -43,16 +45,36 @@ def release_name(role: ArmRole) -> str:
     return f"sglang-{role}"
 
 
-def sweep_release_name(arm_name: str) -> str:
-    """Helm release (and Service) name of a sweep arm, e.g. `sglang-arm-s3-k1-d4`: a DNS-1123 label of at most
-    MAX_RELEASE_CHARS. When the arm's name does not survive as it is (upper case, other characters, too long),
-    a hash of the exact name is appended, so `LL` and `ll` variants never share a Service."""
-    slug = re.sub(r"[^a-z0-9]+", "-", arm_name.lower()).strip("-")
-    name = SWEEP_ARM_PREFIX + slug
-    if slug == arm_name and len(name) <= MAX_RELEASE_CHARS:
-        return name
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def arm_label(arm_name: str) -> str:
+    """A sweep arm's name as a label value: as it is when it is one, else a slug with a hash of the exact name."""
+    if len(arm_name) <= 63 and _LABEL_VALUE.match(arm_name):
+        return arm_name
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", arm_name).strip("-")
     digest = hashlib.sha256(arm_name.encode()).hexdigest()[:ARM_HASH_CHARS]
-    return f"{name[:MAX_RELEASE_CHARS - ARM_HASH_CHARS - 1].rstrip('-')}-{digest}"
+    return f"{slug[:63 - ARM_HASH_CHARS - 1].rstrip('-')}-{digest}".lstrip("-")
+
+
+def slot_release_name(slot: int) -> str:
+    """Helm release (and Service, and Pulumi resource) name of a sweep stack's candidate slot, e.g. `sglang-slot-2`."""
+    return f"{SLOT_PREFIX}{slot}"
+
+
+def arm_release_name(stack: Any, role: ArmRole) -> str:
+    """The release serving an arm of the stack's A/B pair: a sweep stack's candidate (its confirmation A/B) runs in
+    its last slot, where a wave's carried leader runs (sweep_arms.leader_slot); every other stack's is
+    `sglang-candidate`."""
+    sweep = getattr(stack, "sweep", None)
+    if role == "candidate" and sweep is not None:
+        return slot_release_name(sweep.parallel_arms)
+    return release_name(role)
+
+
+def arm_url(stack: Any, role: ArmRole, port: int) -> str:
+    """In-cluster URL of an arm of the stack's A/B pair (what the benchmark Job and Locust dial)."""
+    return f"http://{release_host(stack.namespace, arm_release_name(stack, role))}:{port}"
 
 
 def release_host(namespace: str, release: str) -> str:

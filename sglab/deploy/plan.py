@@ -14,14 +14,15 @@ from typing import Any
 
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm
 from sglab.config.models import StackConfig
-from sglab.deploy.naming import chart_dir, release_host, release_name
+from sglab.deploy.naming import arm_release_name, chart_dir, release_host, release_name
 from sglab.deploy.sweep_arms import plan_wave
 from sglab.deploy.values import chart_values
 
 
 @dataclass(frozen=True)
 class ArmRelease:
-    """One arm as a Helm release of charts/sglang-server."""
+    """One arm as a Helm release of charts/sglang-server; `resource` is its Pulumi resource name (a sweep stack's
+    slot name, so the same slot is the same resource in every wave and in the confirmation)."""
 
     arm: ArmSpec
     release: str
@@ -29,6 +30,9 @@ class ArmRelease:
     chart: Path
     values: dict[str, Any]
     timeout_min: int
+    resource: str = ""
+    nodes: int = 1  # the nodes (whole GPU nodes when gpus > 0) one server holds
+    gpus_per_node: int = 0
 
     @property
     def service_host(self) -> str:
@@ -39,17 +43,21 @@ class ArmRelease:
         return f"http://{self.service_host}:{self.arm.port}"
 
 
-def arm_release(stack: StackConfig, arm: ArmSpec, stack_name: str, release: str) -> ArmRelease:
+def arm_release(stack: StackConfig, arm: ArmSpec, stack_name: str, release: str, resource: str = "",
+                arm_name: str = "") -> ArmRelease:
     return ArmRelease(arm=arm, release=release, namespace=stack.namespace, chart=chart_dir(),
-                      values=chart_values(stack, arm, stack_name=stack_name),
-                      timeout_min=stack.rollout.pulumi_timeout_min)
+                      values=chart_values(stack, arm, stack_name=stack_name, arm_name=arm_name),
+                      timeout_min=stack.rollout.pulumi_timeout_min, resource=resource or release,
+                      nodes=stack.placement.nodes, gpus_per_node=stack.placement.gpus_per_node)
 
 
 def arm_releases(stack: StackConfig, stack_name: str) -> list[ArmRelease]:
-    """Baseline then candidate; for a sweep wave, baseline then the wave's arms (the carried leader last)."""
-    base = baseline_arm(stack)
+    """Baseline then candidate; for a sweep wave, baseline then the wave's arms (the carried leader last). A sweep
+    stack's candidate (its confirmation A/B) runs in the leader slot, where a wave's carried leader runs."""
+    base = arm_release(stack, baseline_arm(stack), stack_name, release_name("baseline"), "baseline")
     wave = plan_wave(stack, stack_name)
     if wave is None:
-        return [arm_release(stack, arm, stack_name, release_name(arm.role)) for arm in (base, candidate_arm(stack))]
-    return [arm_release(stack, base, stack_name, release_name(base.role)),
-            *(arm_release(stack, a.arm.arm, stack_name, a.release) for a in wave.arms)]
+        release = arm_release_name(stack, "candidate")
+        resource = "candidate" if release == release_name("candidate") else release
+        return [base, arm_release(stack, candidate_arm(stack), stack_name, release, resource)]
+    return [base, *(arm_release(stack, a.arm.arm, stack_name, a.release, arm_name=a.arm.name) for a in wave.arms)]

@@ -1,4 +1,4 @@
-"""The NCCL probe Job (`sglab:probe.enabled`): all-reduce timings on one of the stack's GPU nodes, before the arms.
+"""The NCCL probe Job (`sglab:probe.enabled`): all-reduce timings on one of the stack's GPU nodes, on demand.
 
 The probe must run with the servers' NCCL, CUDA and torch, so its pod runs the servers' image, placement
 (node selector, tolerations, priority and runtime class, the arms' anti-affinity) and /dev/shm; the
@@ -9,7 +9,9 @@ same sink as the benchmark Job, so `sglab results pull` finds it); its Role may 
 Locked down like the servers: the probe step runs as sglab:pod-security says the servers run (no escalation,
 no capabilities, seccomp, read-only root with its writable paths as emptyDirs), the store step as the project
 image's user; no container but the store step gets an API token (a projected volume, no automount).
-Named after a hash of the spec and the pod template: it runs again exactly when what it measures changes.
+Named after a hash of its spec and `probe.rerun`: it runs on a fresh deploy, and again exactly when asked (a
+new token) or when what it measures changes, never because of an image bump; nothing depends on it, so a probe
+waiting for a free GPU node never holds the servers back (sglab/deploy/capacity.py warns when none can be free).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pulumi_kubernetes as k8s
 from sglab.config.arms import baseline_arm
 from sglab.config.models import StackConfig
 from sglab.deploy.benchmark_job import declare_job_access
-from sglab.deploy.jobs import JobAccess, api_token_mount, api_token_volume, job_access
+from sglab.deploy.jobs import LOCKED_DOWN, JobAccess, api_token_mount, api_token_volume, job_access, server_image_security
 from sglab.deploy.naming import PROJECT_IMAGE_UID
 from sglab.deploy.objects import common_labels
 from sglab.deploy.values import chart_values
@@ -116,21 +118,7 @@ def probe_command(stack: StackConfig) -> list[str]:
     return command
 
 
-LOCKED_DOWN = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-               "seccompProfile": {"type": "RuntimeDefault"}}
-
-
-def probe_security(security: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The probe container's securityContext, writable mounts and their emptyDirs, from the server chart's
-    `security` values (sglab:pod-security): the servers' image runs the way the servers run it."""
-    context: dict[str, Any] = {**LOCKED_DOWN, "readOnlyRootFilesystem": security["readOnlyRootFilesystem"]}
-    if security["runAsUser"] != "":
-        uid = security["runAsUser"]
-        context.update({"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid})
-    mounts = [{"name": f"writable-{i}", "mountPath": path} for i, path in enumerate(security["writablePaths"])]
-    volumes = [{"name": f"writable-{i}", "emptyDir": {"sizeLimit": security["writableSizeLimit"]}}
-               for i in range(len(security["writablePaths"]))]
-    return context, mounts, volumes
+probe_security = server_image_security  # the servers' image runs the way the servers run it (sglab:pod-security)
 
 
 def pod_template(stack: StackConfig, stack_name: str, n: ProbeNames) -> dict[str, Any]:
@@ -198,15 +186,19 @@ def pod_template(stack: StackConfig, stack_name: str, n: ProbeNames) -> dict[str
         spec["priorityClassName"] = server["priorityClassName"]
     if server["runtimeClassName"]:
         spec["runtimeClassName"] = server["runtimeClassName"]
+    if server["imagePullSecrets"]:
+        spec["imagePullSecrets"] = [{"name": name} for name in server["imagePullSecrets"]]
     if server["antiAffinity"]["enabled"]:
         spec["affinity"] = _server_anti_affinity(stack_name)
     return {"metadata": {"labels": pod_labels(stack_name)}, "spec": spec}
 
 
 def probe_hash(stack: StackConfig, stack_name: str) -> str:
+    """What the probe measures (its spec: sizes, variants, samples) and the rerun token; not the image or the pod
+    template: the probe runs on a fresh deploy and when asked, never again because of an image bump (a new probe
+    Job needs a free GPU node, which the servers hold)."""
     payload = json.dumps({"spec": json.loads(spec_json(stack, stack_name)), "rerun": stack.probe.rerun,
-                          "sources": source_files(), "pod_template": pod_template(stack, stack_name, _PLACEHOLDER)},
-                         sort_keys=True, separators=(",", ":"))
+                          "stack": stack_name}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()[:HASH_CHARS]
 
 
@@ -255,13 +247,16 @@ class InClusterProbe(pulumi.ComponentResource):
         super().__init__(self.TYPE, name, None, opts)
         foundation = list(foundation or [])
         access = declare_job_access(self, name, plan.access, foundation)
+        # What ran is kept as it ran: a later image or source change does not replace a finished probe (a Job's pod
+        # template is immutable, so Pulumi would rerun it); a new probe.rerun token or spec is a new probe.
         source = k8s.core.v1.ConfigMap(f"{name}-src", metadata=plan.source_configmap["metadata"],
                                        data=plan.source_configmap["data"],
-                                       opts=pulumi.ResourceOptions(parent=self, depends_on=foundation))
+                                       opts=pulumi.ResourceOptions(parent=self, depends_on=foundation,
+                                                                   ignore_changes=["data"]))
         timeout = f"{plan.await_timeout_min}m"
         self.job = k8s.batch.v1.Job(
             f"{name}-job", metadata=plan.job["metadata"], spec=plan.job["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*foundation, *access, source],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*foundation, *access, source], ignore_changes=["spec"],
                                         custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
         self.job_name = pulumi.Output.from_input(plan.names.job)
         self.result_configmap = pulumi.Output.from_input(plan.names.result_configmap)
@@ -269,7 +264,7 @@ class InClusterProbe(pulumi.ComponentResource):
 
 
 def build_probe_job(dep: Any) -> InClusterProbe:
-    """Program builder: the probe before the arms (`dep` is program.Deployment; the arms wait for it)."""
+    """Program builder (`dep` is program.Deployment): the probe on demand; nothing waits for it."""
     plan = probe_plan(dep.stack, dep.stack_name)
     probe = InClusterProbe("nccl-probe", plan, foundation=dep.foundation())
     dep.export("probe_job", probe.job_name)

@@ -1,8 +1,10 @@
-"""The Pulumi program: namespace, HF token Secret, then one `SGLangServer` per arm, then stack outputs.
+"""The Pulumi program: namespace, HF token Secret, the preflight, then one `SGLangServer` per arm, then the load
+generators and stack outputs.
 
-`run()` reads as the deployment order. Each builder takes the `Deployment` context and adds
-resources and outputs to it; a further component (benchmark Job, Locust) is one more builder
-called at the end of `run()`.
+`run()` reads as the deployment order. Each builder takes the `Deployment` context and adds resources and
+outputs to it. The capacity preflight runs before anything is declared, so a plan that could deadlock on GPU
+capacity changes nothing; the preflight Job runs before any server is replaced, so a launch command the
+image's SGLang refuses, or weights that are not there, leave the running servers untouched.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from sglab.config.lints import blocking, stack_lints
 from sglab.config.loader import ConfigError, LoadedStack
 from sglab.config.models import StackConfig
 from sglab.deploy.benchmark_job import build_benchmark_job
+from sglab.deploy.capacity import check_capacity
 from sglab.deploy.locust import build_locust
-from sglab.deploy.objects import hf_token_secret_manifest, namespace_manifest
-from sglab.deploy.plan import arm_releases
+from sglab.deploy.namespace import declare_hf_cache, declare_namespace
+from sglab.deploy.objects import hf_token_secret_manifest
+from sglab.deploy.plan import ArmRelease, arm_releases
+from sglab.deploy.preflight import Preflight, preflight_plan
 from sglab.deploy.probe_job import build_probe_job
 from sglab.deploy.pulumi_config import PulumiStack, read_pulumi_config
 from sglab.deploy.server import SGLangServer
@@ -34,10 +39,13 @@ class Deployment:
     stack_name: str
     loaded: LoadedStack
     secrets: dict[str, pulumi.Output[str]]
-    namespace: k8s.core.v1.Namespace | None = None
+    namespace: pulumi.Resource | None = None  # created, or read (an existing namespace: never deleted)
     hf_token_secret: k8s.core.v1.Secret | None = None
+    hf_cache: pulumi.Resource | None = None
+    preflight: Preflight | None = None  # every GPU-holding object waits for it
+    admission: pulumi.Output[Any] | None = None  # resolves once an existing namespace is known to admit the pods
     arms: dict[str, SGLangServer] = field(default_factory=dict)
-    probe_job: pulumi.Resource | None = None  # the NCCL probe runs before the arms take the GPUs
+    probe_job: pulumi.Resource | None = None  # on demand: nothing waits for it
     outputs: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -46,19 +54,24 @@ class Deployment:
 
     def foundation(self) -> list[pulumi.Resource]:
         """Resources every workload in the namespace depends on."""
-        return [r for r in (self.namespace, self.hf_token_secret, self.probe_job) if r is not None]
+        return [r for r in (self.namespace, self.hf_token_secret, self.hf_cache) if r is not None]
 
     def export(self, name: str, value: Any) -> None:
         self.outputs[name] = value
         pulumi.export(name, value)
 
 
+def _refusal(exc: ConfigError) -> pulumi.RunError:
+    return pulumi.RunError(str(exc))
+
+
 def read_stack() -> Deployment:
-    """The stack config from Pulumi config; bad input stops `pulumi up` with one clear message."""
+    """The stack config from Pulumi config; bad input, or a plan that could deadlock, stops `pulumi up` with one
+    clear message before anything is declared."""
     try:
         config: PulumiStack = read_pulumi_config()
     except ConfigError as exc:
-        raise pulumi.RunError(str(exc)) from None
+        raise _refusal(exc) from None
     for note in config.loaded.warnings:
         pulumi.log.warn(note)
     lints = stack_lints(config.loaded.config)
@@ -66,13 +79,15 @@ def read_stack() -> Deployment:
         pulumi.log.warn(f"lint {lint.describe()}")
     if blocking(lints):
         raise pulumi.RunError("; ".join(f"{lint.key}: {lint.message}; fix: {lint.fix}" for lint in blocking(lints)))
+    try:
+        capacity, warnings = check_capacity(config.loaded.config, config.loaded.name)
+    except ConfigError as exc:
+        raise _refusal(exc) from None
+    for warning in warnings:
+        pulumi.log.warn(warning)
+    if capacity is not None:
+        pulumi.log.info(capacity.describe())
     return Deployment(stack_name=config.loaded.name, loaded=config.loaded, secrets=dict(config.secrets))
-
-
-def build_namespace(dep: Deployment) -> None:
-    manifest = namespace_manifest(dep.stack, dep.stack_name)
-    dep.namespace = k8s.core.v1.Namespace("namespace", metadata=manifest["metadata"])
-    dep.export("namespace", dep.stack.namespace)
 
 
 def build_hf_token_secret(dep: Deployment) -> None:
@@ -88,26 +103,54 @@ def build_hf_token_secret(dep: Deployment) -> None:
     )
 
 
-def build_arms(dep: Deployment) -> None:
-    """The baseline and the candidate; for a sweep wave (sglab:sweep.wave) the baseline and the wave's arms,
-    one release per arm named after it (the baseline's release is the same in every wave)."""
+def _releases(dep: Deployment) -> list[ArmRelease]:
     try:
-        releases = arm_releases(dep.stack, dep.stack_name)
-        wave = plan_wave(dep.stack, dep.stack_name) if dep.stack.sweep is not None else None
+        return arm_releases(dep.stack, dep.stack_name)
     except ConfigError as exc:
-        raise pulumi.RunError(str(exc)) from None
+        raise _refusal(exc) from None
+
+
+def build_preflight(dep: Deployment, releases: list[ArmRelease]) -> None:
+    plan = preflight_plan(dep.stack, dep.stack_name, releases)
+    if plan is None:
+        return
+    dep.preflight = Preflight("preflight", plan, foundation=dep.foundation(), gate=dep.admission)
+    pulumi.log.info(f"phase 1/3 preflight: Job {plan.name} checks every launch command with the server image's "
+                    "SGLang, the model paths and their architectures (no GPU); the servers wait for it",
+                    resource=dep.preflight.job)
+    dep.export("preflight_job", dep.preflight.job_name)
+
+
+def _gate(dep: Deployment, values: dict[str, Any]) -> Any:
+    """Chart values that resolve only once an existing namespace is known to admit the pods (else the program
+    fails there and no server is touched)."""
+    return values if dep.admission is None else dep.admission.apply(lambda _: values)
+
+
+def build_arms(dep: Deployment, releases: list[ArmRelease]) -> None:
+    """The baseline and the candidate; for a sweep wave the baseline and the wave's arms, each in its slot (the
+    baseline's release is the same in every wave, a slot is the same resource in every wave)."""
+    wave = plan_wave(dep.stack, dep.stack_name) if dep.stack.sweep is not None else None
+    depends = [*dep.foundation(), *([dep.preflight.job] if dep.preflight is not None else [])]
     for release in releases:
-        key = release.arm.role if release.arm.role == "baseline" or wave is None else release.release
-        server = SGLangServer(key, release, pulumi.ResourceOptions(depends_on=dep.foundation()))
+        key = "baseline" if release.arm.role == "baseline" else release.resource
+        server = SGLangServer(key, release, pulumi.ResourceOptions(depends_on=depends),
+                              values=_gate(dep, release.values))
         dep.arms[key] = server
         if wave is not None and key != "baseline":
             continue
-        dep.export(f"{key}_service", server.service_host)
-        dep.export(f"{key}_port", server.port)
-        dep.export(f"{key}_url", server.url)
-        dep.export(f"{key}_launch_command", server.launch_command)
+        role = release.arm.role
+        dep.export(f"{role}_service", server.service_host)
+        dep.export(f"{role}_port", server.port)
+        dep.export(f"{role}_url", server.url)
+        dep.export(f"{role}_launch_command", server.launch_command)
+        dep.export(f"{role}_release", release.release)
+    first = next(iter(dep.arms.values()))
+    pulumi.log.info(f"phase 2/3 servers: {len(releases)} loading, up to rollout.pulumi-timeout-min "
+                    f"{dep.stack.rollout.pulumi_timeout_min} min; watch: kubectl -n {dep.stack.namespace} get pods "
+                    "-l app.kubernetes.io/part-of=sglab -w", resource=first)
     if wave is None:
-        dep.export("config_hashes", {role: server.config_hash for role, server in dep.arms.items()})
+        dep.export("config_hashes", {s.role: s.config_hash for s in dep.arms.values()})
         dep.export("confounds", [c.as_dict() for c in confounds(dep.stack)])
         return
     for note in wave.notes:
@@ -125,11 +168,17 @@ def build_arms(dep: Deployment) -> None:
 def run() -> Deployment:
     """The whole program (`__main__.py` calls this)."""
     dep = read_stack()
-    build_namespace(dep)
-    build_hf_token_secret(dep)
+    try:
+        declare_namespace(dep)
+        build_hf_token_secret(dep)
+        declare_hf_cache(dep)
+    except ConfigError as exc:
+        raise _refusal(exc) from None
+    releases = _releases(dep)
+    build_preflight(dep, releases)
     if dep.stack.probe.enabled:
         dep.probe_job = build_probe_job(dep).job
-    build_arms(dep)
+    build_arms(dep, releases)
     if dep.stack.locust.enabled:
         build_locust(dep)
     if dep.stack.benchmark_job.enabled:

@@ -15,14 +15,17 @@ import yaml
 
 from sglab.config.arms import Confound, confounds
 from sglab.config.loader import ConfigError, LoadedStack
+from sglab.deploy.capacity import check_capacity
+from sglab.deploy.namespace import hf_cache_manifest
 from sglab.deploy.naming import SECRET_PLACEHOLDER, chart_dir
 from sglab.deploy.objects import hf_token_secret_manifest, namespace_manifest
 from sglab.deploy.plan import arm_releases
+from sglab.deploy.preflight import preflight_plan
 
 # Helm's install order (the subset our charts use): dependencies before dependents.
 KIND_ORDER = (
-    "Namespace", "NetworkPolicy", "PodDisruptionBudget", "ServiceAccount", "Secret", "ConfigMap", "Role",
-    "RoleBinding", "Service", "Deployment", "StatefulSet", "Job",
+    "Namespace", "NetworkPolicy", "PodDisruptionBudget", "ServiceAccount", "Secret", "ConfigMap",
+    "PersistentVolumeClaim", "Role", "RoleBinding", "Service", "Deployment", "StatefulSet", "Job",
 )
 
 
@@ -33,6 +36,7 @@ class RenderedStack:
     objects: list[dict[str, Any]]
     confounds: list[Confound]
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # the deployment's order and capacity, for the header
 
 
 def _kind_rank(obj: dict[str, Any]) -> int:
@@ -56,22 +60,38 @@ def render_chart(chart: Path | str, values: dict[str, Any], *, release: str, nam
 
 
 def render_stack(loaded: LoadedStack) -> RenderedStack:
-    """Namespace, HF token Secret (placeholder), the probe Job, both arms' chart objects and the load
-    generators, in apply order."""
+    """Namespace (when the stack creates it), HF token Secret (placeholder), HF cache claim, the preflight Job,
+    the probe Job, both arms' chart objects and the load generators, in apply order."""
     stack = loaded.config
-    objects: list[dict[str, Any]] = [namespace_manifest(stack, loaded.name)]
+    capacity, warnings = check_capacity(stack, loaded.name)  # a plan that could deadlock is refused here too
+    objects: list[dict[str, Any]] = []
+    notes = [capacity.describe()] if capacity is not None else []
+    namespace = namespace_manifest(stack, loaded.name)
+    if namespace is not None:
+        objects.append(namespace)
+    else:
+        notes.append(f"namespace {stack.namespace}: existing (namespace.create false), read, never created or deleted")
     secret = hf_token_secret_manifest(stack, loaded.name, SECRET_PLACEHOLDER)
     if secret is not None:
         objects.append(secret)
-    if stack.probe.enabled:  # the NCCL probe runs before the arms, as the program declares it
+    cache = hf_cache_manifest(stack, loaded.name)
+    if cache is not None:
+        objects.append(cache)
+    releases = arm_releases(stack, loaded.name)
+    preflight = preflight_plan(stack, loaded.name, releases)
+    if preflight is not None:  # before every GPU-holding object: the servers depend on it
+        objects += preflight.manifests()
+        notes.append(f"order: Job {preflight.name} (preflight, no GPU) completes before any server is created "
+                     f"or replaced: {', '.join(r.release for r in releases)}")
+    if stack.probe.enabled:  # on demand: runs on a fresh deploy or when asked; nothing waits for it
         from sglab.deploy.probe_job import probe_plan
 
         objects += probe_plan(stack, loaded.name).manifests()
-    for release in arm_releases(stack, loaded.name):
+    for release in releases:
         objects += _render_checked(loaded, release.chart, release.values, release=release.release,
                                    namespace=release.namespace, what=f"the {release.arm.role} arm")
     objects += _load_generators(loaded)
-    return RenderedStack(loaded.name, loaded.path, objects, confounds(stack), list(loaded.warnings))
+    return RenderedStack(loaded.name, loaded.path, objects, confounds(stack), [*loaded.warnings, *warnings], notes)
 
 
 def _render_checked(loaded: LoadedStack, chart: Path, values: dict[str, Any], *, release: str, namespace: str,
@@ -117,6 +137,7 @@ def to_multidoc(objects: list[dict[str, Any]]) -> str:
 def header_comment(rendered: RenderedStack) -> str:
     lines = [f"# sglab render --stack {rendered.name}: {len(rendered.objects)} objects, what "
              f"`pulumi up --stack {rendered.name}` would apply (secrets shown as placeholders)"]
+    lines += [f"# {note}" for note in rendered.notes]
     if rendered.confounds:
         lines.append(f"# confounds ({len(rendered.confounds)}): the candidate differs beyond speculation in")
         lines += [f"#   - {c.describe()}" for c in rendered.confounds]

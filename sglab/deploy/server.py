@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -15,7 +15,9 @@ class SGLangServer(pulumi.ComponentResource):
 
     TYPE = "sglab:index:SGLangServer"
 
-    def __init__(self, name: str, release: ArmRelease, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, release: ArmRelease, opts: Optional[pulumi.ResourceOptions] = None, *,
+                 values: Any = None) -> None:
+        """`values` (default: the release's) may be an Output of them: the chart waits for it to resolve."""
         super().__init__(self.TYPE, name, None, opts)
         self.release = release
         # A large model can take longer to load than the provider's 10-minute default await.
@@ -25,7 +27,7 @@ class SGLangServer(pulumi.ComponentResource):
             chart=str(release.chart),
             name=release.release,
             namespace=release.namespace,
-            values=release.values,
+            values=release.values if values is None else values,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout, delete="10m"),

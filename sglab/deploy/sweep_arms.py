@@ -1,4 +1,4 @@
-"""A sweep stack on a cluster: which arms of the grid `pulumi up` deploys (one wave), named for Kubernetes.
+"""A sweep stack on a cluster: which arms of the grid `pulumi up` deploys (one wave), into which slot.
 
 With `sglab:sweep.wave` set, the program deploys the baseline and one wave of the expanded grid (its
 stable order, sglab/sweep/grid.py) instead of the stack's own candidate; the benchmark Job then runs
@@ -8,6 +8,12 @@ a same-run sweep against the one baseline and the final leader has been measured
 wave's arms. The leader comes from stack config, not from reading the previous wave's ConfigMap inside
 the program: what a wave deploys is then a function of the stack alone (a preview shows it exactly, the
 Job's comparison hash is fixed before anything runs), and the program prints the command that sets it.
+
+Arms run in fixed slots, not under their own names: `sglang-slot-1..parallel-arms` (naming.slot_release_name),
+fresh arms from slot 1, the carried leader in the last slot, which is also where the confirmation A/B's
+candidate runs. So a new wave, and the switch to the confirmation, replace each slot's server in place (the
+Deployment's Recreate strategy stops the old pod before the new one starts) and never need more GPUs than the
+wave itself; the capacity preflight (sglab/deploy/capacity.py) checks that against placement.max-nodes.
 
 The grid is expanded from the validated config as the benchmark Job's pod loads it (the stack file
 the Job mounts), so both sides compute the same arms and config hashes.
@@ -21,7 +27,7 @@ from functools import lru_cache
 
 from sglab.config.loader import LoadedStack, load_mapping
 from sglab.config.models import StackConfig
-from sglab.deploy.naming import SECRET_KEYS, sweep_release_name
+from sglab.deploy.naming import SECRET_KEYS, arm_release_name, slot_release_name
 from sglab.errors import ConfigError
 from sglab.paths import stack_path
 from sglab.sweep.grid import Grid, SweepArm, expand, quick_subset
@@ -90,6 +96,17 @@ class Wave:
         return next((a for a in self.arms if a.carried), None)
 
 
+def slot_count(stack: StackConfig) -> int:
+    """The candidate slots of a sweep stack: parallel-arms (a wave never deploys more)."""
+    return stack.sweep.parallel_arms if stack.sweep is not None else 1
+
+
+def leader_slot(stack: StackConfig) -> str:
+    """The last slot: where a wave's carried leader runs and the confirmation A/B's candidate (the stack's own
+    candidate), so a leader that stays the leader keeps its server from wave to wave."""
+    return arm_release_name(stack, "candidate")
+
+
 def _refuse(stack_name: str, key: str, problem: str, fix: str) -> ConfigError:
     return ConfigError(stack_path(stack_name), key, problem, fix)
 
@@ -115,19 +132,18 @@ def plan_wave(stack: StackConfig, stack_name: str) -> Wave | None:
                       f"set {WAVE_KEY} to 1..{count}")
     start, stop = slices[spec.wave - 1]
     fresh = grid.arms[start:stop]
-    arms = [WaveArm(a, sweep_release_name(a.name)) for a in fresh]
+    arms = [WaveArm(a, slot_release_name(i)) for i, a in enumerate(fresh, 1)]
     notes: list[str] = []
     if spec.carry_arm is not None:
         carried = _carried(stack_name, spec, grid, start)
-        arms.append(WaveArm(carried, sweep_release_name(carried.name), carried=True))
+        arms.append(WaveArm(carried, leader_slot(stack), carried=True))
     elif spec.wave > 1 and spec.parallel_arms > 1:
         notes.append(f"{WAVE_KEY} {spec.wave} without {CARRY_KEY}: this wave's sweep does not measure wave "
                      f"{spec.wave - 1}'s leader, so its ranking cannot be compared with it; set {CARRY_KEY} to "
                      f"wave {spec.wave - 1}'s sweep_leader output")
     releases = [a.release for a in arms]
-    if len(set(releases)) != len(releases):  # a hashed suffix makes this practically impossible; never deploy it
-        raise _refuse(stack_name, "sweep", f"two arms map to one release name: {releases}",
-                      "rename an NCCL variant")
+    if len(set(releases)) != len(releases):  # fresh arms fill slots 1.., the leader the last: never two in one
+        raise _refuse(stack_name, "sweep", f"two arms map to one slot: {releases}", "report this as a bug")
     return Wave(spec.wave, count, arms, notes)
 
 

@@ -48,16 +48,23 @@ def summarize_sweep(summary_json: str | None) -> dict[str, Any]:
             "leader_cleared_min": bool(verdict.get("winner_cleared_min"))}
 
 
-def next_step(wave: Wave, sweep: dict[str, Any]) -> str:
-    """What to run after this wave: the next wave with its leader carried, or the confirmation A/B."""
+def next_command(stack_name: str) -> str:
+    return f"sglab sweep --stack {stack_name} --target cluster --next"
+
+
+def next_step(wave: Wave, sweep: dict[str, Any], stack_name: str) -> str:
+    """What to run after this wave: the one command (sglab/deploy/sweep_next.py), and what it runs: the next wave
+    with its leader carried, or the confirmation A/B."""
     leader = sweep.get("leader")
     if sweep.get("status") in (PENDING, "invalid"):
-        return "wait for the benchmark Job's sweep result (pulumi up again once it has finished)"
+        return (f"wait for the benchmark Job's sweep result; if the Job failed or pulumi up was interrupted, "
+                f"{next_command(stack_name)} resumes this wave")
     if wave.number < wave.count:
         carry = (f" && pulumi config set --path sglab:sweep.carry-arm {leader}" if leader
                  else " && pulumi config rm --path sglab:sweep.carry-arm")
-        return f"pulumi config set --path sglab:sweep.wave {wave.number + 1}{carry} && pulumi up"
+        return (f"{next_command(stack_name)}  (runs: pulumi config set --path sglab:sweep.wave {wave.number + 1}"
+                f"{carry} && pulumi up)")
     if not leader:
         return "last wave: no leader (no arm beat the baseline by policy.min-gain); nothing to confirm"
-    return (f"last wave: confirm {leader} with a fresh A/B: make it the stack's candidate (docs/sweep.md, "
-            "\"On a cluster\"), pulumi config rm --path sglab:sweep.wave, pulumi up, then sglab promote")
+    return (f"{next_command(stack_name)}  (last wave: makes {leader} the stack's candidate, unsets sglab:sweep.wave "
+            "and runs pulumi up: the confirmation A/B on fresh rounds; then sglab results pull and sglab promote)")

@@ -15,21 +15,15 @@ from ruamel.yaml import YAML
 
 from sglab.config.arms import ArmSpec, baseline_arm
 from sglab.config.models import StackConfig, Toleration
-from sglab.deploy.naming import HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF, PROJECT_IMAGE_UID, chart_dir
+from sglab.deploy.naming import (HF_CACHE_CLAIM, arm_label, HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF, PROJECT_IMAGE_UID,
+                                 chart_dir)
+from sglab.deploy.jobs import toleration_manifest
+from sglab.deploy.serving import serving_values
 from sglab.generated import write_or_check
 
 
 def _toleration(tol: Toleration) -> dict[str, Any]:
-    out: dict[str, Any] = {"operator": tol.operator}
-    if tol.key is not None:
-        out["key"] = tol.key
-    if tol.value is not None:
-        out["value"] = tol.value
-    if tol.effect is not None:
-        out["effect"] = tol.effect
-    if tol.toleration_seconds is not None:
-        out["tolerationSeconds"] = tol.toleration_seconds
-    return out
+    return toleration_manifest(tol)
 
 
 def _model_volume(stack: StackConfig) -> dict[str, Any]:
@@ -44,14 +38,38 @@ def _model_volume(stack: StackConfig) -> dict[str, Any]:
     }
 
 
+def guaranteed_qos(stack: StackConfig) -> bool:
+    """resources.guaranteed, unset: on for a benchmark stack, off for one marked production or one that sets its
+    own cpu-limit."""
+    res = stack.resources
+    return res.guaranteed if res.guaranteed is not None else not stack.production and res.cpu_limit is None
+
+
 def _resources(stack: StackConfig) -> dict[str, str]:
-    """Requests as the stack sets them, else sized per GPU of the node; no CPU limit unless asked for."""
+    """Requests as the stack sets them, else sized per GPU of the node. The CPU limit is the request with
+    Guaranteed QoS (whole cores under the static CPU manager), else none unless cpu-limit asks for one."""
     res, gpus = stack.resources, stack.placement.gpus_per_node
+    cpu = res.cpu or (str(res.cpu_per_gpu * gpus) if gpus else "")
     return {
-        "cpu": res.cpu or (str(res.cpu_per_gpu * gpus) if gpus else ""),
+        "cpu": cpu,
         "memory": res.memory or (f"{res.memory_per_gpu_gi * gpus}Gi" if gpus else ""),
-        "cpuLimit": res.cpu_limit or "",
+        "cpuLimit": cpu if guaranteed_qos(stack) else (res.cpu_limit or ""),
     }
+
+
+def _rdma(stack: StackConfig) -> dict[str, Any]:
+    rdma = stack.placement.rdma
+    if rdma is None:
+        return {"enabled": False, "resource": "", "count": 0, "networks": [], "hostNetwork": False}
+    return {"enabled": True, "resource": rdma.resource or "", "count": rdma.count, "networks": list(rdma.networks),
+            "hostNetwork": rdma.host_network}
+
+
+def _hf_cache(stack: StackConfig) -> dict[str, Any]:
+    cache = stack.hf_cache
+    if cache is None:
+        return {"enabled": False, "claimName": "", "mountPath": ""}
+    return {"enabled": True, "claimName": cache.claim_name or HF_CACHE_CLAIM, "mountPath": cache.mount_path}
 
 
 def _security(stack: StackConfig) -> dict[str, Any]:
@@ -67,15 +85,19 @@ def _security(stack: StackConfig) -> dict[str, Any]:
     }
 
 
-def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict[str, Any]:
-    """Values for `charts/sglang-server` rendering `arm` of `stack`: the chart's whole input."""
+def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str, arm_name: str = "") -> dict[str, Any]:
+    """Values for `charts/sglang-server` rendering `arm` of `stack`: the chart's whole input. `arm_name` is a
+    sweep arm's name (the identity of what a slot serves: label and annotation sglab/arm-name)."""
     rollout = stack.rollout
     return {
         "arm": arm.role,
+        "armName": arm_name,
+        "armLabel": arm_label(arm_name) if arm_name else "",
         "stack": stack_name,
         "partOf": PART_OF,
         "configHash": arm.config_hash,
         "image": {"name": arm.image, "pullPolicy": stack.image_pull_policy},
+        "imagePullSecrets": list(stack.image_pull_secrets),
         "command": list(arm.command),
         "args": list(arm.args),
         "port": arm.port,
@@ -97,6 +119,7 @@ def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict[s
             "livenessFailureThreshold": rollout.liveness_failure_threshold,
         },
         "awaitTimeoutSeconds": rollout.pulumi_timeout_min * 60,
+        "progressDeadlineSeconds": rollout.progress_deadline_s,
         "nodeSelector": dict(stack.placement.node_selector),
         "tolerations": [_toleration(t) for t in stack.placement.tolerations],
         "priorityClassName": stack.placement.priority_class_name or "",
@@ -112,6 +135,9 @@ def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict[s
             "maxUnavailable": stack.disruption_budget.max_unavailable,
         },
         "security": _security(stack),
+        "rdma": _rdma(stack),
+        "hfCache": _hf_cache(stack),
+        "serving": serving_values(stack, arm, stack_name=stack_name),  # sglab:serving (sglab/deploy/serving.py)
     }
 
 

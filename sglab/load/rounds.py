@@ -87,8 +87,10 @@ class ControlledRun(BenchRun):
         progress.level(level, len(first) * (total - done + (1 if plan.warmup_requests else 0)))
         self._set_users(self.profile.users_for(level))
         warm = []
+        # a controller whose rounds change arms (a sweep's race) names every arm the level may run
+        warm_arms = getattr(self.controller, "warmup_arms", lambda _level: first)(level)
         if plan.warmup_requests and self.interrupted is None:
-            for position, arm in enumerate(first):
+            for position, arm in enumerate(warm_arms):
                 warm.append(self.segment(level, -1, position, arm, warmup=True, progress=progress))
                 progress.advance()
                 if self.interrupted:

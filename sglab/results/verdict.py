@@ -209,6 +209,8 @@ class Verdict(BaseModel):
                                                "and A/A; None when the run recorded no output text")
     policy: dict[str, Any]  # the policy applied, as the stack spells it (kebab-case keys)
     computed_at: str
+    # A sweep's confirmation run: the directory its promotion must name (`--result`; it is never the newest run)
+    promote_result: str | None = None
 
     def level(self, concurrency: int) -> LevelVerdict | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)

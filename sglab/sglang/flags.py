@@ -1,11 +1,17 @@
-"""The launch_server flags sglab knows, and how SGLang's parser reads an argument list.
+"""The launch_server flags sglab knows, as SGLang 0.5.23 declares them, and how its parser reads argv.
+
+The table describes the pinned release (sglab/sglang/version.py); tests/sglang_contract/ checks every
+entry (name, aliases, switch or value, list-valued, choices, default) against that release's real parser.
+A flag newer than sglab's oldest known release (version.OLDEST_KNOWN) carries `since`, the first release
+that has it, read from the PyPI wheels; `sglab validate` refuses it on an image of an older release.
 
 `python -m sglang.launch_server` builds a plain `argparse.ArgumentParser()` (allow_abbrev on), so
 on a real server:
-- an alias is the same flag (`--tp` == `--tp-size`);
-- a unique prefix is the same flag (`--max-running-req 64` == `--max-running-requests 64`); a prefix
-  matching two flags is an error ("ambiguous option");
-- a list-valued flag takes every value up to the next `--flag` (`--cuda-graph-bs 1 2 4 8`);
+- an alias is the same flag (`--tensor-parallel-size` == `--tp-size`);
+- a unique prefix is the same flag (`--tp 8` and `--max-running-req 64` are `--tp-size 8` and
+  `--max-running-requests 64`); a prefix matching two flags is an error ("ambiguous option": 0.5.23 has
+  `--cuda-graph-bs-decode` and `--cuda-graph-bs-prefill`, so `--cuda-graph-bs` is refused);
+- a list-valued flag takes every value up to the next `--flag` (`--cuda-graph-bs-decode 1 2 4 8`);
 - a repeated flag keeps its last value.
 `decode` reads argv that way, so confounds, the managed-flag check and the live check compare what
 the server will really run. Flags not in the table are kept as written with all their values.
@@ -18,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sglab.sglang.rules import ALGORITHM_ALIASES, SPECULATIVE_ALGORITHMS
+from sglab.sglang.rules import ALGORITHM_ALIASES, NGRAM_MATCH_TYPES, SPECULATIVE_ALGORITHMS
 
 
 class FlagError(ValueError):
@@ -38,6 +44,7 @@ class Flag:
     # The stack key sglab renders this flag from; such a flag must not come through extra-args.
     managed_by: str | None = None
     secret: bool = False
+    since: str | None = None  # first SGLang release with this flag (None: every release sglab knows)
 
     @property
     def dest(self) -> str:
@@ -72,7 +79,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--chat-template"),
     Flag("--revision"),
     Flag("--context-length", int, managed_by="server.context-length"),
-    Flag("--device", default="cuda"),
+    Flag("--device"),  # auto-detected (cuda on a GPU node)
     Flag("--host", default="127.0.0.1", managed_by="(sglab sets it per target)"),
     Flag("--port", int, 30000, managed_by="server.port"),
     Flag("--mem-fraction-static", float, managed_by="server.mem-fraction-static"),
@@ -82,16 +89,17 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--max-prefill-tokens", int, 16384),
     Flag("--schedule-policy", default="fcfs"),
     Flag("--schedule-conservativeness", float, 1.0),
-    Flag("--cuda-graph-max-bs", int),
-    Flag("--cuda-graph-bs", int, nargs="+"),
+    Flag("--cuda-graph-max-bs-decode", int),
+    Flag("--cuda-graph-max-bs-prefill", int),
+    Flag("--cuda-graph-bs-decode", int, nargs="+"),
+    Flag("--cuda-graph-bs-prefill", int, nargs="+"),
     Flag("--disable-cuda-graph", None, False),
     Flag("--disable-radix-cache", None, False),
-    Flag("--tp-size", int, 1, aliases=("--tp", "--tensor-parallel-size"), managed_by="server.tp-size"),
+    Flag("--tp-size", int, 1, aliases=("--tensor-parallel-size",), managed_by="server.tp-size"),
     Flag("--dp-size", int, 1, aliases=("--data-parallel-size",)),
     Flag("--pp-size", int, 1, aliases=("--pipeline-parallel-size",)),
-    Flag("--ep-size", int, 1, aliases=("--expert-parallel-size",)),
+    Flag("--ep-size", int, 1, aliases=("--ep", "--expert-parallel-size")),
     Flag("--stream-interval", int, 1),
-    Flag("--stream-output", None, False),
     Flag("--random-seed", int),
     Flag("--log-level", default="info"),
     Flag("--api-key", secret=True),
@@ -105,7 +113,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--disable-overlap-schedule", None, False),
     Flag("--skip-server-warmup", None, False),
     Flag("--attention-backend"),
-    Flag("--page-size", int, 1),
+    Flag("--page-size", int),
     Flag("--nnodes", int, 1, managed_by="placement.nodes"),
     Flag("--node-rank", int, 0, managed_by="placement.nodes"),
     Flag("--dist-init-addr", aliases=("--nccl-init-addr",), managed_by="placement.dist-init-port"),
@@ -117,13 +125,26 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--speculative-num-steps", int, managed_by=f"{_SPEC}.num-steps"),
     Flag("--speculative-eagle-topk", int, managed_by=f"{_SPEC}.eagle-topk"),
     Flag("--speculative-num-draft-tokens", int, managed_by=f"{_SPEC}.num-draft-tokens"),
+    Flag("--speculative-dflash-block-size", int, managed_by=f"{_SPEC}.dflash-block-size", since="0.5.11"),
+    Flag("--speculative-dspark-block-size", int, managed_by=f"{_SPEC}.dspark-block-size", since="0.5.16"),
+    Flag("--uno-lora-path", managed_by=f"{_SPEC}.uno-lora-path", since="0.5.20"),
+    Flag("--speculative-ngram-min-bfs-breadth", int, 1, managed_by=f"{_SPEC}.ngram.min-bfs-breadth"),
+    Flag("--speculative-ngram-max-bfs-breadth", int, 10, managed_by=f"{_SPEC}.ngram.max-bfs-breadth"),
+    Flag("--speculative-ngram-match-type", default="BFS", choices=NGRAM_MATCH_TYPES,
+         managed_by=f"{_SPEC}.ngram.match-type"),
+    Flag("--speculative-ngram-max-trie-depth", int, 18, managed_by=f"{_SPEC}.ngram.max-trie-depth", since="0.5.10"),
+    Flag("--speculative-ngram-capacity", int, 10_000_000, managed_by=f"{_SPEC}.ngram.capacity"),
+    Flag("--speculative-ngram-external-corpus-path", managed_by=f"{_SPEC}.ngram.external-corpus-path",
+         since="0.5.11"),
+    Flag("--speculative-ngram-external-sam-budget", int, 0, managed_by=f"{_SPEC}.ngram.external-sam-budget",
+         since="0.5.11"),
     Flag("--speculative-accept-threshold-single", float, 1.0, managed_by=_SPEC),
     Flag("--speculative-accept-threshold-acc", float, 1.0, managed_by=_SPEC),
     Flag("--speculative-token-map", managed_by=_SPEC),
-    Flag("--speculative-attention-mode", default="prefill", managed_by=_SPEC),
+    Flag("--speculative-attention-mode", default="prefill", choices=("prefill", "decode"), managed_by=_SPEC),
     # SGLang #21599: a tier controller, not a shape; not managed, so a sweep passes it through extra-args.
-    Flag("--speculative-adaptive", None, False),
-    Flag("--speculative-adaptive-config"),  # a path to a JSON object (SGLang reads it at start)
+    Flag("--speculative-adaptive", None, False, since="0.5.11"),
+    Flag("--speculative-adaptive-config", since="0.5.11"),  # a path to a JSON object (SGLang reads it at start)
 )
 
 FlagValue = bool | str | tuple[str, ...]

@@ -101,9 +101,11 @@ class AcceptanceModel:
 class ContentAcceptance:
     """The acceptance model of each (category, templated) pair for one server's speculative shape."""
 
-    def __init__(self, by_position: tuple[float, ...], tail: float, *, depth: int, topk: int = 1) -> None:
-        self.default = AcceptanceModel.build(by_position, tail, depth=depth, topk=topk)
-        self._depth, self._topk = depth, topk
+    def __init__(self, by_position: tuple[float, ...], tail: float, *, depth: int, topk: int = 1,
+                 factor: float = 1.0) -> None:
+        """factor: a multiplier on every p_i for drafts weaker than EAGLE-3's head (STANDALONE)."""
+        self.default = AcceptanceModel.build(by_position, tail, depth=depth, topk=topk, factor=factor)
+        self._depth, self._topk, self._factor = depth, topk, factor
         self._models: dict[tuple[str, bool], AcceptanceModel] = {}
 
     def model(self, category: str, templated: bool) -> AcceptanceModel:
@@ -112,7 +114,7 @@ class ContentAcceptance:
             return self.default
         key = (category, templated)
         if key not in self._models:
-            factor = 1.0 if templated else RAW_PROMPT_ACCEPT_FACTOR
+            factor = (1.0 if templated else RAW_PROMPT_ACCEPT_FACTOR) * self._factor
             self._models[key] = AcceptanceModel.build(profile.by_position, profile.tail, depth=self._depth,
                                                       topk=self._topk, factor=factor)
         return self._models[key]

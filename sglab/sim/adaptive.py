@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from sglab.sglang import rules
 from sglab.sim.acceptance import AcceptanceModel, ContentAcceptance
+from sglab.sim.ngram import NgramAcceptance
 from sglab.sim.profile import SimProfile
 from sglab.sim.timing import SpecSetup
 
@@ -180,7 +181,7 @@ class AdaptiveController:
 
 def tier_setup(spec: SpecSetup, steps: int) -> SpecSetup:
     """A tier of an adaptive (topk 1) server: num_draft_tokens = num_steps + 1."""
-    return SpecSetup(num_steps=steps, topk=spec.topk, num_draft_tokens=steps + 1, draft_model=spec.draft_model)
+    return SpecSetup(num_steps=steps, topk=spec.topk, num_draft_tokens=steps + 1, kind=spec.kind)
 
 
 class SpecTiers:
@@ -190,9 +191,11 @@ class SpecTiers:
         self.controller = AdaptiveController(adaptive, spec.num_steps) if adaptive is not None else None
         steps = self.controller.candidate_steps if self.controller else (spec.num_steps,)
         self.setups = {s: (spec if s == spec.num_steps else tier_setup(spec, s)) for s in steps}
+        factor = profile.standalone_accept_factor if spec.kind == "standalone" else 1.0
         self._content = {s: ContentAcceptance(profile.accept_prob_by_position, profile.accept_prob_tail,
-                                              depth=setup.depth, topk=setup.topk)
+                                              depth=setup.depth, topk=setup.topk, factor=factor)
                          for s, setup in self.setups.items()}
+        self._ngram = NgramAcceptance(profile, spec.depth) if spec.kind == "ngram" else None
         self.initial = spec
         self.max_depth = max(setup.depth for setup in self.setups.values())
 
@@ -206,10 +209,14 @@ class SpecTiers:
 
     def default_model(self, steps: int | None = None) -> AcceptanceModel:
         """The profile's (random-text) acceptance at a tier (the initial one by default)."""
+        if self._ngram is not None:
+            return self._ngram.model(0.0)
         return self._content[self.initial.num_steps if steps is None else steps].default
 
-    def model(self, category: str, templated: bool) -> AcceptanceModel:
-        """This content's acceptance at the active tier's depth."""
+    def model(self, category: str, templated: bool, repetition: float = 0.0) -> AcceptanceModel:
+        """This content's acceptance at the active tier's depth (NGRAM: from the prompt's repetition)."""
+        if self._ngram is not None:
+            return self._ngram.model(repetition)
         return self._content[self.active.num_steps].model(category, templated)
 
     def after_verify(self, accepted_drafts_per_request: Sequence[int]) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglab.sglang import flags, rules, sim_knobs
+from sglab.sglang.version import SGLANG_VERSION
 from sglab.sglang.env import nccl_env as nccl_part
 from sglab.sim.adaptive import AdaptiveConfig, AdaptiveConfigError, AdaptiveController, load_adaptive_config
 from sglab.sim.faults import FaultSpec
@@ -84,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     """SGLang's flags (abbreviations accepted, as SGLang's own parser does) and the --sim-* knobs."""
     parser = argparse.ArgumentParser(
         prog="sglab sim",
-        description="SGLang-compatible CPU simulator (EAGLE-3 + NCCL timing model). Accepts "
+        description=f"SGLang-compatible CPU simulator (behaves like SGLang {SGLANG_VERSION}: EAGLE family, STANDALONE, "
+                    "NGRAM + NCCL timing model). Accepts "
                     "python -m sglang.launch_server flags; simulator knobs are --sim-* or SGLAB_SIM_* env.",
     )
     for flag in SGLANG_FLAGS:
@@ -126,17 +128,30 @@ def _knob(args: argparse.Namespace, env: Mapping[str, str], knob: sim_knobs.SimK
                            f"fix the environment variable ({knob.help})") from None
 
 
+# The algorithms the simulator models (docs/simulator.md); SGLang's others are refused under --target sim.
+SIMULATED_FAMILIES = ("eagle", "ngram")
+
+
 def _resolve_speculative(values: dict[str, Any], notes: list[str]) -> SpecSetup | None:
     algorithm = values["speculative_algorithm"]
     if algorithm is None:
         return None
-    values["speculative_algorithm"] = algorithm = rules.canonical_algorithm(algorithm)
+    if rules.family(algorithm) not in SIMULATED_FAMILIES:
+        modelled = ", ".join(a for a in rules.SPECULATIVE_ALGORITHMS if rules.family(a) in SIMULATED_FAMILIES)
+        raise SimArgsError(f"--speculative-algorithm {algorithm} is accepted by SGLang but not modelled by the "
+                           f"simulator (its drafting is not documented well enough to model: docs/simulator.md); "
+                           f"benchmark it against a real server (--target), or use {modelled}")
+    values["speculative_algorithm"] = canonical = rules.canonical_algorithm(algorithm)
     if rules.needs_draft_model(algorithm) and not values["speculative_draft_model_path"]:
         raise SimArgsError(f"--speculative-algorithm {algorithm} needs --speculative-draft-model-path")
+    if not rules.takes_draft_model(algorithm) and values["speculative_draft_model_path"]:
+        notes.append(f"--speculative-draft-model-path is not used by {algorithm} (accepted and echoed)")
     if values["max_running_requests"] is None and rules.forces_max_running(algorithm):
         values["max_running_requests"] = rules.FORCED_MAX_RUNNING_REQUESTS
         notes.append(f"max_running_requests is set to {rules.FORCED_MAX_RUNNING_REQUESTS} for speculative decoding "
                      "(as SGLang does when the flag is unset)")
+    if rules.family(algorithm) == "ngram":
+        return _resolve_ngram(values, notes)
     shape = (values["speculative_num_steps"], values["speculative_eagle_topk"], values["speculative_num_draft_tokens"])
     if shape[0] is None:
         if rules.shape_partly_set(*shape):
@@ -148,6 +163,18 @@ def _resolve_speculative(values: dict[str, Any], notes: list[str]) -> SpecSetup 
     if topk is None or draft is None:
         raise SimArgsError("--speculative-num-steps is set: also set --speculative-eagle-topk and "
                            "--speculative-num-draft-tokens")
+    _check_shape(steps, topk, draft)
+    if rules.adjusted_num_draft_tokens(steps, topk, draft) != draft:
+        notes.append("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+                     "speculative_eagle_topk == 1")
+        draft = rules.adjusted_num_draft_tokens(steps, topk, draft)
+    values["speculative_num_steps"], values["speculative_eagle_topk"] = steps, topk
+    values["speculative_num_draft_tokens"] = draft
+    return SpecSetup(num_steps=steps, topk=topk, num_draft_tokens=draft,
+                     kind="standalone" if canonical == "STANDALONE" else "eagle")
+
+
+def _check_shape(steps: int, topk: int, draft: int) -> None:
     if steps < 1 or topk < 1 or draft < 1:
         raise SimArgsError("--speculative-num-steps, --speculative-eagle-topk and --speculative-num-draft-tokens "
                            "must be >= 1")
@@ -156,13 +183,28 @@ def _resolve_speculative(values: dict[str, Any], notes: list[str]) -> SpecSetup 
         name, value, bound = too_big
         raise SimArgsError(f"--speculative-{name.replace('_', '-')} {value} is beyond what SGLang can run; "
                            f"use at most {bound}")
-    if rules.adjusted_num_draft_tokens(steps, topk, draft) != draft:
-        notes.append("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
-                     "speculative_eagle_topk == 1")
-        draft = rules.adjusted_num_draft_tokens(steps, topk, draft)
-    values["speculative_num_steps"], values["speculative_eagle_topk"] = steps, topk
+
+
+def _resolve_ngram(values: dict[str, Any], notes: list[str]) -> SpecSetup:
+    """As SGLang's _handle_ngram: topk = max BFS breadth, draft tokens default 12, steps = draft // topk."""
+    breadth = values["speculative_ngram_max_bfs_breadth"]
+    if values["speculative_eagle_topk"] not in (None, breadth):
+        notes.append(f"speculative_eagle_topk is set to speculative_ngram_max_bfs_breadth ({breadth}) for ngram")
+    draft = values["speculative_num_draft_tokens"]
+    if draft is None:
+        draft = rules.NGRAM_DEFAULT_NUM_DRAFT_TOKENS
+        notes.append(f"speculative_num_draft_tokens is set to {draft} by default for ngram speculative decoding")
+    steps = values["speculative_num_steps"] if values["speculative_num_steps"] is not None else draft // breadth
+    _check_shape(max(steps, 1), breadth, draft)
+    problem = rules.ngram_problem(draft, values["speculative_ngram_min_bfs_breadth"], breadth,
+                                  values["speculative_ngram_external_corpus_path"] is not None,
+                                  values["speculative_ngram_external_sam_budget"])
+    if problem:
+        raise SimArgsError(f"ngram speculative decoding: {problem}")
+    values["speculative_num_steps"], values["speculative_eagle_topk"] = steps, breadth
     values["speculative_num_draft_tokens"] = draft
-    return SpecSetup(num_steps=steps, topk=topk, num_draft_tokens=draft, draft_model=algorithm != "NGRAM")
+    return SpecSetup(num_steps=steps, topk=breadth, num_draft_tokens=draft, kind="ngram",
+                     max_trie_depth=values["speculative_ngram_max_trie_depth"])
 
 
 def _resolve_adaptive(values: dict[str, Any], spec: SpecSetup | None, notes: list[str],

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from sglab.sim import timing
 from sglab.sim.acceptance import natural_tokens, position_factor
+from sglab.sim.ngram import repetition
 from sglab.sim.adaptive import SpecTiers
 from sglab.sim.cli_args import SimConfig
 from sglab.sim.content import RANDOM, classify
@@ -48,6 +49,7 @@ class TokenEvent:
     accept_histogram: tuple[int, ...] = ()
     text: str = ""
     ids_json: str = ""
+    metric_labels: tuple[tuple[str, str], ...] = ()  # SGLang custom labels (x-custom-labels) of its request series
     proposed_drafts: int = 0  # Σ (num_draft_tokens - 1) over its verify passes (the tier may change)
 
 
@@ -62,6 +64,7 @@ class SimRequest:
     output_len: int = 0
     finish_type: str = "length"
     category: str = RANDOM  # read from the prompt's content (sglab.sim.content.classify)
+    repetition: float = 0.0  # share of the prompt's word 3-grams seen before in it (NGRAM's matches, sim/ngram.py)
     templated: bool = False
     tokens: OutputTokens = field(default_factory=lambda: OutputTokens(0))
     completion_tokens: int = 0
@@ -182,6 +185,8 @@ class Engine:
         request.rng = random.Random(f"accept:{seed}:{seq}")
         content, request.templated = prompt_content(request.prompt_key)
         request.category = classify(content)
+        if self.spec is not None and self.spec.kind == "ngram":
+            request.repetition = repetition(content)
         length = request.max_new_tokens
         if not request.ignore_eos:
             eos_rng = random.Random(f"eos:{seed}:{request.prompt_key}")
@@ -199,8 +204,8 @@ class Engine:
         request.arrival = loop.time()
         request.arrival_wall = time.time()
         if not request.internal:
-            self.metrics.counters["num_requests_total"] += 1
-            self.metrics.counters["prompt_tokens_total"] += request.prompt_tokens
+            self.metrics.of(request.metric_labels).counters["num_requests_total"] += 1
+            self.metrics.of(request.metric_labels).counters["prompt_tokens_total"] += request.prompt_tokens
         self.waiting.append(request)
         self._wake.set()
 
@@ -269,8 +274,8 @@ class Engine:
             if self.waiting and capacity > 0:
                 admitted = self._admit(capacity)
                 prompt = sum(r.prompt_tokens for r in admitted)
-                draft_model = self.spec is not None and self.spec.draft_model
-                duration_s = timing.prefill_ms(self.profile, prompt, self.config.comm_factor, draft_model) / 1e3 / scale
+                draft = self.spec.kind if self.spec is not None else None
+                duration_s = timing.prefill_ms(self.profile, prompt, self.config.comm_factor, draft) / 1e3 / scale
                 await self._sleep_until(self._next_deadline(duration_s), duration_s)
                 self._after_prefill(admitted)
             else:
@@ -301,9 +306,10 @@ class Engine:
         request.completion_tokens += new_tokens
         if not request.internal:
             if request.last_token_at is None:
-                self.metrics.histograms["time_to_first_token_seconds"].observe(now - request.arrival)
+                self.metrics.of(request.metric_labels).histograms["time_to_first_token_seconds"].observe(
+                    now - request.arrival)
             else:
-                self.metrics.histograms["inter_token_latency_seconds"].observe(
+                self.metrics.of(request.metric_labels).histograms["inter_token_latency_seconds"].observe(
                     (now - request.last_token_at) / new_tokens, new_tokens)
         if request.first_token_at is None:
             request.first_token_at = now
@@ -313,7 +319,8 @@ class Engine:
         if done:
             request.finished_at = now
             if not request.internal:
-                self.metrics.histograms["e2e_request_latency_seconds"].observe(now - request.arrival)
+                self.metrics.of(request.metric_labels).histograms["e2e_request_latency_seconds"].observe(
+                    now - request.arrival)
             self._count_finished(request)
         request.events.put_nowait(request.snapshot(new_tokens, now))
 
@@ -323,7 +330,7 @@ class Engine:
             return
         request.finished_at = now
         if request.aborted and not request.internal:
-            self.metrics.counters["num_aborted_requests_total"] += 1
+            self.metrics.of(request.metric_labels).counters["num_aborted_requests_total"] += 1
         self._count_finished(request)
         request.events.put_nowait(request.snapshot(0, now))
 
@@ -331,8 +338,8 @@ class Engine:
         """Like SGLang (observe_one_finished_request), a request's tokens and verify passes are counted when
         it finishes, so Δgeneration_tokens / Δspec_verify_calls over a window is its exact accept length."""
         if not request.internal:
-            self.metrics.counters["generation_tokens_total"] += request.completion_tokens
-            self.metrics.counters["spec_verify_calls_total"] += request.verify_ct
+            self.metrics.of(request.metric_labels).counters["generation_tokens_total"] += request.completion_tokens
+            self.metrics.of(request.metric_labels).counters["spec_verify_calls_total"] += request.verify_ct
 
     def _after_prefill(self, admitted: list[SimRequest]) -> None:
         now = asyncio.get_running_loop().time()
@@ -357,7 +364,7 @@ class Engine:
             if self.tiers is None:
                 new_tokens = 1
             else:
-                model = self.tiers.model(request.category, request.templated)
+                model = self.tiers.model(request.category, request.templated, request.repetition)
                 drafts = model.sample_accepted_drafts(request.rng, position_factor(request.completion_tokens))
                 batch_drafts.append(drafts)
                 new_tokens = min(drafts + 1, remaining)

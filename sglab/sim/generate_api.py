@@ -202,6 +202,7 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
     if fault.error:
         return generate_error("injected fault (sglab sim --sim-error-rate)", state.config.faults.error_status)
     for sim in sims:
+        sim.metric_labels = state.custom_labels(request.headers)
         state.engine.submit(sim)
     if not payload.get("stream", False):
         await wait_all(sims)

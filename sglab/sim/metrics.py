@@ -62,12 +62,43 @@ HISTOGRAMS = {
 }
 
 
-class Metrics:
-    def __init__(self, model_name: str) -> None:
-        self.model_name = model_name
-        self.gauges = {name: 0.0 for name in GAUGES}
+MAX_LABELLED_SERIES = 256
+
+
+class Series:
+    """The request (tokenizer) counters and histograms of one combination of custom label values."""
+
+    def __init__(self) -> None:
         self.counters = {name: 0.0 for name in COUNTERS}
         self.histograms = {name: Histogram(buckets) for name, (_, buckets) in HISTOGRAMS.items()}
+
+
+class Metrics:
+    """Scheduler gauges, unlabelled; request series per custom label values (SGLang's
+    --tokenizer-metrics-allowed-custom-labels: every request series carries each allowed label, "" when a
+    request does not set it). `counters`/`histograms` are the series of requests without custom labels."""
+
+    def __init__(self, model_name: str, custom_labels: tuple[str, ...] = ()) -> None:
+        self.model_name = model_name
+        self.custom_labels = tuple(custom_labels)
+        self.gauges = {name: 0.0 for name in GAUGES}
+        self._series: dict[tuple[str, ...], Series] = {}
+        self._by_labels: dict[tuple[tuple[str, str], ...], Series] = {}
+        default = self.of(())
+        self.counters, self.histograms = default.counters, default.histograms
+
+    def of(self, labels: tuple[tuple[str, str], ...]) -> Series:
+        """The series of a request's custom labels ((label, value) pairs; labels not allowed are ignored).
+        Past MAX_LABELLED_SERIES distinct value sets, new ones count as unlabelled (bounded cardinality)."""
+        series = self._by_labels.get(labels)
+        if series is None:
+            given = dict(labels)
+            key = tuple(given.get(name, "") for name in self.custom_labels)
+            if key not in self._series and len(self._series) >= MAX_LABELLED_SERIES:
+                key = ("",) * len(self.custom_labels)
+            series = self._series.setdefault(key, Series())
+            self._by_labels[labels] = series
+        return series
 
     def set_load(self, running: int, waiting: int, used_tokens: int, kv_cache_tokens: int) -> None:
         """The scheduler's load gauges, refreshed every iteration."""
@@ -75,25 +106,32 @@ class Metrics:
                            token_usage=used_tokens / kv_cache_tokens, max_total_num_tokens=kv_cache_tokens)
 
     def render(self) -> str:
-        label = 'model_name="' + self.model_name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        label = _label("model_name", self.model_name)
         lines: list[str] = []
         for name, help_text in GAUGES.items():
             lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} gauge",
                       f"sglang:{name}{{{label}}} {_num(self.gauges[name])}"]
+        keyed = [(",".join([label, *(_label(n, v) for n, v in zip(self.custom_labels, key))]), series)
+                 for key, series in self._series.items()]
         for name, help_text in COUNTERS.items():
-            lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} counter",
-                      f"sglang:{name}{{{label}}} {_num(self.counters[name])}"]
+            lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} counter"]
+            lines += [f"sglang:{name}{{{labels}}} {_num(series.counters[name])}" for labels, series in keyed]
         for name, (help_text, _) in HISTOGRAMS.items():
-            hist = self.histograms[name]
             lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} histogram"]
-            cumulative = 0
-            for bound, count in zip(hist.buckets, hist.counts):
-                cumulative += count
-                lines.append(f'sglang:{name}_bucket{{le="{_num(float(bound))}",{label}}} {cumulative}')
-            lines.append(f'sglang:{name}_bucket{{le="+Inf",{label}}} {hist.count}')
-            lines.append(f"sglang:{name}_sum{{{label}}} {_num(hist.total)}")
-            lines.append(f"sglang:{name}_count{{{label}}} {hist.count}")
+            for labels, series in keyed:
+                hist = series.histograms[name]
+                cumulative = 0
+                for bound, count in zip(hist.buckets, hist.counts):
+                    cumulative += count
+                    lines.append(f'sglang:{name}_bucket{{le="{_num(float(bound))}",{labels}}} {cumulative}')
+                lines.append(f'sglang:{name}_bucket{{le="+Inf",{labels}}} {hist.count}')
+                lines.append(f"sglang:{name}_sum{{{labels}}} {_num(hist.total)}")
+                lines.append(f"sglang:{name}_count{{{labels}}} {hist.count}")
         return "\n".join(lines) + "\n"
+
+
+def _label(name: str, value: str) -> str:
+    return name + '="' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def _num(value: float) -> str:

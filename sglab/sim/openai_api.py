@@ -164,6 +164,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
         body = await _body(request)
         max_tokens, ignore_eos = _limits(body, COMPLETION_DEFAULT_MAX_TOKENS)
         sims = [_make(state, n, key, max_tokens, ignore_eos) for n, key in _completion_prompts(body.get("prompt"))]
+        for sim in sims:
+            sim.metric_labels = state.custom_labels(request.headers)
     except BadRequest as exc:
         return openai_error(str(exc))
     model = body.get("model") or state.config.served_model_name
@@ -231,6 +233,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         max_tokens, ignore_eos = _limits(body, None)
         prompt_tokens, key = _chat_prompt(body.get("messages"))
         sim = _make(state, prompt_tokens, key, max_tokens, ignore_eos)
+        sim.metric_labels = state.custom_labels(request.headers)
     except BadRequest as exc:
         return openai_error(str(exc))
     model = body.get("model") or state.config.served_model_name

@@ -1,7 +1,7 @@
 """Timing profiles: every constant of the simulator's timing model, named, documented and overridable.
 
-A profile is a `SimProfile`; `default` is calibrated to the article (Kimi-K2.5 int4, TP 8, SGLang 0.5.3,
-see docs/simulator.md for the derivation). Any field can be overridden from a JSON/YAML file
+A profile is a `SimProfile`; `default` is calibrated to the article (Kimi-K2.5 int4, TP 8, see
+docs/simulator.md for the derivation) and reports the SGLang release sglab pins (sglab/sglang/version.py). Any field can be overridden from a JSON/YAML file
 (`--sim-profile path.yaml`, keys = field names, unknown keys refused) or one by one
 (`--sim-set NAME=VALUE`, `SGLAB_SIM_SET="NAME=VALUE,NAME=VALUE"`).
 """
@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from sglab.sglang.version import SGLANG_VERSION
 
 Ms = Annotated[float, Field(ge=0)]
 Probability = Annotated[float, Field(ge=0, le=1)]
@@ -47,6 +49,19 @@ class SimProfile(BaseModel):
     prefill_fixed_ms: Ms = Field(20.0, description="fixed cost of a prefill (extend) iteration")
     prefill_per_token_ms: Ms = Field(0.12, description="prefill cost per prompt token in the iteration")
     draft_prefill_per_token_ms: Ms = Field(0.005, description="EAGLE draft extend over the prompt, per token")
+    standalone_draft_fixed_ms: Ms = Field(
+        2.0, description="one STANDALONE draft pass: a whole small model (e.g. ~1B, 16 layers), not one layer")
+    standalone_draft_per_token_ms: Ms = Field(0.02, description="STANDALONE draft pass cost per token")
+    standalone_draft_prefill_per_token_ms: Ms = Field(
+        0.02, description="STANDALONE draft model's extend over the prompt, per token")
+    standalone_accept_factor: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.8, description="p_i multiplier of a separate small draft model against EAGLE-3's head (no target features)")
+    ngram_lookup_fixed_ms: Ms = Field(0.1, description="NGRAM trie match per cycle (CPU, no draft forward)")
+    ngram_lookup_per_request_ms: Ms = Field(0.02, description="NGRAM trie match per running request")
+    ngram_accept_base: Probability = Field(0.1, description="NGRAM p_1 for text that never repeats itself")
+    ngram_accept_gain: Probability = Field(0.75, description="NGRAM p_1 added per unit of prompt repetition")
+    ngram_accept_max: Probability = Field(0.9, description="NGRAM p_1 cap")
+    ngram_accept_decay: Probability = Field(0.9, description="NGRAM p_i = p_1 * decay^(i-1) along a match")
     max_prefill_tokens: Annotated[int, Field(ge=1)] = Field(
         16384, description="prompt tokens admitted per prefill iteration (SGLang --max-prefill-tokens default)")
 
@@ -77,7 +92,7 @@ class SimProfile(BaseModel):
         16, description="without ignore_eos a request stops (finish_reason stop) at a length seeded from its "
                         "prompt, uniform in [eos_min_tokens, eos_max_tokens] (capped by max_new_tokens)")
     eos_max_tokens: Annotated[int, Field(ge=1)] = Field(1024, description="see eos_min_tokens")
-    version: str = Field("0.5.3", description="SGLang version reported in server info")
+    version: str = Field(SGLANG_VERSION, description="SGLang version reported in server info")
 
     @field_validator("nccl_proto_factor", "nccl_algo_factor", "nccl_p2p_level_factor")
     @classmethod

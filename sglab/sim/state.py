@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,8 @@ class SimState:
     started_at: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
-        self.metrics = Metrics(self.config.served_model_name)
+        allowed = self.config.unknown_flags.get("tokenizer_metrics_allowed_custom_labels") or ()
+        self.metrics = Metrics(self.config.served_model_name, (allowed,) if isinstance(allowed, str) else tuple(allowed))
         self.engine = Engine(self.config, self.metrics)
         self.faults = FaultInjector(self.config.faults, self.config.seed)
 
@@ -40,6 +42,20 @@ class SimState:
         if self.engine.acceptance is None:
             return max(2, request.output_len)
         return max(2, int(request.output_len / self.engine.acceptance.expected_accept_length()))
+
+    def custom_labels(self, headers: Any) -> tuple[tuple[str, str], ...]:
+        """SGLang's custom metric labels of a request: the JSON object in the custom-labels header, only the
+        allowed labels with string values (anything else is ignored, as a malformed header is)."""
+        if not self.metrics.custom_labels:
+            return ()
+        name = self.config.unknown_flags.get("tokenizer_metrics_custom_labels_header") or "x-custom-labels"
+        try:
+            given = json.loads(headers.get(name) or "{}")
+        except ValueError:
+            return ()
+        if not isinstance(given, dict):
+            return ()
+        return tuple((k, given[k]) for k in self.metrics.custom_labels if isinstance(given.get(k), str))
 
     def new_request(self, *, rid: str, prompt_tokens: int, prompt_key: str, max_new_tokens: int,
                     ignore_eos: bool, internal: bool = False) -> SimRequest:

@@ -1,9 +1,11 @@
 """The timing model: pure functions from (profile, server setup, batch) to iteration durations in ms.
 
 One scheduler iteration is either a prefill of newly admitted requests or one decode step for every
-running request (baseline), or one EAGLE cycle for every running request (speculative):
+running request (baseline), or one speculative cycle for every running request:
   decode step  = scheduler overhead + target forward over B tokens
   EAGLE cycle  = scheduler overhead + num_steps draft passes + verify
+  STANDALONE   = the same with a separate small draft model's passes (a whole model, not one layer)
+  NGRAM        = scheduler overhead + the n-gram trie lookup (CPU, no draft forward) + verify
   verify       = target forward over B x num_draft_tokens tokens + verify overhead (per draft position)
 Each target forward and verify overhead is split into compute and communication; only communication is
 scaled by the NCCL environment and custom all-reduce. docs/simulator.md derives the default constants.
@@ -13,23 +15,38 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from sglab.sglang import nccl
 from sglab.sim.acceptance import AcceptanceModel
+from sglab.sim.ngram import ngram_model
 from sglab.sim.profile import SimProfile
+
+
+SpecKind = Literal["eagle", "standalone", "ngram"]
 
 
 @dataclass(frozen=True)
 class SpecSetup:
-    """The candidate's EAGLE shape as the server resolved it."""
+    """The candidate's speculative shape as the server resolved it, and how it drafts."""
 
     num_steps: int
     topk: int
     num_draft_tokens: int
-    draft_model: bool = True  # NGRAM drafts from a CPU-side n-gram table: no draft forward passes
+    kind: SpecKind = "eagle"  # eagle: a draft head on the target; standalone: a small model; ngram: no model
+    max_trie_depth: int = 18  # NGRAM: the longest match its trie proposes
+
+    @property
+    def draft_model(self) -> bool:
+        """NGRAM drafts from a CPU-side n-gram trie: no draft forward passes, no draft prefill."""
+        return self.kind != "ngram"
 
     @property
     def depth(self) -> int:
+        """Draft tokens one verify can accept: a chain of num_steps (EAGLE family); NGRAM's trie proposes a
+        match of up to num_draft_tokens - 1 tokens (its breadth spends the rest of the verify window)."""
+        if self.kind == "ngram":
+            return max(0, min(self.num_draft_tokens - 1, self.max_trie_depth))
         return max(0, min(self.num_steps, self.num_draft_tokens - 1))
 
 
@@ -67,7 +84,9 @@ def decode_step_ms(profile: SimProfile, batch: int, comm: float) -> float:
     return profile.scheduler_overhead_ms + target_forward_ms(profile, batch, comm)
 
 
-def draft_pass_ms(profile: SimProfile, batch: int, topk: int) -> float:
+def draft_pass_ms(profile: SimProfile, batch: int, topk: int, kind: SpecKind = "eagle") -> float:
+    if kind == "standalone":
+        return profile.standalone_draft_fixed_ms + profile.standalone_draft_per_token_ms * batch * topk
     return profile.draft_fixed_ms + profile.draft_per_token_ms * batch * topk
 
 
@@ -78,22 +97,33 @@ def verify_ms(profile: SimProfile, batch: int, num_draft_tokens: int, comm: floa
 
 
 def spec_cycle_ms(profile: SimProfile, batch: int, spec: SpecSetup, comm: float) -> float:
-    drafting = spec.num_steps * draft_pass_ms(profile, batch, spec.topk) if spec.draft_model else 0.0
+    if spec.kind == "ngram":
+        drafting = profile.ngram_lookup_fixed_ms + profile.ngram_lookup_per_request_ms * batch
+    else:
+        drafting = spec.num_steps * draft_pass_ms(profile, batch, spec.topk, spec.kind)
     return profile.scheduler_overhead_ms + drafting + verify_ms(profile, batch, spec.num_draft_tokens, comm)
 
 
-def prefill_ms(profile: SimProfile, prompt_tokens: int, comm: float, draft_model: bool) -> float:
-    """One extend iteration over all admitted prompts; its sampled token is each request's first output."""
+def prefill_ms(profile: SimProfile, prompt_tokens: int, comm: float, draft: bool | SpecKind | None) -> float:
+    """One extend iteration over all admitted prompts; its sampled token is each request's first output.
+    `draft`: the speculative kind whose draft also extends over the prompt (True: eagle; NGRAM/None: none)."""
     duration = (profile.scheduler_overhead_ms + profile.prefill_fixed_ms + profile.prefill_per_token_ms * prompt_tokens
                 + (profile.target_fixed_comm_ms + profile.target_per_token_comm_ms * prompt_tokens) * comm)
-    if draft_model:
+    kind = "eagle" if draft is True else draft or None
+    if kind == "eagle":
         duration += profile.draft_fixed_ms + profile.draft_prefill_per_token_ms * prompt_tokens
+    elif kind == "standalone":
+        duration += profile.standalone_draft_fixed_ms + profile.standalone_draft_prefill_per_token_ms * prompt_tokens
     return duration
 
 
 def acceptance_model(profile: SimProfile, spec: SpecSetup) -> AcceptanceModel:
+    """The profile's acceptance for random text (NGRAM: text with no repetition, sim/ngram.py)."""
+    if spec.kind == "ngram":
+        return ngram_model(profile, spec.depth, repetition=0.0)
+    factor = profile.standalone_accept_factor if spec.kind == "standalone" else 1.0
     return AcceptanceModel.build(profile.accept_prob_by_position, profile.accept_prob_tail,
-                                 depth=spec.depth, topk=spec.topk)
+                                 depth=spec.depth, topk=spec.topk, factor=factor)
 
 
 def iteration_ms(profile: SimProfile, batch: int, spec: SpecSetup | None, comm: float) -> float:

@@ -27,7 +27,7 @@ def winner_stack(loaded: LoadedStack, arm: dict[str, Any]) -> LoadedStack:
     """The stack with the sweep arm as its candidate, as the confirmation and its promotion read it."""
     return arm_stack(loaded, num_steps=arm["num_steps"], eagle_topk=arm["eagle_topk"],
                      num_draft_tokens=arm["num_draft_tokens"], adaptive=arm["adaptive"], nccl=arm["nccl"],
-                     shared_nccl=True)
+                     shared_nccl=True, algorithm=arm.get("algorithm"), draft_model_path=arm.get("draft_model_path"))
 
 
 def confirmation_plan(loaded: LoadedStack, state: SweepState) -> LoadPlan:
@@ -48,8 +48,8 @@ def sweep_record(state: SweepState) -> dict[str, Any]:
 def run_confirmation(loaded: LoadedStack, state: SweepState, *, out: Path | None = None,
                      progress: bool = False) -> tuple[Any, Path]:
     """Run and judge the confirmation; returns (result, run_dir) with result.sweep recorded."""
-    from sglab.cli.bench import judge_and_report
     from sglab.load.runner import run_bench
+    from sglab.report.judged import judge_and_report
 
     arm = state.arm(state.winner or "")
     if arm is None:

@@ -1,8 +1,8 @@
-"""A sweep's outputs: the ranked table, the steps x draft-tokens heatmap, the Pareto plot, the cost.
+"""A sweep's outputs: the ranked table with P(correct selection), the heatmap, the Pareto plot, the cost, the verdict.
 
 Written into the sweep's run directory: ranking.txt (the console table), ranking.csv, heatmap.png,
-pareto.png, cost.json. Every number is read from result.json and the elimination records that
-sglab/sweep/run.py recomputed from it.
+pareto.png, cost.json; `sweep_verdict` is what result.json (and the benchmark Job's ConfigMap) carries.
+Every number is read from result.json and the race records that sglab/sweep/run.py recomputed from it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from typing import Any
 from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.samples import per_round
 from sglab.results.schema import RunResult
-from sglab.sweep.run import BASELINE
-from sglab.sweep.state import SweepState
+from sglab.sweep.state import BASELINE, SweepState
 
 DEFAULT_GPUS_PER_ARM = 8  # a simulator arm has no GPUs; its cost is reported as if each arm held 8
 
@@ -26,13 +25,34 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:+.1%}"
 
 
+def pick_record(state: SweepState) -> dict:
+    """The race record of the last gated level that picked the sweep's winner ({} when none did)."""
+    if not state.winner:
+        return {}
+    return next((raw for _, raw in sorted(state.records.items(), key=lambda kv: -int(kv[0]))
+                 if raw.get("winner") == state.winner), {})
+
+
+def chance_phrase(raw: dict) -> str:
+    """`P(correct selection) >= 95% (every other arm eliminated)` or `≈ 87% (estimated from the paired gaps)`."""
+    p = raw.get("p_correct")
+    if p is None:
+        return "P(correct selection) n/a"
+    if raw.get("p_correct_guaranteed"):
+        return f"P(correct selection) >= {raw['confidence']:.0%} (every other arm eliminated)"
+    return f"P(correct selection) ≈ {p:.0%} (estimated from the paired gaps)"
+
+
 def ranking_rows(state: SweepState) -> list[dict[str, Any]]:
     rows = []
     for level, raw in sorted(state.records.items(), key=lambda kv: int(kv[0])):
         for a in raw["arms"]:
             rows.append({"level": int(level), "rank": a["rank"], "arm": a["arm"], "status": a["status"],
-                         "rounds": a["rounds"], "gain": a["estimate"], "low": a["low"], "high": a["high"],
-                         "eliminated_at": a["eliminated_at"], "reason": a["reason"]})
+                         "rounds": a["rounds"], "baseline_rounds": a.get("baseline_rounds"),
+                         "gain": a["estimate"], "low": a["low"], "high": a["high"],
+                         "eliminated_at": a["eliminated_at"], "reason": a["reason"],
+                         "gap_to_pick": a.get("gap_to_pick"), "p_beats_pick": a.get("p_beats_pick"),
+                         "p_correct": raw.get("p_correct") if a["arm"] == raw.get("winner") else None})
     return rows
 
 
@@ -41,15 +61,29 @@ def ranking_table(state: SweepState) -> str:
              f"gate {state.metric}; status {state.status}, winner {state.winner or 'none'}"]
     label = state.plan.get("profile") or "concurrency"
     for level, raw in sorted(state.records.items(), key=lambda kv: int(kv[0])):
-        lines.append(f"\n{level_phrase(label, int(level))}: {raw['outcome']} after {raw['rounds']} rounds; each arm's "
-                     f"interval at {raw['arm_confidence']:.2%} (familywise {raw['confidence']:.0%}), "
-                     f"min gain {raw['min_gain']:+.1%}")
-        lines.append(f"  {'#':>3} {'arm':<26} {'status':<10} {'rounds':>6} {'gain':>8} {'interval':>20}  eliminated")
+        pick = raw.get("winner") or raw.get("leader")
+        spent = f" ({raw['arm_rounds']} arm-rounds)" if raw.get("arm_rounds") is not None else ""
+        lines.append(f"\n{level_phrase(label, int(level))}: {raw['outcome']} after {raw['rounds']} rounds{spent}"
+                     + (f": pick {pick}, {chance_phrase(raw)}" if pick else ""))
+        if raw.get("p_clears_min") is not None:
+            lines.append(f"  P(the pick beats the baseline by min gain {raw['min_gain']:+.1%}) ≈ {raw['p_clears_min']:.0%}"
+                         f"; eliminations at {raw['arm_confidence']:.2%} per sequence (family-wise "
+                         f"{raw['confidence']:.0%}: the best arm is eliminated with probability <= "
+                         f"{1 - raw['confidence']:.0%})")
+        lines.append("  gain: against the baseline over the rounds both ran (base), with its confidence sequence; "
+                     "vs pick: paired over the rounds both ran, and the estimated chance of beating the pick")
+        lines.append(f"  {'#':>3} {'arm':<26} {'status':<10} {'rounds':>6} {'base':>4} {'gain':>8} {'interval':>20} "
+                     f"{'vs pick':>8} {'P(beats)':>8}  eliminated")
         for a in raw["arms"]:
             interval = f"[{_pct(a['low'])}, {_pct(a['high'])}]"
             gone = f"round {a['eliminated_at']}: {a['reason']}" if a["eliminated_at"] else ""
+            beats = "-" if a.get("p_beats_pick") is None else f"{a['p_beats_pick']:.1%}"
             lines.append(f"  {a['rank']:>3} {a['arm']:<26} {a['status']:<10} {a['rounds']:>6} "
-                         f"{_pct(a['estimate']):>8} {interval:>20}  {gone}")
+                         f"{a.get('baseline_rounds', a['rounds']):>4} {_pct(a['estimate']):>8} {interval:>20} "
+                         f"{_pct(a.get('gap_to_pick')):>8} {beats:>8}  {gone}")
+        if raw.get("off_plan"):
+            lines.append(f"  note: rounds {raw['off_plan']} measured other arms than the race asked for (a segment "
+                         "without a value, or a resumed round); the decisions use what was measured")
     quick = [s for s in state.skipped if s["reason"].endswith("(--quick)")]
     rest = [s for s in state.skipped if s not in quick]
     if rest:
@@ -62,6 +96,32 @@ def ranking_table(state: SweepState) -> str:
         lines.append(f"\nconfirmation A/B of {state.winner}: run {c['run_id']} -> {c['outcome']}"
                      + (f": {c['sentence']}" if c.get("sentence") else ""))
     return "\n".join(lines)
+
+
+def sweep_verdict(state: SweepState) -> dict:
+    """The sweep's decision as a result's verdict (result.json, and what `--result-configmap` hands to the Pulumi
+    program): the ranking (arm, gain, interval, eliminated when and why, per gated level) and the pick with its
+    config hash and P(correct selection). A pick is a candidate for the confirmation A/B, never a promotion."""
+    winner = state.arm(state.winner) if state.winner else None
+    rows = ranking_rows(state)
+    last = pick_record(state)
+    if winner is None:
+        sentence = (f"sweep of {len(state.arms)} arms: no arm beat the baseline by policy.min-gain; nothing to "
+                    "confirm" if state.status == "no-winner" else f"sweep of {len(state.arms)} arms: {state.status}")
+    else:
+        row = next((r for r in reversed(rows) if r["arm"] == state.winner), None)
+        shown = "" if row is None or row["gain"] is None else (
+            f" {row['gain']:+.1%} at c={row['level']}" + ("" if row["low"] is None or row["high"] is None else
+                                                         f" [{row['low']:+.1%}, {row['high']:+.1%}]"))
+        clears = last.get("p_clears_min")
+        sentence = (f"sweep of {len(state.arms)} arms: pick {state.winner}{shown}, {chance_phrase(last)}"
+                    + ("" if clears is None else f", P(beats the baseline by policy.min-gain) ≈ {clears:.0%}")
+                    + "; confirm it with a fresh A/B before promoting")
+    return {"kind": "sweep", "outcome": state.status, "sentence": sentence, "metric": state.metric,
+            "winner": state.winner, "winner_config_hash": winner["config_hash"] if winner else None,
+            "winner_cleared_min": state.winner_cleared_min, "p_correct": last.get("p_correct"),
+            "p_correct_guaranteed": bool(last.get("p_correct_guaranteed")), "p_clears_min": last.get("p_clears_min"),
+            "arms": [a["name"] for a in state.arms], "ranking": rows}
 
 
 def _arm_means(result: RunResult, level: int, metric: str) -> dict[str, float]:
@@ -96,8 +156,10 @@ def cost(state: SweepState, result: RunResult, gpus_per_arm: int) -> dict[str, A
                                         for lv in result.levels),
             "full_grid_gpu_minutes": round(fixed_s * gpu, 3),
             "saved_factor": round(fixed_s / measured_s, 2) if measured_s else None,
-            "note": "arm time = the measured segments (what a round costs on a node that only serves it); "
-                    f"full grid = every arm for max-rounds ({state.max_rounds}) at the gated levels"}
+            "note": "arm time = the measured segments, baseline included (a wave holds its slots while it runs, so "
+                    "its GPU time follows the segments it measures); full grid = every arm for max-rounds "
+                    f"({state.max_rounds}) at the gated levels, which picks more accurately than this sweep only "
+                    "when the race stopped early; benchmarks/sweep_quality.py compares at equal pick accuracy"}
 
 
 def _grid(state: SweepState, values: dict[str, float]) -> tuple[list[int], list[int], dict]:

@@ -1,12 +1,14 @@
-"""The sweep run: every candidate against one baseline, interleaved and paired by round, with elimination.
+"""The sweep run: every candidate against one baseline, interleaved and paired by round, as a best-arm race.
 
-One `sglab sim` per arm (or the given URLs). At a gated level (policy.levels) every round runs the
-baseline and the arms still in the race; after the round each arm's per-round log-ratio against the
-baseline (policy.metric) goes to successive elimination (sglab/analysis/elimination.py), and the arms
-it eliminates get no further rounds. A gated level ends when the elimination decides (or at
-sweep.max-rounds); the next gated level starts over with the arms not eliminated so far. Ungated
-levels run those arms for load.ungated-rounds (for the Pareto plot). The winner then goes to a
-confirmation A/B (sglab/sweep/confirm.py): the sweep's own rounds are never its evidence.
+One `sglab sim` per arm (or the given URLs: on a cluster, the wave's slots). At a gated level
+(policy.levels) the first min-rounds rounds run the baseline and every arm still in the sweep; after
+that each round runs the pick and its strongest challengers (and the baseline while the pick is not
+yet estimated to clear min-gain): sglab/analysis/best_arm.py decides, replayed after every round from
+all the level's rounds (sglab/analysis/best_arm_record.py). Eliminated arms get no further rounds; the
+level ends when one arm is left, the estimated P(correct selection) reaches policy.confidence, none is
+left, or at sweep.max-rounds. A later gated level starts over with the arms not eliminated; ungated
+levels run the pick and its challengers for load.ungated-rounds (for the Pareto plot). The pick then
+goes to a confirmation A/B (sglab/sweep/confirm.py): the sweep's own rounds are never its evidence.
 """
 
 from __future__ import annotations
@@ -15,16 +17,18 @@ import math
 import sys
 from pathlib import Path
 
-from sglab.analysis.elimination import EliminationRecord, successive_elimination
-from sglab.analysis.samples import paired
+import numpy as np
+
+from sglab import metrics
+from sglab.analysis.best_arm_record import RaceRecord, race_record
+from sglab.analysis.operating_point import effective_policy, slo_targets
+from sglab.analysis.samples import per_round
 from sglab.config.loader import LoadedStack
 from sglab.config.models import LoadPlan
 from sglab.results.schema import LevelResult, RunResult
 from sglab.results.store import create_run_dir, new_run_id
 from sglab.sweep.grid import Grid
-from sglab.sweep.state import SweepState
-
-BASELINE = "baseline"
+from sglab.sweep.state import BASELINE, SweepState
 
 
 def say(text: str) -> None:
@@ -32,17 +36,37 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-def log_ratios(level: LevelResult, metric: str, arms: list[str]) -> dict[str, list[float]]:
-    """arm -> log(arm / baseline) per round where both were measured, in round order."""
-    out: dict[str, list[float]] = {}
-    for arm in arms:
-        _, data = paired(level, metric, [BASELINE, arm])
-        out[arm] = [math.log(c / b) for b, c in data] if data.size else []
+def complete_rounds(level: LevelResult) -> int:
+    """Rounds from the first on whose every segment completed (a round cut short is measured again)."""
+    by_round: dict[int, bool] = {}
+    for r in level.rounds:
+        if r.round_index >= 0 and not r.warmup:
+            by_round[r.round_index] = by_round.get(r.round_index, True) and r.complete
+    n = 0
+    while by_round.get(n):
+        n += 1
+    return n
+
+
+def round_values(level: LevelResult, metric: str, arms: list[str], policy=None) -> np.ndarray:
+    """(rounds x (baseline, *arms)) oriented log values of the gate metric: log(value), negated where lower is
+    better, NaN where an arm did not run (or gave no value). A metric that depends on the SLO (goodput) is
+    recomputed with the policy's SLO, as the verdict does."""
+    declared = metrics.get(metric)
+    table = per_round(level, metric, slo_targets(effective_policy(policy)) if policy is not None else None)
+    sign = 1.0 if declared.direction == "higher" else -1.0
+    names = [BASELINE, *arms]
+    out = np.full((complete_rounds(level), len(names)), np.nan)
+    for i in range(out.shape[0]):
+        for j, arm in enumerate(names):
+            value = table.get(i, {}).get(arm)
+            if value is not None and value > 0 and math.isfinite(value):
+                out[i, j] = sign * math.log(value)
     return out
 
 
 class SweepController:
-    """Which arms run each round, from the elimination records; saves the state after every round."""
+    """Which arms run each round, from the race's record; saves the state after every round."""
 
     def __init__(self, state: SweepState, plan: LoadPlan, policy, run_dir: Path, *, echo=say) -> None:
         self.state = state
@@ -58,52 +82,74 @@ class SweepController:
     def rounds_at(self, level: int) -> int:
         return self.state.max_rounds if self.gated(level) else self.ungated_rounds
 
-    def record(self, level: int) -> EliminationRecord | None:
+    def record(self, level: int) -> RaceRecord | None:
         raw = self.state.records.get(str(level))
-        return EliminationRecord.model_validate(raw) if raw else None
+        return RaceRecord.model_validate(raw) if raw else None
 
     def racing(self, level: int) -> list[str]:
-        """The arms of the next round at a gated level: its elimination's survivors (all contenders at first)."""
+        """The next round of a gated level (the baseline included where it runs): all arms still in it at first."""
         rec = self.record(level)
         if rec is None:
-            return list(self.state.contenders)
-        return rec.survivors if rec.outcome == "continue" else []
+            return [BASELINE, *self.state.contenders]
+        return rec.next_round if rec.outcome == "continue" else []
+
+    def warmup_arms(self, level: int) -> list[str]:
+        """Every arm a level may run (warmed up before its first round, also after a resume)."""
+        arms = self.state.contenders if self.gated(level) else (self.state.finalists or self.state.contenders)
+        return [BASELINE, *arms]
 
     def arms_for_round(self, level: int, round_index: int) -> list[str]:
         if self.state.status == "no-winner" or round_index >= self.rounds_at(level):
             return []
-        arms = self.racing(level) if self.gated(level) else list(self.state.contenders)
+        if self.gated(level):
+            return self.racing(level)
+        arms = self.state.finalists or self.state.contenders
         return [BASELINE, *arms] if arms else []
 
-    def update(self, level: int, measured: LevelResult) -> EliminationRecord:
-        """Recompute the level's elimination from all its rounds (also on resume)."""
-        arms = [a for a in self.state.contenders if any(r.arm == a for r in measured.rounds)]
-        rec = successive_elimination(log_ratios(measured, self.state.metric, arms), min_gain=self.policy.min_gain,
-                                     confidence=self.policy.confidence, min_rounds=self.policy.min_rounds,
-                                     max_rounds=self.state.max_rounds)
+    def update(self, level: int, measured: LevelResult) -> RaceRecord:
+        """Recompute the level's race from all its rounds (also on resume)."""
+        arms = list(self.state.contenders)
+        rec = race_record(arms, round_values(measured, self.state.metric, arms, self.policy),
+                          min_gain=self.policy.min_gain, confidence=self.policy.confidence,
+                          min_rounds=self.policy.min_rounds, max_rounds=self.state.max_rounds)
         self.state.records[str(level)] = rec.model_dump(mode="json")
         if rec.outcome != "continue":
-            self.state.contenders = [a.arm for a in rec.arms if a.status != "eliminated"]
+            self.state.contenders = [a for a in arms if a in rec.survivors]  # in the grid's order
             if rec.outcome == "no-winner":
                 self.state.status = "no-winner"
-                self.state.winner = None
+                self.state.winner, self.state.finalists = None, []
             else:
                 self.state.winner, self.state.winner_cleared_min = rec.winner, rec.winner_cleared_min
+                self.state.finalists = [rec.winner, *rec.challengers_now]
         return rec
 
     def round_done(self, level: int, round_index: int, measured: LevelResult) -> None:
         if self.gated(level):
-            rec = self.update(level, measured)
-            gone = [f"{a.arm} ({a.reason})" for a in rec.arms if a.eliminated_at == rec.rounds]
-            lead = next((a for a in rec.arms if a.status != "eliminated"), None)
-            best = f"; best so far {lead.arm} {lead.estimate:+.1%}" if lead and lead.estimate is not None else ""
-            self.echo(f"sweep c={level} round {round_index + 1}/{self.state.max_rounds}: "
-                      f"{len(rec.survivors) if rec.outcome == 'continue' else 0} racing"
-                      + (f", eliminated {', '.join(gone)}" if gone else "") + best
-                      + ("" if rec.outcome == "continue" else f" -> {rec.outcome} {rec.winner or ''}".rstrip()))
+            self.echo(progress_line(level, round_index, self.state.max_rounds, self.update(level, measured)))
         else:
             self.echo(f"sweep c={level} round {round_index + 1}/{self.ungated_rounds} (ungated)")
         self.state.save(self.run_dir)
+
+
+def progress_line(level: int, round_index: int, max_rounds: int, rec: RaceRecord) -> str:
+    """e.g. `sweep c=1 round 9/32: pick s5-k1-d6-LL +15.4% vs baseline, +0.8% vs s4-k1-d5-LL, P(correct) ≈ 83%;
+    next s5-k1-d6-LL, s4-k1-d5-LL, s3-k1-d4-LL; eliminated s1-k1-d2 (below-min)`."""
+    gone = [f"{a.arm} ({a.reason})" for a in rec.arms if a.eliminated_at == rec.rounds]
+    pick = next((a for a in rec.arms if a.arm == rec.leader), None)
+    shown = "" if pick is None or pick.estimate is None else f" {pick.estimate:+.1%} vs baseline"
+    rival = next((a for a in rec.arms if a.arm in rec.challengers_now and a.gap_to_pick is not None), None)
+    ahead = "" if rival is None else f", {-rival.gap_to_pick:+.1%} vs {rival.arm}"
+    chance = "" if rec.p_correct is None else f", P(correct) {'>=' if rec.p_correct_guaranteed else '≈'} " + (
+        f"{rec.confidence:.0%}" if rec.p_correct_guaranteed else f"{rec.p_correct:.0%}")
+    line = f"sweep c={level} round {round_index + 1}/{max_rounds}: pick {rec.leader}{shown}{ahead}{chance}"
+    if rec.outcome == "continue":
+        arms = [a for a in rec.next_round if a != BASELINE]
+        shown = ", ".join(rec.next_round) if len(arms) <= 4 else (
+            f"{'the baseline and ' if BASELINE in rec.next_round else ''}{len(arms)} arms")
+        line += f"; next {shown}" + (" (screening)" if rec.rounds < rec.min_rounds else "")
+    if gone:
+        line += f"; eliminated {', '.join(gone)}"
+    return line + ("" if rec.outcome == "continue" else f" -> {rec.outcome} {rec.winner or ''}".rstrip())
 
 
 def new_state(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, run_id: str, quick: bool,
@@ -111,7 +157,7 @@ def new_state(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, run_id: str, q
     stack = loaded.config
     return SweepState(
         run_id=run_id, stack=loaded.name, quick=quick, metric=stack.policy.metric,
-        gated_levels=[c for c in stack.policy.levels if c in plan.concurrency],
+        gated_levels=[c for c in effective_policy(stack.policy).levels if c in plan.concurrency],
         max_rounds=stack.sweep.max_rounds if stack.sweep else 32, arms=[a.record() for a in grid.arms],
         skipped=[{"name": s.name, "reason": s.reason} for s in grid.skipped], notes=list(grid.notes),
         baseline_hash=grid.baseline.config_hash, contenders=[a.name for a in grid.arms],
@@ -159,6 +205,7 @@ def resume_sweep(loaded: LoadedStack, grid: Grid, run_dir: Path, result: RunResu
     plan = LoadPlan.model_validate(state.plan)
     controller = SweepController(state, plan, loaded.config.policy, run_dir, echo=echo)
     state.status, state.records, state.contenders = "running", {}, [a["name"] for a in state.arms]
+    state.winner, state.winner_cleared_min, state.finalists = None, False, []
     for level in result.levels:  # recompute every decision from the saved rounds
         if controller.gated(level.concurrency) and state.status == "running":
             controller.update(level.concurrency, level)
@@ -168,31 +215,6 @@ def resume_sweep(loaded: LoadedStack, grid: Grid, run_dir: Path, result: RunResu
     result, run_dir = run_controlled(request, controller, run_dir=run_dir, resume=result)
     finish(state, result, run_dir)
     return state, result, run_dir
-
-
-def sweep_verdict(state: SweepState) -> dict:
-    """The sweep's decision as a result's verdict (what `--result-configmap` hands to the Pulumi program): the
-    ranking (arm, gain, interval, eliminated when and why, per gated level) and the leader with its config hash.
-    A leader is a candidate for the confirmation A/B, never a promotion."""
-    from sglab.sweep.outputs import ranking_rows
-
-    winner = state.arm(state.winner) if state.winner else None
-    rows = ranking_rows(state)
-    if winner is None:
-        sentence = (f"sweep of {len(state.arms)} arms: no arm beat the baseline by policy.min-gain; nothing to "
-                    "confirm" if state.status == "no-winner" else f"sweep of {len(state.arms)} arms: {state.status}")
-    else:
-        row = next((r for r in reversed(rows) if r["arm"] == state.winner), None)
-        shown = "" if row is None or row["gain"] is None else (
-            f" {row['gain']:+.1%} at c={row['level']}" + ("" if row["low"] is None or row["high"] is None else
-                                                         f" [{row['low']:+.1%}, {row['high']:+.1%}]"))
-        sentence = (f"sweep of {len(state.arms)} arms: leader {state.winner}{shown} "
-                    f"({'clears' if state.winner_cleared_min else 'does not clear'} policy.min-gain); "
-                    "confirm it with a fresh A/B before promoting")
-    return {"kind": "sweep", "outcome": state.status, "sentence": sentence, "metric": state.metric,
-            "winner": state.winner, "winner_config_hash": winner["config_hash"] if winner else None,
-            "winner_cleared_min": state.winner_cleared_min, "arms": [a["name"] for a in state.arms],
-            "ranking": rows}
 
 
 def finish(state: SweepState, result: RunResult, run_dir: Path) -> None:

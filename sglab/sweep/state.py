@@ -1,8 +1,9 @@
 """A sweep's saved state (sweep.json beside its result.json), written after every round.
 
-The measurements themselves are the run's result.json (kind `sweep`); the elimination records here
-are recomputed from it at every round and on resume (evidence recomputed, never trusted), and kept so
-the outputs and a reader see every look without rerunning the statistics.
+The measurements themselves are the run's result.json (kind `sweep`); the race records here
+(sglab.analysis.best_arm_record.RaceRecord, one per gated level) are recomputed from it at every round
+and on resume (evidence recomputed, never trusted), and kept so the outputs and a reader see every look
+without rerunning the statistics.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pydantic import BaseModel, Field
 from sglab.results.store import write_json_atomic
 
 STATE_FILE = "sweep.json"
+BASELINE = "baseline"  # the arm every candidate is compared with
 Status = Literal["running", "interrupted", "swept", "no-winner", "confirming", "confirmed", "not-confirmed"]
 
 
@@ -30,8 +32,9 @@ class SweepState(BaseModel):
     skipped: list[dict[str, str]] = Field(default_factory=list)  # name, reason
     notes: list[str] = Field(default_factory=list)
     baseline_hash: str
-    records: dict[str, dict] = Field(default_factory=dict)  # level (str) -> EliminationRecord
+    records: dict[str, dict] = Field(default_factory=dict)  # level (str) -> RaceRecord
     contenders: list[str] = Field(default_factory=list)  # not eliminated at any gated level so far
+    finalists: list[str] = Field(default_factory=list)  # the pick and its challengers: what ungated levels run
     status: Status = "running"
     winner: str | None = None
     winner_cleared_min: bool = False

@@ -154,9 +154,9 @@ def test_an_emptied_confound_list_does_not_hide_the_article_replays_nccl_env() -
 
 
 def test_every_value_of_a_list_valued_flag_is_compared() -> None:
-    result = _with_commands(BASE_CMD + " --cuda-graph-bs 1", BASE_CMD + " --cuda-graph-bs 1 2 4 8" + SPEC)
+    result = _with_commands(BASE_CMD + " --cuda-graph-bs-decode 1", BASE_CMD + " --cuda-graph-bs-decode 1 2 4 8" + SPEC)
     found = launch_confounds(result)
-    assert [(c.key, c.baseline, c.candidate) for c in found] == [("server --cuda-graph-bs", "1", "1 2 4 8")]
+    assert [(c.key, c.baseline, c.candidate) for c in found] == [("server --cuda-graph-bs-decode", "1", "1 2 4 8")]
     assert "confounds" in names(result)
 
 

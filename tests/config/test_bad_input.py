@@ -177,7 +177,9 @@ def test_render_out_writes_one_file_per_object(tmp_path, capsys):
     assert main(["render", "--stack", "eagle-nccl-ll", "--out", str(tmp_path)]) == 0
     files = sorted(p.name for p in Path(tmp_path).iterdir())
     assert files[0] == "00-namespace-sglab-eagle-nccl-ll.yaml"
-    assert "04-deployment-sglang-baseline.yaml" in files and "08-deployment-sglang-candidate.yaml" in files
+    assert any(f.endswith("-deployment-sglang-baseline.yaml") for f in files)
+    assert any(f.endswith("-deployment-sglang-candidate.yaml") for f in files)
+    assert [f[:2] for f in files] == [f"{i:02d}" for i in range(len(files))]  # numbered in apply order
     assert capsys.readouterr().out == ""
 
 

@@ -41,18 +41,18 @@ def server_confounds(stack) -> dict[str, tuple[str | None, str | None]]:
 
 
 def test_a_list_valued_flag_is_compared_whole(stacks):
-    stack = stack_of(stacks, with_extra_args(["--cuda-graph-bs", "1"], ["--cuda-graph-bs", "1", "2", "4", "8"]))
-    assert server_confounds(stack) == {"server --cuda-graph-bs": ("1", "1 2 4 8")}
+    stack = stack_of(stacks, with_extra_args(["--cuda-graph-bs-decode", "1"], ["--cuda-graph-bs-decode", "1", "2", "4", "8"]))
+    assert server_confounds(stack) == {"server --cuda-graph-bs-decode": ("1", "1 2 4 8")}
 
 
 def test_same_list_is_no_confound(stacks):
-    stack = stack_of(stacks, with_extra_args(["--cuda-graph-bs", "1", "2"], ["--cuda-graph-bs", "1", "2"]))
+    stack = stack_of(stacks, with_extra_args(["--cuda-graph-bs-decode", "1", "2"], ["--cuda-graph-bs-decode", "1", "2"]))
     assert server_confounds(stack) == {}
 
 
 def test_alias_and_prefix_spellings_of_one_flag_are_the_same_flag(stacks):
-    stack = stack_of(stacks, with_extra_args(["--dp-size", "2", "--cuda-graph-max-bs", "8"],
-                                             ["--data-parallel-size", "2", "--cuda-graph-max", "8"]))
+    stack = stack_of(stacks, with_extra_args(["--dp-size", "2", "--cuda-graph-max-bs-decode", "8"],
+                                             ["--data-parallel-size", "2", "--cuda-graph-max-bs-d", "8"]))
     assert server_confounds(stack) == {}
     stack = stack_of(stacks, with_extra_args(["--dp-size", "2"], ["--data-parallel-size", "4"]), "t2")
     assert server_confounds(stack) == {"server --dp-size": ("2", "4")}
@@ -96,10 +96,10 @@ def test_the_live_check_compares_whole_lists_under_the_canonical_name(stacks):
     from sglab.load.server_info import ServerInfo, live_mismatches
     from sglab.sglang.flags import decode, flag_key
 
-    stack = stack_of(stacks, with_extra_args(["--cuda-graph-bs", "1", "2", "4", "8", "--max-total", "9000"], None))
+    stack = stack_of(stacks, with_extra_args(["--cuda-graph-bs-decode", "1", "2", "4", "8", "--max-total", "9000"], None))
     arm = candidate_arm(stack)
     live = {flag_key(k): v for k, v in decode(arm.args).items()}
-    live.update(cuda_graph_bs=[1, 2, 4, 8], max_total_tokens=9000)
+    live.update(cuda_graph_bs_decode=[1, 2, 4, 8], max_total_tokens=9000)
     assert live_mismatches(arm, ServerInfo("u", live)) == []
-    wrong = live_mismatches(arm, ServerInfo("u", {**live, "cuda_graph_bs": [1]}))
-    assert wrong == ["candidate: --cuda-graph-bs is [1] on the server, the stack declares '1 2 4 8'"]
+    wrong = live_mismatches(arm, ServerInfo("u", {**live, "cuda_graph_bs_decode": [1]}))
+    assert wrong == ["candidate: --cuda-graph-bs-decode is [1] on the server, the stack declares '1 2 4 8'"]

@@ -14,8 +14,9 @@ from sglab.cli import main
 from sglab.config import baseline_arm, candidate_arm, load_stack
 from sglab.config.loader import _plain
 from sglab.config.models import StackConfig
+from sglab.deploy import crd_schemas
 from sglab.deploy import values as values_module
-from sglab.deploy.naming import chart_dir
+from sglab.deploy.naming import arm_release_name, chart_dir
 from sglab.deploy.render import render_chart
 from sglab.deploy.values import chart_values, default_values
 
@@ -28,6 +29,9 @@ CHART = "kubernetes:helm.sh/v4:Chart"
 def validate_all(objects: list[dict]) -> None:
     assert objects
     for obj in objects:
+        if crd_schemas.is_custom(obj):  # a serving stack's Rollout, HTTPRoute, ...: the vendored CRDs
+            crd_schemas.validate(obj, K8S_VERSIONS)
+            continue
         for version in K8S_VERSIONS:
             kubernetes_validate.validate(obj, version, strict=True)
 
@@ -36,17 +40,22 @@ def by_kind(objects: list[dict], kind: str) -> list[dict]:
     return [o for o in objects if o["kind"] == kind]
 
 
+def workload(objects: list[dict]) -> dict:
+    """An arm's server workload: its Deployment, or a serving stack's Rollout (same pod template)."""
+    return (by_kind(objects, "Deployment") or by_kind(objects, "Rollout"))[0]
+
+
 @pytest.fixture(scope="module", params=shipped_stacks())
 def captured(request):
     """(stack, loaded, program run, rendered objects per arm) with chart inputs as the mocks saw them."""
     name = request.param
     run = run_program(name)
     assert run.error is None, run.error
-    rendered = {}
+    rendered = {}  # by role (a sweep stack's candidate is its leader slot's chart)
     for chart in run.of_type(CHART):
         inputs = chart.inputs
-        rendered[chart.name] = render_chart(inputs["chart"], inputs["values"], release=inputs["name"],
-                                            namespace=inputs["namespace"])
+        rendered[inputs["values"]["arm"]] = render_chart(inputs["chart"], inputs["values"], release=inputs["name"],
+                                                         namespace=inputs["namespace"])
     return name, load_stack(name), run, rendered
 
 
@@ -61,7 +70,8 @@ def test_what_pulumi_up_would_apply_is_schema_valid(captured):
     kinds |= {"PodDisruptionBudget"} if stack.disruption_budget.enabled else set()
     kinds |= {"NetworkPolicy"} if stack.network_policy.enabled else set()
     for objects in rendered.values():
-        assert sorted(o["kind"] for o in objects) == sorted(kinds)
+        if stack.serving is None:  # a serving stack's shape: tests/serving/test_render_production.py
+            assert sorted(o["kind"] for o in objects) == sorted(kinds)
         validate_all(objects)
     for typ in ("kubernetes:core/v1:Namespace", "kubernetes:core/v1:Secret"):
         for res in run.of_type(typ):
@@ -91,7 +101,7 @@ def test_sglab_render_prints_exactly_what_the_program_applies(captured, capsys):
             obj = {k: v for k, v in obj.items() if k != "stringData"}
         expected.append(obj)
     for chart in run.of_type(CHART):
-        expected += rendered.get(chart.name) or render_chart(
+        expected += rendered.get(chart.inputs["values"]["arm"]) or render_chart(
             chart.inputs["chart"], chart.inputs["values"], release=chart.inputs["name"],
             namespace=chart.inputs["namespace"])
     key = lambda o: (o["kind"], o["metadata"]["name"])  # noqa: E731
@@ -122,14 +132,15 @@ def test_deployment_matches_the_arm(captured):
     name, loaded, _, rendered = captured
     stack = loaded.config
     for arm in (baseline_arm(stack), candidate_arm(stack)):
-        (dep,) = by_kind(rendered[arm.role], "Deployment")
+        dep = workload(rendered[arm.role])
         meta, spec = dep["metadata"], dep["spec"]
         assert meta["labels"]["sglab/arm"] == arm.role
         assert meta["labels"]["app.kubernetes.io/part-of"] == "sglab"
         assert meta["labels"]["sglab/stack"] == name
         assert meta["labels"]["app.kubernetes.io/version"] == arm.image.rsplit(":", 1)[1]
         assert meta["annotations"]["sglab/config-hash"] == arm.config_hash
-        assert spec["strategy"] == {"type": "Recreate"}
+        if dep["kind"] == "Deployment":
+            assert spec["strategy"] == {"type": "Recreate"}
         pod = spec["template"]["spec"]
         assert spec["template"]["metadata"]["labels"]["sglab/arm"] == arm.role
         assert pod["enableServiceLinks"] is False
@@ -162,8 +173,9 @@ def test_deployment_matches_the_arm(captured):
             assert term["labelSelector"]["matchLabels"]["app.kubernetes.io/part-of"] == "sglab"
             assert term["labelSelector"]["matchLabels"]["sglab/stack"] == name
         assert pod.get("nodeSelector", {}) == stack.placement.node_selector
-        assert dep["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == str(rollout.pulumi_timeout_min * 60)
-        (svc,) = by_kind(rendered[arm.role], "Service")
+        if dep["kind"] == "Deployment":  # Pulumi does not await a Rollout (Argo runs the canary after pulumi up)
+            assert dep["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == str(rollout.pulumi_timeout_min * 60)
+        (svc,) = [o for o in by_kind(rendered[arm.role], "Service") if o["metadata"]["name"] == arm_release_name(stack, arm.role)]
         assert svc["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == str(rollout.pulumi_timeout_min * 60)
 
 
@@ -172,7 +184,7 @@ def test_anti_affinity_selects_the_other_arm(captured):
     _, loaded, _, rendered = captured
     if not loaded.config.placement.separate_nodes:
         pytest.skip("stack opts out of node separation")
-    pods = {role: by_kind(objs, "Deployment")[0]["spec"]["template"] for role, objs in rendered.items()}
+    pods = {role: workload(objs)["spec"]["template"] for role, objs in rendered.items()}
     for role, other in (("baseline", "candidate"), ("candidate", "baseline")):
         term = pods[role]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
         labels = pods[other]["metadata"]["labels"]
@@ -183,20 +195,21 @@ def test_service_pdb_and_network_policy(captured):
     _, loaded, _, rendered = captured
     stack = loaded.config
     for role, objects in rendered.items():
-        (svc,) = by_kind(objects, "Service")
-        assert svc["metadata"]["name"] == f"sglang-{role}"
+        (svc,) = [o for o in by_kind(objects, "Service") if o["metadata"]["name"] == arm_release_name(stack, role)]
         assert svc["spec"]["type"] == "ClusterIP"
         assert svc["spec"]["ports"][0]["port"] == stack.server.port
-        dep = by_kind(objects, "Deployment")[0]
+        dep = workload(objects)
         assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
         if stack.disruption_budget.enabled:
             (pdb,) = by_kind(objects, "PodDisruptionBudget")
             assert pdb["spec"]["maxUnavailable"] == stack.disruption_budget.max_unavailable
+            assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
         if stack.network_policy.enabled:
             (netpol,) = by_kind(objects, "NetworkPolicy")
             assert netpol["spec"]["policyTypes"] == ["Ingress"]
             (rule,) = netpol["spec"]["ingress"]
-            assert rule["from"] == [{"podSelector": {"matchLabels": stack.network_policy.allowed_from}}]
+            assert rule["from"][0] == {"podSelector": {"matchLabels": stack.network_policy.allowed_from}}
+            assert all("namespaceSelector" in peer for peer in rule["from"][1:])  # sglab:serving's peers
             assert netpol["spec"]["podSelector"]["matchLabels"] == svc["spec"]["selector"]
 
 
@@ -233,7 +246,8 @@ def test_gpus_zero_omits_the_gpu_request():
     stack = _stack_with(backend="sim", placement__gpus_per_node=0, server__tp_size=1, resources__cpu="2",
                         resources__memory="4Gi")
     container = by_kind(_render(stack), "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
-    assert container["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "4Gi"}}
+    assert container["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"},
+                                      "limits": {"cpu": "2", "memory": "4Gi"}}  # Guaranteed QoS
 
 
 def test_pvc_model_volume_is_read_only():

@@ -12,10 +12,10 @@ from pulumi.runtime import rpc
 
 from sglab.config import baseline_arm, candidate_arm, confounds, load_stack
 from sglab.config.arms import parse_launch_args
-from sglab.deploy.naming import HF_TOKEN_SECRET, chart_dir
+from sglab.deploy.naming import HF_TOKEN_SECRET, arm_release_name, chart_dir
 from sglab.deploy.values import chart_values
 from pulumi_harness import SECRET_PREFIX as TEST_SECRET_PREFIX
-from pulumi_harness import pulumi_config, run_program, shipped_stacks
+from pulumi_harness import arm_resource, pulumi_config, run_program, shipped_stacks
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 SERVER = "sglab:index:SGLangServer"
@@ -45,31 +45,41 @@ def test_every_stack_is_covered():
     assert {"eagle-nccl-ll", "eagle-default"} <= set(shipped_stacks())
 
 
+def keys(loaded) -> dict[str, str]:
+    """role -> the arm's Pulumi resource name (a sweep stack's candidate runs in its leader slot)."""
+    return {role: arm_resource(loaded.config, role) for role in ("baseline", "candidate")}
+
+
 def test_program_registers_namespace_two_servers_and_two_charts(deployed):
     name, loaded, run = deployed
     assert run.error is None, run.error
-    (ns,) = run.of_type(NAMESPACE)
-    assert ns.inputs["metadata"]["name"] == loaded.config.namespace
-    assert ns.inputs["metadata"]["labels"]["sglab/stack"] == name
-    assert sorted(r.name for r in run.of_type(SERVER)) == ["baseline", "candidate"]
+    if loaded.config.production:  # the platform's namespace: read, never created (tests/deploy/test_namespaces.py)
+        assert run.of_type(NAMESPACE) == []
+    else:
+        (ns,) = run.of_type(NAMESPACE)
+        assert ns.inputs["metadata"]["name"] == loaded.config.namespace
+        assert ns.inputs["metadata"]["labels"]["sglab/stack"] == name
+    key = keys(loaded)
+    assert sorted(r.name for r in run.of_type(SERVER)) == sorted(key.values())
     charts = {r.name: r for r in run.of_type(CHART)}
-    assert sorted(charts) == ["baseline", "candidate"]
-    for role, chart in charts.items():
+    assert sorted(charts) == sorted(key.values())
+    for role, resource in key.items():
+        chart = charts[resource]
         assert Path(chart.inputs["chart"]).is_absolute()
         assert Path(chart.inputs["chart"]) == chart_dir()
         assert (Path(chart.inputs["chart"]) / "Chart.yaml").is_file()
-        assert chart.inputs["name"] == f"sglang-{role}"
+        assert chart.inputs["name"] == (f"sglang-{role}" if resource == role else resource)
         assert chart.inputs["namespace"] == loaded.config.namespace
-        options = run.options_of(CHART, role)
+        options = run.options_of(CHART, resource)
         assert options["remote"] is True
-        assert options["parent"].endswith(f"{SERVER}::{role}")
+        assert options["parent"].endswith(f"{SERVER}::{resource}")
 
 
 def test_chart_values_are_the_config_models_values(deployed):
     name, loaded, run = deployed
     stack = loaded.config
     for arm in (baseline_arm(stack), candidate_arm(stack)):
-        chart = run.named(CHART, arm.role)
+        chart = run.named(CHART, keys(loaded)[arm.role])
         assert chart.inputs["values"] == wire(chart_values(stack, arm, stack_name=name))
         assert chart.inputs["values"]["command"] == list(arm.command)
         assert chart.inputs["values"]["args"] == list(arm.args)
@@ -78,9 +88,9 @@ def test_chart_values_are_the_config_models_values(deployed):
 
 
 def test_only_the_candidate_runs_speculation(deployed):
-    _, _, run = deployed
+    _, loaded, run = deployed
     base = parse_launch_args(run.named(CHART, "baseline").inputs["values"]["args"])
-    cand = parse_launch_args(run.named(CHART, "candidate").inputs["values"]["args"])
+    cand = parse_launch_args(run.named(CHART, keys(loaded)["candidate"]).inputs["values"]["args"])
     assert not any(flag.startswith("--speculative-") for flag in base)
     assert "--speculative-algorithm" in cand
     server_confounds = {c["key"].split(" ", 1)[1] for c in run.outputs["confounds"] if c["key"].startswith("server ")}
@@ -91,17 +101,17 @@ def test_only_the_candidate_runs_speculation(deployed):
 def test_custom_timeouts_come_from_rollout(deployed):
     _, loaded, run = deployed
     minutes = loaded.config.rollout.pulumi_timeout_min
-    for role in ("baseline", "candidate"):
+    for role in keys(loaded).values():
         timeouts = run.options_of(CHART, role)["custom_timeouts"]
         assert timeouts["create"] == f"{minutes}m"
         assert timeouts["update"] == f"{minutes}m"
 
 
 def test_servers_depend_on_the_namespace(deployed):
-    _, _, run = deployed
-    for role in ("baseline", "candidate"):
+    _, loaded, run = deployed
+    for role in keys(loaded).values():
         deps = run.options_of(SERVER, role)["dependencies"]
-        assert any(d.endswith(f"{NAMESPACE}::namespace") for d in deps), deps
+        assert any(d.endswith((f"{NAMESPACE}::namespace", f"{NAMESPACE}::existing-namespace")) for d in deps), deps
 
 
 def test_secret_present_iff_hf_token_set(deployed):
@@ -109,7 +119,7 @@ def test_secret_present_iff_hf_token_set(deployed):
     secrets = run.of_type(SECRET)
     if loaded.config.hf_token is None:
         assert secrets == []
-        assert all(run.named(CHART, r).inputs["values"]["secretEnv"] == [] for r in ("baseline", "candidate"))
+        assert all(run.named(CHART, r).inputs["values"]["secretEnv"] == [] for r in keys(loaded).values())
     else:
         assert [s.inputs["metadata"]["name"] for s in secrets] == [HF_TOKEN_SECRET]
 
@@ -120,9 +130,11 @@ def test_outputs(deployed):
     out = run.outputs
     assert out["namespace"] == stack.namespace
     for arm in (baseline_arm(stack), candidate_arm(stack)):
-        assert out[f"{arm.role}_service"] == f"sglang-{arm.role}.{stack.namespace}.svc.cluster.local"
+        release = arm_release_name(stack, arm.role)
+        assert out[f"{arm.role}_release"] == release
+        assert out[f"{arm.role}_service"] == f"{release}.{stack.namespace}.svc.cluster.local"
         assert out[f"{arm.role}_port"] == arm.port == stack.server.port
-        assert out[f"{arm.role}_url"] == f"http://sglang-{arm.role}.{stack.namespace}.svc.cluster.local:{arm.port}"
+        assert out[f"{arm.role}_url"] == f"http://{release}.{stack.namespace}.svc.cluster.local:{arm.port}"
         assert out[f"{arm.role}_launch_command"] == arm.launch_command
         assert out["config_hashes"][arm.role] == arm.config_hash
     assert out["confounds"] == [c.as_dict() for c in confounds(stack)]

@@ -13,7 +13,7 @@ import pytest
 from sglab.config.arms import baseline_arm
 from sglab.config.loader import load_mapping, load_stack
 from sglab.deploy.benchmark_job import RESULT_CONFIGMAP_FLAG, benchmark_plan, names
-from sglab.deploy.naming import MAX_RELEASE_CHARS, sweep_release_name
+from sglab.deploy.naming import arm_label, slot_release_name
 from sglab.deploy.render import render_stack
 from sglab.deploy.result_sink import SUMMARY_KEY, encode_result
 from sglab.deploy.sweep_arms import plan_wave, sweep_grid, wave_slices
@@ -26,7 +26,7 @@ from pulumi_harness import run_program
 STACK = "eagle-sweep"
 CHART = "kubernetes:helm.sh/v4:Chart"
 SERVER = "sglab:index:SGLangServer"
-DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 def sweep(**keys) -> dict:
@@ -52,7 +52,7 @@ def waves():
     arms = grid_names()
     return {1: run_program(STACK, sweep(wave=1)),
             2: run_program(STACK, sweep(wave=2, carry_arm=arms[2])),
-            13: run_program(STACK, sweep(wave=13, carry_arm=arms[5]))}
+            11: run_program(STACK, sweep(wave=11, carry_arm=arms[5]))}
 
 
 def wire(value):
@@ -72,7 +72,7 @@ def test_wave_1_deploys_the_baseline_and_the_first_parallel_arms(waves):
     run = waves[1]
     assert run.error is None, run.error
     arms = grid_names()[:4]
-    releases = [sweep_release_name(a) for a in arms]
+    releases = [slot_release_name(i) for i in range(1, 5)]  # fixed slots, in the grid's order
     assert sorted(r.name for r in run.of_type(SERVER)) == sorted(["baseline", *releases])
     charts = {r.name: r for r in run.of_type(CHART)}
     assert "candidate" not in charts  # the stack's own candidate is only the grid's template
@@ -82,10 +82,10 @@ def test_wave_1_deploys_the_baseline_and_the_first_parallel_arms(waves):
     stack = stack_with(wave=1)
     for name, release in zip(arms, releases):
         arm = grid.arm(name).arm
-        assert charts[release].inputs["values"] == wire(chart_values(stack, arm, stack_name=STACK))
+        assert charts[release].inputs["values"] == wire(chart_values(stack, arm, stack_name=STACK, arm_name=name))
         assert charts[release].inputs["values"]["configHash"] == arm.config_hash
     out = run.outputs
-    assert out["sweep_wave"] == 1 and out["sweep_waves"] == 13 and out["sweep_carried"] is None
+    assert out["sweep_wave"] == 1 and out["sweep_waves"] == 11 and out["sweep_carried"] is None
     assert list(out["sweep_arms"]) == arms
     ns = stack.namespace
     for name, release in zip(arms, releases):
@@ -110,8 +110,8 @@ def test_later_waves_change_only_the_candidates(waves):
     two = waves[2].outputs
     assert list(two["sweep_arms"]) == [*arms[4:7], arms[2]]
     assert two["sweep_carried"] == arms[2] and two["sweep_arms"][arms[2]]["carried"] is True
-    last = waves[13].outputs
-    assert list(last["sweep_arms"]) == [*arms[37:40], arms[5]]
+    last = waves[11].outputs
+    assert list(last["sweep_arms"]) == [arms[31], arms[5]]  # 32 arms (SGLang 0.5.23 refuses 8 adaptive ones): 11 waves
     # the Job is renamed (a new comparison), its ConfigMap of results too
     jobs = {w: run.outputs["benchmark_job"] for w, run in waves.items()}
     assert len(set(jobs.values())) == 3
@@ -120,8 +120,8 @@ def test_later_waves_change_only_the_candidates(waves):
 def test_the_namespace_secret_and_probe_are_the_same_in_every_wave(waves):
     def shared(run):
         return sorted((r.typ, r.name, json.dumps(r.inputs, sort_keys=True)) for r in run.applied()
-                      if not r.name.startswith("benchmark"))
-    assert shared(waves[1]) == shared(waves[2]) == shared(waves[13])
+                      if not r.name.startswith(("benchmark", "preflight")))  # both check the wave's own arms
+    assert shared(waves[1]) == shared(waves[2]) == shared(waves[11])
 
 
 def test_the_benchmark_job_runs_the_sweep_against_the_wave_services(waves):
@@ -135,7 +135,7 @@ def test_the_benchmark_job_runs_the_sweep_against_the_wave_services(waves):
     assert given == {name: entry["url"] for name, entry in waves[2].outputs["sweep_arms"].items()}
     assert command[command.index(RESULT_CONFIGMAP_FLAG) + 1] == plan.names.result_configmap
     assert "--no-confirm" in command
-    (job,) = [r for r in waves[2].of_type("kubernetes:batch/v1:Job")]
+    (job,) = [r for r in waves[2].of_type("kubernetes:batch/v1:Job") if r.name == "benchmark-job"]
     assert job.inputs["spec"]["template"]["spec"]["containers"][0]["command"] == command
     deps = waves[2].options_of("kubernetes:batch/v1:Job", "benchmark-job")["dependencies"]
     for server in ["baseline", *(e["release"] for e in waves[2].outputs["sweep_arms"].values())]:
@@ -185,8 +185,9 @@ def test_the_waves_ranking_and_leader_are_stack_outputs():
     assert out["sweep_status"] == "swept" and out["sweep_leader"] == arms[2]
     assert out["sweep_leader_config_hash"] == "f" * 64
     assert out["sweep_ranking"] == wire(ranking) or out["sweep_ranking"] == ranking
-    assert out["sweep_next"] == (f"pulumi config set --path sglab:sweep.wave 3 && pulumi config set --path "
-                                 f"sglab:sweep.carry-arm {arms[2]} && pulumi up")
+    assert out["sweep_next"] == (f"sglab sweep --stack {STACK} --target cluster --next  (runs: pulumi config set "
+                                 f"--path sglab:sweep.wave 3 && pulumi config set --path sglab:sweep.carry-arm "
+                                 f"{arms[2]} && pulumi up)")
     assert "benchmark_verdict" not in out  # a sweep is no A/B verdict
 
 
@@ -197,7 +198,7 @@ def test_before_the_job_has_stored_its_result_the_outputs_say_pending():
 
 
 @pytest.mark.parametrize("keys, key, words", [
-    ({"wave": 14}, "sweep.wave", ["14", "13 waves", "1..13"]),
+    ({"wave": 12}, "sweep.wave", ["12", "11 waves", "1..11"]),
     ({"wave": 1, "carry_arm": "s1-k1-d2"}, "sweep.carry-arm", ["wave 1 has no previous wave"]),
     ({"wave": 2, "carry_arm": "s9-k1-d10"}, "sweep.carry-arm", ["not an arm of the grid"]),
     ({"wave": 2, "carry_arm": "s5-k1-d6-SYS-adaptive"}, "sweep.carry-arm", ["this or a later wave"]),
@@ -231,23 +232,21 @@ def test_in_cluster_locust_is_refused_for_a_wave():
     assert run.error is not None and "locust.enabled" in str(run.error)
 
 
-def test_without_a_wave_the_sweep_stack_deploys_its_own_pair():
+def test_without_a_wave_the_sweep_stack_deploys_its_own_pair_in_the_leader_slot():
     run = run_program(STACK)
-    assert sorted(r.name for r in run.of_type(SERVER)) == ["baseline", "candidate"]
+    assert sorted(r.name for r in run.of_type(SERVER)) == ["baseline", slot_release_name(4)]
+    assert run.outputs["candidate_release"] == slot_release_name(4)
     assert "sweep_wave" not in run.outputs
 
 
-def test_arm_release_names_are_dns_labels_stable_and_distinct():
+def test_arm_labels_are_label_values_stable_and_distinct():
     grid = expand(load_stack(STACK))
-    names_ = [sweep_release_name(a.name) for a in grid.arms]
-    assert len(set(names_)) == len(names_)
-    assert all(DNS_LABEL.match(n) and len(n) <= MAX_RELEASE_CHARS for n in names_)
-    assert sweep_release_name("s3-k1-d4") == "sglang-arm-s3-k1-d4"  # a name that survives is kept as it is
-    assert sweep_release_name("s3-k1-d4-LL") == sweep_release_name("s3-k1-d4-LL")  # stable
-    assert sweep_release_name("s3-k1-d4-LL") != sweep_release_name("s3-k1-d4-ll")  # case is not lost
-    long = "s3-k1-d4-" + "a" * 32 + "-adaptive"
-    assert len(sweep_release_name(long)) <= MAX_RELEASE_CHARS and DNS_LABEL.match(sweep_release_name(long))
-    assert sweep_release_name(long) != sweep_release_name(long.replace("-adaptive", ""))
+    labels = [arm_label(a.name) for a in grid.arms]
+    assert len(set(labels)) == len(labels) and labels == [a.name for a in grid.arms]  # valid names stay as they are
+    long = "s3-k1-d4-" + "a" * 60 + "-adaptive"
+    assert len(arm_label(long)) <= 63 and LABEL_VALUE.match(arm_label(long))
+    assert arm_label(long) != arm_label(long.replace("-adaptive", ""))
+    assert arm_label("s3 k1") != arm_label("s3_k1") and LABEL_VALUE.match(arm_label("s3 k1"))
 
 
 def test_render_shows_the_wave_and_its_manifests_validate():
@@ -255,11 +254,12 @@ def test_render_shows_the_wave_and_its_manifests_validate():
     raw = {**json.loads(json.dumps(loaded.raw)), **sweep(wave=2, carry_arm=grid_names()[0])}
     rendered = render_stack(load_mapping(STACK, loaded.path, raw))
     services = sorted(o["metadata"]["name"] for o in rendered.objects if o["kind"] == "Service")
+    assert services == sorted(["sglang-baseline", *(slot_release_name(i) for i in range(1, 5))])
     arms = [*grid_names()[4:7], grid_names()[0]]
-    assert services == sorted(["sglang-baseline", *(sweep_release_name(a) for a in arms)])
     deployments = [o for o in rendered.objects if o["kind"] == "Deployment"]
     assert len(deployments) == 5
-    (job,) = [o for o in rendered.objects if o["kind"] == "Job"]
+    assert {d["metadata"]["annotations"].get("sglab/arm-name") for d in deployments} == {None, *arms}
+    (job,) = [o for o in rendered.objects if o["kind"] == "Job" and o["metadata"]["name"].startswith("sglab-bench")]
     assert job["spec"]["template"]["spec"]["containers"][0]["command"][:2] == ["sglab", "sweep"]
     for obj in rendered.objects:
         for version in ("1.31", kubernetes_validate.latest_version()):

@@ -1,7 +1,8 @@
 """A tiny stand-in for the Kubernetes API server's ConfigMap endpoints, served on 127.0.0.1.
 
 Enough for the real `kubernetes` client to list (with a label selector), read, create and replace
-ConfigMaps; every request is recorded so tests can assert what the client asked for.
+ConfigMaps, and to read and patch PodDisruptionBudgets; every request is recorded so tests can assert what
+the client asked for.
 """
 
 from __future__ import annotations
@@ -15,10 +16,24 @@ from urllib.parse import parse_qs, urlparse
 from kubernetes import client
 
 
+def _merge(target: dict, patch: dict) -> dict:
+    """A JSON merge patch (RFC 7386), what a strategic merge patch of scalar fields and annotations amounts to."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
+    return target
+
+
 class FakeConfigMapApi:
     def __init__(self) -> None:
         self.configmaps: dict[tuple[str, str], dict] = {}
+        self.pdbs: dict[tuple[str, str], dict] = {}  # PodDisruptionBudgets (policy/v1): get and patch
         self.requests: list[tuple[str, str, dict]] = []
+        self.content_types: list[str] = []
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -39,7 +54,16 @@ class FakeConfigMapApi:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
                 api.requests.append((method, url.path, query))
+                api.content_types.append(self.headers.get("Content-Type", ""))
                 parts = url.path.strip("/").split("/")
+                if parts[:4] == ["apis", "policy", "v1", "namespaces"] and len(parts) == 7 \
+                        and parts[5] == "poddisruptionbudgets":
+                    key = (parts[4], parts[6])
+                    if key not in api.pdbs:
+                        return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                    if method == "PATCH":
+                        _merge(api.pdbs[key], body or {})
+                    return self._send(200, api.pdbs[key]) if method in ("GET", "PATCH") else self._send(405, {})
                 if parts[:3] != ["api", "v1", "namespaces"] or len(parts) < 5 or parts[4] != "configmaps":
                     return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
                 namespace = parts[3]
@@ -70,6 +94,11 @@ class FakeConfigMapApi:
                         return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
                     api.configmaps[key] = body
                     return self._send(200, body)
+                if method == "DELETE":
+                    if key not in api.configmaps:
+                        return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                    del api.configmaps[key]
+                    return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
                 return self._send(405, {"kind": "Status", "code": 405})
 
             def do_GET(self) -> None:
@@ -80,6 +109,12 @@ class FakeConfigMapApi:
 
             def do_PUT(self) -> None:
                 self._route("PUT")
+
+            def do_PATCH(self) -> None:
+                self._route("PATCH")
+
+            def do_DELETE(self) -> None:
+                self._route("DELETE")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -96,6 +131,17 @@ class FakeConfigMapApi:
     def add(self, namespace: str, manifest: dict) -> None:
         self.configmaps[(namespace, manifest["metadata"]["name"])] = {"apiVersion": "v1", "kind": "ConfigMap",
                                                                       **manifest}
+
+    def add_pdb(self, namespace: str, name: str, max_unavailable: int) -> None:
+        self.pdbs[(namespace, name)] = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                                        "metadata": {"name": name, "namespace": namespace},
+                                        "spec": {"maxUnavailable": max_unavailable,
+                                                 "unhealthyPodEvictionPolicy": "AlwaysAllow"}}
+
+    def api_client(self) -> client.ApiClient:
+        configuration = client.Configuration()
+        configuration.host = self.url
+        return client.ApiClient(configuration)
 
     def core_api(self) -> client.CoreV1Api:
         configuration = client.Configuration()

@@ -13,7 +13,7 @@ from ruamel.yaml import YAML
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import load_stack, stack_path
 from sglab.config.models import StackConfig
-from sglab.deploy.benchmark_job import (SERVICE_ACCOUNT, STACKS_MOUNT, benchmark_plan, names, role_rules,
+from sglab.deploy.benchmark_job import (SERVICE_ACCOUNT, STACKS_MOUNT, arm_read_rules, benchmark_plan, names, role_rules,
                                         stack_file_text)
 from sglab.deploy.result_sink import RESULT_PARTS
 
@@ -29,6 +29,11 @@ CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 CLUSTER_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 CHART = "kubernetes:helm.sh/v4:Chart"
+
+
+def bench_jobs(run) -> list:
+    """The benchmark Job the program declares (the preflight is a Job too: tests/deploy/test_preflight.py)."""
+    return [r for r in run.of_type(JOB) if r.name == "benchmark-job"]
 
 
 def raw_stack(stack: str = STACK) -> dict:
@@ -74,13 +79,16 @@ RELEVANT = {
     "image-pull-policy": st.sampled_from(["Always", "Never"]),
     "network-policy.allowed-from": st.dictionaries(st.sampled_from(["team", "sglab/role"]), label_text,
                                                    min_size=1).filter(lambda d: d != {"sglab/role": "loadgen"}),
+    # Where the pod may schedule (a tainted GPU-only pool) and the disruption guard beside it: in its pod template.
+    "placement.tolerations": st.lists(st.fixed_dictionaries({"key": label_text, "operator": st.just("Exists")}),
+                                      max_size=3),
+    "placement.priority-class-name": label_text,
+    "disruption-budget.enabled": st.just(False),
+    "image-pull-secrets": st.lists(label_text, min_size=1, max_size=2, unique=True),
 }
 # Settings that do not change what the Job measures.
 IRRELEVANT = {
-    "placement.tolerations": st.lists(st.fixed_dictionaries({"key": label_text, "operator": st.just("Exists")}),
-                                      max_size=3),
     "placement.node-selector": st.dictionaries(st.sampled_from(["zone", "pool"]), label_text),
-    "placement.priority-class-name": label_text,
     "rollout.startup-timeout-min": st.integers(1, 90),
     "rollout.probe-period-s": st.integers(1, 60),
     "resources.shm-size": st.sampled_from(["32Gi", "128Gi"]),
@@ -88,7 +96,6 @@ IRRELEVANT = {
     "locust.workers": st.integers(1, 16),
     "locust.service-type": st.sampled_from(["NodePort", "LoadBalancer"]),
     "network-policy.enabled": st.just(False),
-    "disruption-budget.enabled": st.just(False),
 }
 
 
@@ -131,6 +138,8 @@ EXAMPLES = {
     "benchmark-job.rerun": "again", "benchmark-job.quick": True, "benchmark-job.image": "registry.example/sglab:2",
     "benchmark-job.cpu": "4", "project-image": "registry.example/sglab:0.1.1",
     "image-pull-policy": "Always", "network-policy.allowed-from": {"team": "bench"},
+    "placement.tolerations": [{"key": "dedicated", "operator": "Exists"}], "placement.priority-class-name": "batch",
+    "disruption-budget.enabled": False, "image-pull-secrets": ["registry-creds"],
 }
 
 
@@ -156,12 +165,13 @@ def program():
 
 def test_program_declares_the_job_under_its_comparison_name(program):
     stack = load_stack(STACK).config
-    (job,) = program.of_type(JOB)
+    (job,) = bench_jobs(program)
     assert job.inputs["metadata"]["name"] == names(stack, STACK).job
     rerun = run_program(STACK, {"benchmark-job": {"rerun": "again"}})
-    moved = run_program(STACK, {"placement": {"tolerations": [], "node-selector": {"pool": "gpu"}}})
-    assert rerun.of_type(JOB)[0].inputs["metadata"]["name"] != job.inputs["metadata"]["name"]
-    assert moved.of_type(JOB)[0].inputs == run_program(STACK).of_type(JOB)[0].inputs
+    placement = load_stack(STACK).raw["placement"]
+    moved = run_program(STACK, {"placement": {**placement, "node-selector": {"pool": "gpu"}}})  # the servers only
+    assert bench_jobs(rerun)[0].inputs["metadata"]["name"] != job.inputs["metadata"]["name"]
+    assert bench_jobs(moved)[0].inputs == bench_jobs(run_program(STACK))[0].inputs
 
 
 def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
@@ -173,10 +183,16 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
                                      "resourceNames": [n.result_configmap] + [f"{n.result_configmap}-{i}"
                                                                               for i in range(1, RESULT_PARTS)],
                                      "verbs": ["get", "update"]},
+                                    # the disruption guard: the arms' budgets, by name (docs/deploy.md)
+                                    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
+                                     "resourceNames": ["sglang-baseline", "sglang-candidate"],
+                                     "verbs": ["get", "patch"]},
+                                    # the machine in the evidence: the arms' Services by name, and their pods
                                     {"apiGroups": [""], "resources": ["services"],
                                      "resourceNames": ["sglang-baseline", "sglang-candidate"], "verbs": ["get"]},
                                     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
-    assert role.inputs["rules"] == role_rules(n.result_configmap)
+    assert role.inputs["rules"] == role_rules(n.result_configmap, ["sglang-baseline", "sglang-candidate"]) + \
+        arm_read_rules(["sglang-baseline", "sglang-candidate"])
     (binding,) = program.of_type(BINDING)
     assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                          "name": role.inputs["metadata"]["name"]}
@@ -189,7 +205,7 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
     (node_binding,) = program.of_type(CLUSTER_BINDING)
     assert node_binding.inputs["subjects"] == binding.inputs["subjects"]
     assert node_binding.inputs["roleRef"]["name"] == nodes.inputs["metadata"]["name"]
-    pod = program.of_type(JOB)[0].inputs["spec"]["template"]["spec"]
+    pod = bench_jobs(program)[0].inputs["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == SERVICE_ACCOUNT and pod["automountServiceAccountToken"] is True
     precreated = [c for c in program.of_type(CONFIGMAP) if c.inputs["metadata"]["name"].startswith(n.result_configmap)]
     assert sorted(c.inputs["metadata"]["name"] for c in precreated) == sorted(role.inputs["rules"][0]["resourceNames"])
@@ -205,7 +221,7 @@ def test_job_waits_for_both_arms_and_takes_its_timeouts_from_config(program):
     assert any(d.endswith("helm.sh/v4:Chart::baseline") for d in deps)
     assert any(d.endswith("helm.sh/v4:Chart::candidate") for d in deps)
     assert options["custom_timeouts"]["create"] == "50m"  # benchmark-job.timeout-min 45 + slack
-    job = program.of_type(JOB)[0].inputs
+    job = bench_jobs(program)[0].inputs
     assert job["spec"]["activeDeadlineSeconds"] == 45 * 60 and job["spec"]["backoffLimit"] == 0
     for arm in ("baseline", "candidate"):  # the arms' Deployments: rollout.pulumi-timeout-min
         assert program.options_of(CHART, arm)["custom_timeouts"]["create"] == "120m"
@@ -213,7 +229,7 @@ def test_job_waits_for_both_arms_and_takes_its_timeouts_from_config(program):
 
 def test_job_targets_the_arms_services_and_is_a_load_generator(program):
     stack = load_stack(STACK).config
-    job = program.of_type(JOB)[0].inputs
+    job = bench_jobs(program)[0].inputs
     pod = job["spec"]["template"]
     command = pod["spec"]["containers"][0]["command"]
     assert command[:4] == ["sglab", "bench", "--stack", STACK]
@@ -223,7 +239,7 @@ def test_job_targets_the_arms_services_and_is_a_load_generator(program):
     for key, value in stack.network_policy.allowed_from.items():
         assert pod["metadata"]["labels"][key] == value
     custom = run_program(STACK, {"network-policy": {"allowed-from": {"team": "bench"}}})
-    assert custom.of_type(JOB)[0].inputs["spec"]["template"]["metadata"]["labels"]["team"] == "bench"
+    assert bench_jobs(custom)[0].inputs["spec"]["template"]["metadata"]["labels"]["team"] == "bench"
 
 
 def test_stack_file_in_the_configmap_reloads_to_the_same_arms_without_secrets(tmp_path, monkeypatch):
@@ -233,7 +249,7 @@ def test_stack_file_in_the_configmap_reloads_to_the_same_arms_without_secrets(tm
     (stack_cm,) = [c for c in run.of_type(CONFIGMAP) if c.inputs["metadata"]["name"].startswith("sglab-stack-")]
     (filename, text), = stack_cm.inputs["data"].items()
     assert "test-secret-" not in text
-    job = run.of_type(JOB)[0].inputs["spec"]["template"]["spec"]
+    job = bench_jobs(run)[0].inputs["spec"]["template"]["spec"]
     assert job["volumes"][0]["configMap"]["name"] == stack_cm.inputs["metadata"]["name"]
     assert {"name": "SGLAB_STACKS_DIR", "value": STACKS_MOUNT} in job["containers"][0]["env"]
     (tmp_path / filename).write_text(text)
@@ -255,6 +271,8 @@ def test_job_and_rbac_objects_are_schema_valid(program, version):
     checked = 0
     for typ, (api_version, kind) in kinds.items():
         for resource in program.of_type(typ):
+            if resource.name.startswith("preflight"):  # tests/deploy/test_preflight.py
+                continue
             manifest = {"apiVersion": api_version, "kind": kind,
                         **{k: v for k, v in resource.inputs.items() if k not in ("apiVersion", "kind")}}
             kubernetes_validate.validate(manifest, version, strict=True)
@@ -276,9 +294,9 @@ def test_every_shipped_stack_declares_a_valid_job(stack_name):
     assert run.error is None
     stack = load_stack(stack_name).config
     if not stack.benchmark_job.enabled:
-        assert run.of_type(JOB) == []
+        assert bench_jobs(run) == []
         return
-    (job,) = run.of_type(JOB)
+    (job,) = bench_jobs(run)
     assert job.inputs["metadata"]["name"] == names(stack, stack_name).job
     manifest = {"apiVersion": "batch/v1", "kind": "Job",
                 **{k: v for k, v in job.inputs.items() if k not in ("apiVersion", "kind")}}

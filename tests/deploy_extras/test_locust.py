@@ -11,7 +11,7 @@ import yaml
 from helm_python.chart import Chart, lint
 from helm_python.errors import HelmError
 
-from sglab.config.loader import project_root
+from sglab.config.loader import load_stack, project_root
 from sglab.deploy.locust import (LOGIN_SECRET, MASTER_PORT, RELEASE, UI_PLUGIN, WEB_PORT, main, port_forward_command,
                                  values_yaml_text)
 from sglab.deploy.naming import chart_dir
@@ -106,7 +106,7 @@ def test_master_and_workers_target_both_arms_and_are_load_generators(default_run
         assert env[URL_ENV["baseline"]] == default_run.outputs["baseline_url"]
         assert env[URL_ENV["candidate"]] == default_run.outputs["candidate_url"]
         assert deployment["spec"]["template"]["metadata"]["labels"]["sglab/role"] == "loadgen"
-        assert container(deployment)["image"] == "sglab:0.1.0"
+        assert container(deployment)["image"] == load_stack(STACK).config.project_image  # a registry's, pullable
     # The master serves the UI: the A/B tab and its login are a plugin beside the locustfile (issue 9.2).
     assert container(worker)["args"][:2] == ["-f", "loadtests/locustfile.py"]
     assert container(master)["args"][:2] == ["-f", f"loadtests/locustfile.py,{UI_PLUGIN}"]

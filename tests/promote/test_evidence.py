@@ -62,13 +62,13 @@ def test_a_list_valued_extra_arg_is_a_confound(root: Path) -> None:  # noqa: F81
     text = stack_file.read_text()
     assert "  sglab:candidate:\n" in text and "extra-args" not in text
     stack_file.write_text(text.replace("max-running-requests: 48", "max-running-requests: 48\n    extra-args: "
-                                       "[--cuda-graph-bs, '1']", 1).replace(
+                                       "[--cuda-graph-bs-decode, '1']", 1).replace(
         "  sglab:candidate:\n", "  sglab:candidate:\n    confounds:\n      server:\n        extra-args: "
-        "[--cuda-graph-bs, '1', '2', '4', '8']\n", 1))
+        "[--cuda-graph-bs-decode, '1', '2', '4', '8']\n", 1))
     run_dir = bench(root, STACK)
     edit(run_dir, lambda d: d.update(confounds=[]), reseal=True)
     why = refused(root).why
-    assert "--cuda-graph-bs" in why
+    assert "--cuda-graph-bs-decode" in why
 
 
 def test_an_edited_launch_command_is_refused(root: Path) -> None:  # noqa: F811

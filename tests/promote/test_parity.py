@@ -110,17 +110,3 @@ def test_dropping_the_recorded_minimum_is_a_weakened_policy(root: Path) -> None:
         promote("eagle-nccl-ll", root=root, dry_run=True)
     assert "policy.min-output-parity: no minimum is laxer than the recorded 0.99" in info.value.why
 
-
-def test_a_workers_answers_reach_the_master() -> None:
-    """Distributed runs: a worker forwards each sample with its answer's text; the master keeps both."""
-    from sglab.load.collector import SampleCollector, text_sha256
-    from sglab.results.schema import RequestSample
-
-    worker, master = SampleCollector(), SampleCollector()
-    sample = RequestSample(arm="candidate", level=1, round_index=0, start_s=0.0, prompt_index=3, temperature=0.0,
-                           output_sha256=text_sha256(" the model"))
-    worker.record(sample, forward=True, text=" the model")
-    for raw in worker.take_outbox():
-        master.record_forwarded(raw)
-    (got,) = master.samples()
-    assert got == sample and master.texts([got]) == {sample.output_sha256: " the model"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from sglab.sglang.version import SGLANG_VERSION
 from sglab.sim.testing import running_sim
 
 from .helpers import CHART_COMMON, FAST, TUNED_NCCL
@@ -28,7 +29,7 @@ def test_server_info_echoes_args_env_and_accept_length(eagle_url):
                 "speculative_num_steps": 2, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 3,
                 "speculative_draft_model_path": "/shared/kimi-k2.5-eagle3", "host": "127.0.0.1"}
     assert {k: info[k] for k in expected} == expected
-    assert info["version"] == "0.5.3"
+    assert info["version"] == SGLANG_VERSION
     tokens = sum(m["completion_tokens"] - 1 for m in metas)  # cycle tokens: the first comes from prefill
     verifies = sum(m["spec_verify_ct"] for m in metas)
     state = info["internal_states"][0]

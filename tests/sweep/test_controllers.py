@@ -1,4 +1,5 @@
-"""The per-round control of a sweep and of a sequential bench, on synthetic rounds (no servers, no Locust)."""
+"""The per-round control of a sweep (its best-arm race) and of a sequential bench, on synthetic rounds (no servers,
+no Locust)."""
 
 from __future__ import annotations
 
@@ -20,68 +21,80 @@ BASE = 1000.0
 
 
 def rounds_of(gains: dict[str, float], n: int, *, sd: float = 0.01, seed: int = 0,
-              only: dict[str, int] | None = None) -> LevelResult:
+              only: dict[str, int] | None = None, asked: list[list[str]] | None = None) -> LevelResult:
     """n paired rounds at concurrency 1: baseline at 1000 tok/s and each arm at 1000 * (1 + gain), with noise.
-    `only`: arm -> rounds it gets (an eliminated arm stops)."""
+    `only`: arm -> rounds it gets (an eliminated arm stops); `asked`: the arms of each round (the race's plan)."""
     rng = np.random.default_rng(seed)
     rows = []
     for i in range(n):
         for position, arm in enumerate(["baseline", *gains]):
-            if only and arm in only and i >= only[arm]:
+            noise = rng.normal(0, sd)  # drawn for every arm, so a round's values do not depend on who ran
+            if (only and arm in only and i >= only[arm]) or (asked is not None and arm not in asked[i]):
                 continue
-            rate = BASE * (1 + gains.get(arm, 0.0)) * math.exp(rng.normal(0, sd))
+            rate = BASE * (1 + gains.get(arm, 0.0)) * math.exp(noise)
             rows.append(RoundSample(level=1, round_index=i, position=position, arm=arm, started_at_s=float(i),
                                     duration_s=1.0, requests=5, errors=0, output_tokens=500,
                                     output_tok_per_s=rate, decode_tok_per_s_mean=rate))
     return LevelResult(concurrency=1, rounds=rows)
 
 
-def controller(tmp_path: Path) -> SweepController:
+def controller(tmp_path: Path, arms=("s1-k1-d2", "s3-k1-d4-LL", "s5-k1-d6-LL")) -> SweepController:
     loaded = load_stack("eagle-sweep")
     grid = expand(loaded)
-    grid.arms = [a for a in grid.arms if a.name in ("s1-k1-d2", "s3-k1-d4-LL", "s5-k1-d6-LL")]
+    grid.arms = [a for a in grid.arms if a.name in arms]
     plan = plan_for(loaded, quick=True)
     state = new_state(loaded, grid, plan, run_id="r1", quick=True, sim_env={}, target="sim")
     state.save(tmp_path)
     return SweepController(state, plan, loaded.config.policy, tmp_path, echo=lambda _: None)
 
 
-def test_eliminated_arms_get_no_more_rounds_and_the_state_is_saved_every_round(tmp_path: Path) -> None:
-    ctl = controller(tmp_path)
-    gains = {"s1-k1-d2": -0.2, "s3-k1-d4-LL": 0.10, "s5-k1-d6-LL": 0.15}
-    assert ctl.arms_for_round(1, 0) == ["baseline", *gains]
-    eliminated_at: dict[str, int] = {}
-    for n in range(1, ctl.state.max_rounds + 1):
-        level = rounds_of(gains, n, only=eliminated_at)
-        ctl.round_done(1, n - 1, level)
-        assert load_state(tmp_path).records["1"]["rounds"] == n  # saved after this round
-        racing = ctl.arms_for_round(1, n)
-        for arm in gains:
-            if arm not in racing and arm not in eliminated_at:
-                eliminated_at[arm] = n
-        if not racing:
+def race(ctl: SweepController, gains: dict[str, float], *, sd: float = 0.01, seed: int = 0,
+         stop_after: int | None = None) -> list[list[str]]:
+    """Run the gated level as the runner would: each round measures what the controller asks for."""
+    asked: list[list[str]] = []
+    for n in range(ctl.state.max_rounds):
+        arms = ctl.arms_for_round(1, n)
+        if not arms or (stop_after is not None and n >= stop_after):
             break
+        asked.append(arms)
+        ctl.round_done(1, n, rounds_of(gains, n + 1, sd=sd, seed=seed, asked=asked))
+        assert load_state(ctl.run_dir).records["1"]["rounds"] == n + 1  # saved after this round
+    return asked
+
+
+def test_the_contenders_not_every_survivor_get_the_rounds(tmp_path: Path) -> None:
+    names = [a.name for a in expand(load_stack("eagle-sweep")).arms][:8]
+    ctl = controller(tmp_path, names)
+    gains = {name: -0.005 + 0.015 * i for i, name in enumerate(names)}  # the last is best (+10%), 1.5% ahead
+    asked = race(ctl, gains, sd=0.02)
     state = load_state(tmp_path)
-    assert state.winner == "s5-k1-d6-LL" and state.winner_cleared_min
-    assert set(eliminated_at) == set(gains)  # the winner's level ends too: nothing is left racing
-    rec = {a["arm"]: a for a in state.records["1"]["arms"]}
-    assert rec["s1-k1-d2"]["reason"] == "below-min" and rec["s3-k1-d4-LL"]["reason"] == "not-best"
-    # an ungated level runs only the arms not eliminated
-    assert ctl.arms_for_round(4, 0) == ["baseline", "s5-k1-d6-LL"]
+    record = state.records["1"]
+    assert state.winner == names[-1] and record["outcome"] in ("picked", "selected")
+    assert record["p_correct"] >= 0.95 and record["off_plan"] == []
+    screening = ctl.policy.min_rounds
+    assert all(sorted(a) == sorted(["baseline", *names]) for a in asked[:screening])  # everyone, at first
+    later = asked[screening:]
+    assert later and all(len([a for a in arms if a != "baseline"]) <= 3 for arms in later)  # pick + 2 challengers
+    assert all(names[-1] in arms for arms in later)  # the pick is in every one of them
+    assert sum(len(a) for a in asked) == record["arm_rounds"] < (len(names) + 1) * len(asked)
+    for a in record["arms"]:  # an eliminated arm gets no further rounds
+        if a["eliminated_at"]:
+            assert not any(a["arm"] in arms for arms in asked[a["eliminated_at"]:])
+    # the ungated levels run the pick and its challengers only
+    assert ctl.arms_for_round(4, 0) == ["baseline", *state.finalists] and state.finalists[0] == names[-1]
+    assert 1 < len(state.finalists) <= 3
     assert ctl.arms_for_round(4, ctl.ungated_rounds) == []
 
 
 def test_resume_recomputes_the_same_decisions_from_the_saved_rounds(tmp_path: Path) -> None:
     ctl = controller(tmp_path)
     gains = {"s1-k1-d2": -0.2, "s3-k1-d4-LL": 0.02, "s5-k1-d6-LL": 0.03}
-    level = rounds_of(gains, 7, sd=0.02)
-    for n in range(1, 8):
-        ctl.round_done(1, n - 1, rounds_of(gains, n, sd=0.02))
+    asked = race(ctl, gains, sd=0.02, stop_after=7)
     saved = load_state(tmp_path)
     again = controller(tmp_path / "again")
-    again.update(1, level)
+    again.update(1, rounds_of(gains, len(asked), sd=0.02, asked=asked))
     assert again.state.records["1"] == saved.records["1"]
-    assert again.arms_for_round(1, 7) == ctl.arms_for_round(1, 7)
+    assert again.arms_for_round(1, len(asked)) == ctl.arms_for_round(1, len(asked))
 
 
 def test_sequential_bench_stops_a_gated_level_at_its_decision_and_records_every_look() -> None:

@@ -52,6 +52,7 @@ def state_of(root: Path, stack: str) -> tuple[Path, dict]:
 
 def test_known_best_wins_after_a_resume_and_its_confirmation_promotes(root: Path) -> None:
     write_stack(root, "pick", {"num-steps": [1, 3], "num-draft-tokens": "steps+1", "max-rounds": 12,
+                               "confirm-rounds": 10,
                                "nccl-variants": {"default": {}, "LL": {"NCCL_PROTO": "LL"}},
                                "quick-arms": ["s1-k1-d2", "s1-k1-d2-LL", "s3-k1-d4-LL"]},
                 policy={"metric": "output_tok_per_s"}, **SIM_STACK)
@@ -70,7 +71,7 @@ def test_known_best_wins_after_a_resume_and_its_confirmation_promotes(root: Path
             _, state = state_of(root, "pick")
         except (FileNotFoundError, IndexError, json.JSONDecodeError, ValueError):
             continue
-        if state["records"].get("1", {}).get("rounds", 0) >= 3:
+        if state["records"].get("1", {}).get("rounds", 0) >= 2:  # inside the screening rounds
             first.send_signal(signal.SIGINT)
             break
     out, _ = first.communicate(timeout=60)
@@ -92,10 +93,16 @@ def test_known_best_wins_after_a_resume_and_its_confirmation_promotes(root: Path
     assert {k for k in kept if k[1] < max(done_before)} <= after  # complete rounds were kept, not re-measured
     indices = sorted({r.round_index for r in level.rounds if r.round_index >= 0})
     assert indices == list(range(len(indices))) and len(indices) > max(done_before) + 1
-    for i in indices:  # every round has the baseline, and no arm twice
+    record = state["records"]["1"]
+    assert record["off_plan"] == []  # every round measured what the race asked for, across the resume
+    for i in indices:  # no arm twice; the screening rounds run the baseline and every arm
         arms = [r.arm for r in level.rounds if r.round_index == i]
-        assert "baseline" in arms and len(arms) == len(set(arms))
-    eliminated = {a["arm"]: a["eliminated_at"] for a in state["records"]["1"]["arms"] if a["eliminated_at"]}
+        assert len(arms) == len(set(arms))
+        if i < 3:
+            assert sorted(arms) == sorted(["baseline", *quick])
+    assert record["winner"] == best and record["p_correct"] >= 0.95 and f"pick {best}" in out
+    assert "P(correct selection)" in out and json.loads((run_dir / "result.json").read_text())["verdict"]["winner"] == best
+    eliminated = {a["arm"]: a["eliminated_at"] for a in record["arms"] if a["eliminated_at"]}
     for arm, at in eliminated.items():  # an eliminated arm gets no further rounds
         assert max(r.round_index for r in level.rounds if r.arm == arm) == at - 1
     for name in ("ranking.txt", "ranking.csv", "heatmap.png", "pareto.png", "cost.json"):

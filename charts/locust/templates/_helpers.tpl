@@ -94,3 +94,25 @@ limits:
   memory: {{ .Values.resources.memory | quote }}
 {{- end -}}
 
+
+{{/* Scheduling shared by master and workers: the stack's tolerations and priority class (a tainted GPU-only
+     pool must still schedule them), an optional node selector, and the image pull secrets. */}}
+{{- define "locust.placement" -}}
+{{- with .Values.placement.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.placement.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.placement.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.placement.imagePullSecrets }}
+imagePullSecrets:
+  {{- range . }}
+  - name: {{ . }}
+  {{- end }}
+{{- end }}
+{{- end -}}

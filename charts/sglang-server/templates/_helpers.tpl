@@ -26,6 +26,20 @@ sglab/stack: {{ .Values.stack }}
 sglab/config-hash: {{ .Values.configHash | quote }}
 {{- end -}}
 
+{{/* What a sweep slot serves (the arm's name), on the objects but not the pod template: a slot whose server
+     config is unchanged keeps its pod when only the arm's name changes (the confirmation of a carried leader). */}}
+{{- define "sglang-server.identityLabels" -}}
+{{- if .Values.armName }}
+sglab/arm-name: {{ .Values.armLabel | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "sglang-server.identityAnnotations" -}}
+{{- if .Values.armName }}
+sglab/arm-name: {{ .Values.armName | quote }}
+{{- end }}
+{{- end -}}
+
 {{/* The image tag (what actually runs), as a label value. */}}
 {{- define "sglang-server.imageTag" -}}
 {{- $ref := .Values.image.name | splitList "@" | first | splitList "/" | last -}}

@@ -5,12 +5,30 @@ metadata:
     {{- include "sglang-server.labels" . | nindent 4 }}
   annotations:
     {{- include "sglang-server.annotations" . | nindent 4 }}
+    {{- if and .Values.rdma.enabled .Values.rdma.networks }}
+    # Multus attaches the RDMA interfaces (NetworkAttachmentDefinitions) beside the cluster network.
+    k8s.v1.cni.cncf.io/networks: {{ join "," .Values.rdma.networks | quote }}
+    {{- end }}
+    {{- with .Values.serving.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 spec:
   # Service links would inject SGLANG_*-prefixed variables (from Service names) into the server's env.
   enableServiceLinks: false
   # The server runs model code (--trust-remote-code) and never calls the Kubernetes API.
   automountServiceAccountToken: false
   terminationGracePeriodSeconds: 60
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- range . }}
+    - name: {{ . }}
+    {{- end }}
+  {{- end }}
+  {{- if and .Values.rdma.enabled .Values.rdma.hostNetwork }}
+  # The node's own RDMA interfaces (placement.rdma.host-network); cluster DNS still resolves Services.
+  hostNetwork: true
+  dnsPolicy: ClusterFirstWithHostNet
+  {{- end }}
   securityContext:
     {{- with .Values.security.runAsUser }}
     runAsNonRoot: true
@@ -59,6 +77,10 @@ spec:
         allowPrivilegeEscalation: false
         capabilities:
           drop: ["ALL"]
+          {{- if .Values.rdma.enabled }}
+          # Registering GPU and host memory with the NIC needs an unlimited memlock; nothing else is added.
+          add: ["IPC_LOCK"]
+          {{- end }}
         readOnlyRootFilesystem: {{ .Values.security.readOnlyRootFilesystem }}
         seccompProfile:
           type: RuntimeDefault
@@ -66,8 +88,13 @@ spec:
         - name: http
           containerPort: {{ .Values.port }}
           protocol: TCP
-      {{- if or .Values.env .Values.secretEnv }}
+      {{- if or .Values.env .Values.secretEnv .Values.hfCache.enabled }}
       env:
+        {{- if .Values.hfCache.enabled }}
+        # Hub downloads land on the shared cache claim, not in the pod.
+        - name: HF_HUB_CACHE
+          value: {{ .Values.hfCache.mountPath | quote }}
+        {{- end }}
         {{- range .Values.env }}
         - name: {{ .name }}
           value: {{ .value | quote }}
@@ -91,6 +118,10 @@ spec:
       {{- if gt (int .Values.gpus) 0 }}
       {{- $_ := set $limits "nvidia.com/gpu" (int .Values.gpus) }}
       {{- $_ := set $requests "nvidia.com/gpu" (int .Values.gpus) }}
+      {{- end }}
+      {{- if and .Values.rdma.enabled .Values.rdma.resource }}
+      {{- $_ := set $limits .Values.rdma.resource (int .Values.rdma.count) }}
+      {{- $_ := set $requests .Values.rdma.resource (int .Values.rdma.count) }}
       {{- end }}
       {{- if or $requests $limits }}
       resources:
@@ -138,6 +169,14 @@ spec:
           mountPath: {{ .Values.modelVolume.mountPath }}
           readOnly: true
         {{- end }}
+        {{- if .Values.hfCache.enabled }}
+        - name: hf-cache
+          mountPath: {{ .Values.hfCache.mountPath | quote }}
+        {{- end }}
+        {{- if and .Values.rdma.enabled .Values.rdma.hostNetwork }}
+        - name: infiniband
+          mountPath: /dev/infiniband
+        {{- end }}
   volumes:
     # NCCL and SGLang's workers talk through shared memory; the container default (64Mi) is far too small.
     - name: dshm
@@ -161,5 +200,17 @@ spec:
       persistentVolumeClaim:
         claimName: {{ .Values.modelVolume.claimName }}
         readOnly: true
+    {{- end }}
+    {{- if .Values.hfCache.enabled }}
+    - name: hf-cache
+      persistentVolumeClaim:
+        claimName: {{ .Values.hfCache.claimName }}
+    {{- end }}
+    {{- if and .Values.rdma.enabled .Values.rdma.hostNetwork }}
+    # With the host's network the RDMA devices come from the node (no device plugin hands them to the pod).
+    - name: infiniband
+      hostPath:
+        path: /dev/infiniband
+        type: Directory
     {{- end }}
 {{- end -}}

@@ -1,0 +1,138 @@
+"""`--target sim`: the rollout rehearsed on this machine with real parts.
+
+Simulators for the revisions (each with exactly the launch arguments and env its stack renders), a real
+Prometheus scraping them with the target labels a PodMonitor gives the cluster's pods, and Locust sending the
+prompt suite split by the canary weight; the judge (or the watch) then reads only Prometheus's HTTP API, as
+in the cluster. Which configs play stable and canary: `--stable` / `--canary` (STACK or STACK:baseline /
+STACK:candidate), by default the stack's config before its newest promotion and the one it holds now.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sglab.canary.prom_server import PrometheusServer, ScrapeTarget
+from sglab.canary.spec import ARM, HASH, REVISION, STACK, JudgeSpec
+from sglab.canary.traffic import Traffic, TrafficPlan
+from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm
+from sglab.config.loader import ConfigError, LoadedStack, load_stack
+from sglab.load.request import stack_sim_env
+from sglab.load.targets import Targets, start_sims
+from sglab.promotion_log import LOG_NAME, current_promotion
+
+ROLES = ("candidate", "baseline")
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One server of the rehearsal: which arm of which stack, under which labels."""
+
+    name: str  # stable, canary, control
+    arm: ArmSpec
+    source: str  # e.g. "eagle-default:candidate"
+    sim_env: dict[str, str]
+
+    def labels(self, spec: JudgeSpec) -> dict[str, str]:
+        base = {"namespace": spec.namespace, STACK: spec.stack, "pod": f"{spec.stack}-{self.name}-0"}
+        if self.name == "control":
+            return {**base, ARM: "baseline"}
+        digest = hashlib.sha256(f"{self.arm.config_hash}/{self.name}".encode()).hexdigest()[:10]
+        return {**base, ARM: "candidate", REVISION: self.name, HASH: digest}
+
+
+def resolve(ref: str, name: str, root: Path | None, *, loaded: dict[str, LoadedStack] | None = None) -> Revision:
+    """STACK (its candidate arm) or STACK:baseline / STACK:candidate."""
+    stack_name, _, role = ref.partition(":")
+    role = role or "candidate"
+    if role not in ROLES:
+        raise ConfigError(ref, None, f"{role!r} is not an arm", f"write {stack_name}:candidate or {stack_name}:baseline")
+    stack = (loaded or {}).get(stack_name) or load_stack(stack_name, root)
+    arm = (candidate_arm if role == "candidate" else baseline_arm)(stack.config)
+    return Revision(name, arm.with_name(name), f"{stack_name}:{role}", stack_sim_env(stack))
+
+
+def previous_config(loaded: LoadedStack) -> LoadedStack | None:
+    """The stack as it was before its newest promotion still in effect (None: no such promotion logged)."""
+    from sglab.promote import apply_promotion
+
+    entry = current_promotion(loaded.path.parent / LOG_NAME, loaded.name)
+    previous = entry.record.get("previous") if entry is not None else None
+    if not isinstance(previous, dict):
+        return None
+    text = apply_promotion(loaded.path.read_text(encoding="utf-8"), previous)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / loaded.path.name
+        path.write_text(text, encoding="utf-8")
+        return load_stack(loaded.name, path=path)
+
+
+def default_revisions(loaded: LoadedStack, root: Path | None) -> tuple[Revision, Revision]:
+    """(stable, canary): the config before the newest promotion and the one the stack holds now; without a
+    logged promotion, the stack's own baseline (the server without speculation) is the stable."""
+    canary = resolve(f"{loaded.name}:candidate", "canary", root, loaded={loaded.name: loaded})
+    before = previous_config(loaded)
+    if before is None:
+        return resolve(f"{loaded.name}:baseline", "stable", root, loaded={loaded.name: loaded}), canary
+    stable = Revision("stable", candidate_arm(before.config).with_name("stable"),
+                      f"{loaded.name}:candidate before its newest promotion", stack_sim_env(before))
+    return stable, canary
+
+
+@dataclass
+class Rehearsal:
+    """The running parts: `with Rehearsal(...) as r:` -> r.prometheus_url, r.traffic.plan, r.selectors."""
+
+    spec: JudgeSpec
+    revisions: list[Revision]
+    weights: dict[str, float]  # revision -> percent of requests
+    users: int
+    time_scale: float
+    max_tokens: int = 128
+    log_dir: Path | None = None
+    prometheus_url: str = ""
+    traffic: Traffic | None = None
+    started_at: float = 0.0
+    _stack: ExitStack = field(default_factory=ExitStack)
+
+    @property
+    def selectors(self) -> dict[str, dict[str, str]]:
+        """The judge's view of each revision: its pod-template hash, as Argo passes it to the analysis."""
+        return {r.name: {k: v for k, v in r.labels(self.spec).items() if k != "pod"} for r in self.revisions}
+
+    def __enter__(self) -> "Rehearsal":
+        try:
+            env = {"SGLAB_SIM_TIME_SCALE": f"{self.time_scale:g}"}
+            targets: Targets = self._stack.enter_context(self._start_sims(env))
+            prom = PrometheusServer([ScrapeTarget(targets.urls[r.name].removeprefix("http://"), r.labels(self.spec))
+                                     for r in self.revisions], interval_s=self.spec.scrape_interval_s)
+            self._stack.enter_context(prom)
+            self.prometheus_url = prom.url
+            plan = TrafficPlan.suite({r.name: (targets.urls[r.name], self.weights[r.name]) for r in self.revisions},
+                                     max_tokens=self.max_tokens, category_label=self.spec.category_label)
+            self.traffic = self._stack.enter_context(Traffic(plan, self.users))
+            self.started_at = time.time()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def _start_sims(self, env: dict[str, str]) -> Targets:
+        # one simulator per revision, each with its own stack's sim knobs (start_sims takes one env for all)
+        targets = Targets({})
+        try:
+            for revision in self.revisions:
+                started = start_sims([revision.arm], extra_env={**revision.sim_env, **env}, log_dir=self.log_dir)
+                targets.processes += started.processes
+                targets.urls.update(started.urls)
+        except BaseException:
+            targets.stop()
+            raise
+        return targets
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()

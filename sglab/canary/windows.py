@@ -1,0 +1,136 @@
+"""One paired observation per window: each arm's SGLang metrics over the same wall-clock window, from Prometheus.
+
+Windows tile time from the judge's start: a range query with step = window evaluates `increase(...[window])`
+at each window's end, so window k covers (start + (k-1) w, start + k w] for every arm alike, and the same
+traffic mix falls into both sides of a pair. Prometheus's extrapolation at a window's edges scales a
+histogram's sum and count (or two counters of one target) alike, so the ratios the judge uses (mean
+inter-token latency, accept length, error rate) do not depend on it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from sglab.canary.prometheus import Prometheus, selector
+
+# The SGLang metrics the judge reads (SGLang's collector names; the simulator serves the same).
+REQUESTS = "sglang:num_requests_total"
+ABORTED = "sglang:num_aborted_requests_total"
+ITL = "sglang:inter_token_latency_seconds"
+TTFT = "sglang:time_to_first_token_seconds"
+GENERATED = "sglang:generation_tokens_total"
+VERIFY = "sglang:spec_verify_calls_total"
+
+
+@dataclass(frozen=True)
+class ArmWindow:
+    """One arm over one window (sums over its pods)."""
+
+    requests: float
+    errors: float
+    itl_sum_s: float
+    itl_count: float
+    ttft_p99_s: float | None
+    itl_p99_s: float | None
+    generated_tokens: float
+    verify_calls: float
+    categories: dict[str, tuple[float, float]] = field(default_factory=dict)  # category -> (ITL sum, count)
+
+    @property
+    def decode_tok_per_s(self) -> float | None:
+        """Tokens per second of decode as a request sees it: 1 / mean inter-token latency."""
+        return self.itl_count / self.itl_sum_s if self.itl_sum_s > 0 and self.itl_count > 0 else None
+
+    @property
+    def accept_length(self) -> float | None:
+        """Generated tokens per verify pass over the window (exact: both count finished requests)."""
+        return self.generated_tokens / self.verify_calls if self.verify_calls > 0 else None
+
+    @property
+    def error_rate(self) -> float:
+        return min(1.0, self.errors / self.requests) if self.requests > 0 else 0.0
+
+    def category_tok_per_s(self, category: str) -> float | None:
+        total, count = self.categories.get(category, (0.0, 0.0))
+        return count / total if total > 0 and count > 0 else None
+
+
+@dataclass(frozen=True)
+class Window:
+    end: float  # unix time
+    window_s: float
+    arms: dict[str, ArmWindow]
+
+    @property
+    def start(self) -> float:
+        return self.end - self.window_s
+
+
+def _queries(sel: str, w: str, category_label: str | None) -> dict[str, str]:
+    q = {
+        "requests": f"sum(increase({REQUESTS}{sel}[{w}]))",
+        "errors": f"sum(increase({ABORTED}{sel}[{w}]))",
+        "itl_sum": f"sum(increase({ITL}_sum{sel}[{w}]))",
+        "itl_count": f"sum(increase({ITL}_count{sel}[{w}]))",
+        "ttft_p99": f"histogram_quantile(0.99, sum by (le) (increase({TTFT}_bucket{sel}[{w}])))",
+        "itl_p99": f"histogram_quantile(0.99, sum by (le) (increase({ITL}_bucket{sel}[{w}])))",
+        "generated": f"sum(increase({GENERATED}{sel}[{w}]))",
+        "verify": f"sum(increase({VERIFY}{sel}[{w}]))",
+    }
+    if category_label:
+        q["cat_sum"] = f"sum by ({category_label}) (increase({ITL}_sum{sel}[{w}]))"
+        q["cat_count"] = f"sum by ({category_label}) (increase({ITL}_count{sel}[{w}]))"
+    return q
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def window_ends(start: float, now: float, window_s: float, settle_s: float) -> list[float]:
+    """Ends of the complete windows since `start` whose samples have been scraped by `now` (settle_s after)."""
+    count = int(max(0.0, now - settle_s - start) // window_s)
+    return [start + (k + 1) * window_s for k in range(count)]
+
+
+def fetch_windows(prom: Prometheus, arms: dict[str, dict[str, str]], *, start: float, now: float,
+                  window_s: float, settle_s: float, category_label: str | None = None) -> list[Window]:
+    """Every complete window since `start`, each with every arm that served requests in it."""
+    ends = window_ends(start, now, window_s, settle_s)
+    if not ends:
+        return []
+    w = f"{window_s:g}s"
+    values: dict[str, dict[str, dict[float, float]]] = {}
+    categories: dict[str, dict[str, dict[float, dict[str, float]]]] = {}
+    for arm, labels in arms.items():
+        values[arm], categories[arm] = {}, {"cat_sum": {}, "cat_count": {}}
+        for name, promql in _queries(selector(labels), w, category_label).items():
+            series = prom.query_range(promql, ends[0], ends[-1], window_s)
+            if name.startswith("cat_"):
+                for s in series:
+                    cat = s.labels.get(category_label or "", "")
+                    for t, v in s.samples:
+                        if math.isfinite(v):
+                            categories[arm][name].setdefault(round(t, 3), {})[cat] = v
+                continue
+            values[arm][name] = {round(t, 3): v for s in series[:1] for t, v in s.samples}
+    out = []
+    for end in ends:
+        key = round(end, 3)
+        by_arm = {}
+        for arm in arms:
+            v = values[arm]
+            requests = _finite(v["requests"].get(key))
+            if requests is None:
+                continue
+            sums, counts = categories[arm]["cat_sum"].get(key, {}), categories[arm]["cat_count"].get(key, {})
+            by_arm[arm] = ArmWindow(
+                requests=requests, errors=_finite(v["errors"].get(key)) or 0.0,
+                itl_sum_s=_finite(v["itl_sum"].get(key)) or 0.0, itl_count=_finite(v["itl_count"].get(key)) or 0.0,
+                ttft_p99_s=_finite(v["ttft_p99"].get(key)), itl_p99_s=_finite(v["itl_p99"].get(key)),
+                generated_tokens=_finite(v["generated"].get(key)) or 0.0,
+                verify_calls=_finite(v["verify"].get(key)) or 0.0,
+                categories={c: (sums[c], counts.get(c, 0.0)) for c in sums if c})
+        out.append(Window(end=end, window_s=window_s, arms=by_arm))
+    return out

@@ -1,0 +1,279 @@
+"""`sglab:serving`: how a stack serves production traffic (docs/production.md).
+
+The candidate arm becomes an Argo Rollouts `Rollout` of `replicas` pods (the same chart, the same pod
+template as the benchmarked Deployment), reached through a Gateway API HTTPRoute, scraped by Prometheus,
+rolled out in canary `steps` judged live by `sglab canary`; the baseline arm stays as the standing control
+(the same server without speculation) that `sglab watch` compares against. The models only validate; the
+chart values and the Argo steps are derived in sglab/deploy/serving.py and `argo_steps` below.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from sglab.config.base import _DNS_LABEL, _LABEL_NAME, KeyedValueError, Model, _check_labels
+
+Ratio = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+def _namespace(value: str) -> str:
+    if not _DNS_LABEL.match(value):
+        raise ValueError(f"{value!r} is not a valid namespace (lowercase letters, digits and '-', max 63)")
+    return value
+
+
+Namespace = Annotated[str, AfterValidator(_namespace)]
+
+
+class CanaryStep(Model):
+    """One canary step; exactly one key. canary-replicas k starts k canary pods and (through the gateway) sends
+    them the weight that gives each the load of a stable pod; set-weight sends a percentage as written;
+    analysis runs the live judge (`sglab canary`) until it decides: promote goes on, abort rolls back."""
+
+    canary_replicas: Annotated[int, Field(ge=1)] | None = None
+    set_weight: Annotated[int, Field(ge=1, le=100)] | None = None
+    pause_s: Annotated[int, Field(ge=1)] | None = None
+    pause_until_resumed: Literal[True] | None = None
+    analysis: Literal[True] | None = None
+
+    @model_validator(mode="after")
+    def _one_action(self) -> "CanaryStep":
+        given = [name for name in type(self).model_fields if getattr(self, name) is not None]
+        if len(given) != 1:
+            keys = ", ".join(n.replace("_", "-") for n in type(self).model_fields)
+            raise ValueError(f"a step takes exactly one of {keys} (got {len(given)}); split it into "
+                             "one step per action")
+        return self
+
+    @property
+    def sends_traffic(self) -> bool:
+        return self.canary_replicas is not None or self.set_weight is not None
+
+
+def _default_steps() -> list[CanaryStep]:
+    return [CanaryStep(canary_replicas=1), CanaryStep(analysis=True), CanaryStep(set_weight=50),
+            CanaryStep(pause_s=600)]
+
+
+class CanaryJudge(Model):
+    """The live judge: one paired observation (canary vs stable, same wall-clock window) per window, decided by
+    the confidence sequence of `sglab bench`; guards are non-inferiority checks (docs/production.md)."""
+
+    window_s: Annotated[int, Field(ge=1)] = 60
+    min_windows: Annotated[int, Field(ge=2)] = 5
+    # An hour of one-minute windows: a canary that has not shown its gain by then is not promoted.
+    max_windows: Annotated[int, Field(ge=2)] = 60
+    min_gain: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    confidence: Annotated[float, Field(gt=0.5, lt=1, allow_inf_nan=False)] = 0.95
+    futility: bool = True
+    # Relative increase of the canary's p99 over the stable's that is still acceptable (None: no guard).
+    ttft_p99_max_increase: Ratio | None = 0.2
+    itl_p99_max_increase: Ratio | None = 0.2
+    # Absolute increase of the error (aborted-request) rate that is still acceptable.
+    error_rate_max_increase: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.01
+    accept_length_guard: bool = True
+    # Default: the break-even the promoted benchmark measured (stacks/promotions.jsonl).
+    break_even_accept_length: Annotated[float, Field(gt=1, allow_inf_nan=False)] | None = None
+    # The SGLang custom metric label requests carry their category in (x-custom-labels header).
+    category_label: str | None = None
+    category_min_share: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.1
+    # A category carrying min-share of the tokens that is shown slower than this aborts the canary.
+    category_max_loss: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.03
+    min_requests_per_window: Annotated[int, Field(ge=1)] = 5
+
+    @field_validator("category_label")
+    @classmethod
+    def _label(cls, value: str | None) -> str | None:
+        if value is not None and (not _LABEL_NAME.match(value) or "." in value or "-" in value):
+            raise ValueError(f"{value!r} is not a Prometheus label name (letters, digits, '_')")
+        return value
+
+    @model_validator(mode="after")
+    def _windows(self) -> "CanaryJudge":
+        if self.max_windows < self.min_windows:
+            raise KeyedValueError("max-windows", f"max-windows ({self.max_windows}) is below min-windows "
+                                  f"({self.min_windows}); raise max-windows")
+        return self
+
+
+class Gateway(Model):
+    """The entry point: an HTTPRoute attached to an existing Gateway (its namespace is a NetworkPolicy peer)."""
+
+    name: str = "inference-gateway"
+    namespace: Namespace = "gateway"
+    section_name: str | None = None
+    hostnames: list[str] = Field(default_factory=list)
+    path_prefix: str = "/"
+    # A streamed reply can run for minutes; implementations' defaults (often seconds) would cut it.
+    request_timeout_s: Annotated[int, Field(ge=1)] = 3600
+    # Route to an InferencePool (Gateway API Inference Extension) of the serving pods instead of Services.
+    inference_pool: bool = False
+    endpoint_picker: str = "sglang-epp"
+    endpoint_picker_port: Annotated[int, Field(ge=1, le=65535)] = 9002
+
+    @field_validator("path_prefix")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"{value!r} is not an HTTP path; start it with /")
+        return value
+
+
+class Monitoring(Model):
+    """How Prometheus scrapes the servers (its namespace is a NetworkPolicy peer) and where the judge reads it."""
+
+    scrape: Literal["pod-monitor", "service-monitor", "annotations"] = "pod-monitor"
+    namespace: Namespace = "monitoring"
+    interval_s: Annotated[int, Field(ge=1)] = 15
+    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    # Labels the Prometheus' podMonitorSelector / serviceMonitorSelector matches (e.g. release: prometheus).
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return _check_labels(labels)
+
+    @field_validator("prometheus_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL of Prometheus")
+        return value.rstrip("/")
+
+
+class Control(Model):
+    """The standing control: the baseline arm (no speculation) kept serving its share, so the gain keeps being
+    measured on live traffic. Its weight gives it a stable pod's load. At least one replica: the watch needs it,
+    and a Service without pods would hold `pulumi up` until its timeout."""
+
+    replicas: Annotated[int, Field(ge=1)] = 1
+
+
+class Watch(Model):
+    """`sglab watch` on a schedule in the cluster (a CronJob): the live gain over the last horizon-windows."""
+
+    enabled: bool = True
+    schedule: str = "*/30 * * * *"
+    horizon_windows: Annotated[int, Field(ge=2)] = 30
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        if len(value.split()) != 5:
+            raise ValueError(f"{value!r} is not a five-field cron schedule (e.g. '*/30 * * * *')")
+        return value
+
+
+class Serving(Model):
+    """Production's serving shape (docs/production.md). Present: the candidate arm is a canary-rolled Rollout."""
+
+    replicas: Annotated[int, Field(ge=2)] = 2
+    traffic_router: Literal["gateway-api", "replicas"] = "gateway-api"
+    steps: list[CanaryStep] = Field(default_factory=_default_steps)
+    canary: CanaryJudge = Field(default_factory=CanaryJudge)
+    gateway: Gateway = Field(default_factory=Gateway)
+    monitoring: Monitoring = Field(default_factory=Monitoring)
+    control: Control = Field(default_factory=Control)
+    watch: Watch = Field(default_factory=Watch)
+    # replicas router: extra pods while the canary starts (whole GPU nodes; 0 would take a stable pod away).
+    max_surge: Annotated[int, Field(ge=0)] = 1
+    # gateway-api: how long the old stable keeps its pods after a full promotion (a quick way back).
+    scale_down_delay_s: Annotated[int, Field(ge=0)] = 600
+    # A change back to one of the last revisions skips the steps and the analysis (Argo's rollbackWindow).
+    rollback_window_revisions: Annotated[int, Field(ge=1)] = 3
+    judge_cpu: str = "500m"
+    judge_memory: str = "512Mi"
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Serving":
+        analysis = [i for i, s in enumerate(self.steps) if s.analysis]
+        if len(analysis) != 1:
+            raise KeyedValueError("steps", f"steps hold {len(analysis)} analysis steps; give exactly one "
+                                  "(- analysis: true), where the live judge decides")
+        if not any(s.sends_traffic for s in self.steps[:analysis[0]]):
+            raise KeyedValueError("steps", "no step before the analysis sends traffic to the canary, so the judge "
+                                  "would see none; put a canary-replicas or set-weight step before the analysis")
+        for i, step in enumerate(self.steps):
+            if step.canary_replicas is not None and step.canary_replicas > self.replicas:
+                raise KeyedValueError(f"steps.{i}.canary-replicas", f"canary-replicas {step.canary_replicas} is "
+                                      f"more than replicas ({self.replicas}); use at most {self.replicas}")
+        if self.canary.window_s < 4 * self.monitoring.interval_s:
+            raise KeyedValueError("canary.window-s", f"window-s {self.canary.window_s} holds fewer than 4 scrapes "
+                                  f"of monitoring.interval-s {self.monitoring.interval_s}, too few for a window's "
+                                  f"increase(); use window-s >= {4 * self.monitoring.interval_s}")
+        if self.gateway.inference_pool and self.traffic_router != "replicas":
+            raise KeyedValueError("gateway.inference-pool", "an InferencePool selects every serving pod, so the "
+                                  "gateway cannot split canary traffic by weight; set traffic-router: replicas "
+                                  "(the split follows the pod count) or inference-pool: false")
+        return self
+
+
+def canary_weight(serving: Serving, canary_pods: int) -> int:
+    """The weight that gives each of `canary_pods` the load of a stable pod: through the gateway the stable
+    keeps all its pods (100k/(N+k)); by replica count Argo runs ceil(w N / 100) canary pods (floor(100k/N))."""
+    n = serving.replicas
+    if serving.traffic_router == "gateway-api":
+        return max(1, min(100, round(100 * canary_pods / (n + canary_pods))))
+    return max(1, min(100, math.floor(100 * canary_pods / n)))
+
+
+def argo_steps(serving: Serving, *, analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Rollout's `strategy.canary.steps`; `analysis` is the analysis step's body (templates, args)."""
+    out: list[dict[str, Any]] = []
+    scaled = False  # after setCanaryScale the canary keeps that scale until told to follow the weight again
+    for step in serving.steps:
+        if step.canary_replicas is not None:
+            if serving.traffic_router == "gateway-api":
+                out.append({"setCanaryScale": {"replicas": step.canary_replicas}})
+                scaled = True
+            out.append({"setWeight": canary_weight(serving, step.canary_replicas)})
+        elif step.set_weight is not None:
+            if scaled:
+                out.append({"setCanaryScale": {"matchTrafficWeight": True}})
+                scaled = False
+            out.append({"setWeight": step.set_weight})
+        elif step.pause_s is not None:
+            out.append({"pause": {"duration": f"{step.pause_s}s"}})
+        elif step.pause_until_resumed:
+            out.append({"pause": {}})
+        else:
+            out.append({"analysis": analysis})
+    return out
+
+
+def control_weight(serving: Serving) -> int:
+    """The control's HTTPRoute weight beside the serving backends' 100: one stable pod's share."""
+    return max(1, round(100 * serving.control.replicas / serving.replicas)) if serving.control.replicas else 0
+
+
+CUSTOM_LABELS_FLAG = "--tokenizer-metrics-allowed-custom-labels"
+
+
+def serving_checks(stack: Any) -> Any:
+    """The checks a serving stack needs across sections; returns its benchmark-job section: off unless
+    benchmark-job.enabled says true (a serving stack's Services carry production traffic; synthetic load at
+    them is a deliberate choice, e.g. for a staging copy)."""
+    from sglab.sglang import flags
+
+    serving, job = stack.serving, stack.benchmark_job
+    if stack.placement.nodes > 1:
+        raise KeyedValueError("placement.nodes", "a serving stack rolls its server out with Argo Rollouts, which "
+                              "manages single-pod replicas; multi-node servers (LeaderWorkerSet) cannot be "
+                              "canaried this way; use nodes: 1 or remove sglab:serving")
+    if not stack.server.enable_metrics:
+        raise KeyedValueError("server.enable-metrics", "the live judge and the watch read the servers' Prometheus "
+                              "metrics; set server.enable-metrics: true")
+    label = serving.canary.category_label
+    if label is not None:
+        allowed = flags.decode(list(stack.server.extra_args)).get(CUSTOM_LABELS_FLAG)
+        values = (allowed,) if isinstance(allowed, str) else tuple(allowed or ())
+        if label not in values:
+            raise KeyedValueError("serving.canary.category-label", f"category-label {label!r} needs the servers to "
+                                  f"label their metrics with it; add {CUSTOM_LABELS_FLAG} {label} to "
+                                  "server.extra-args (requests then carry it in the x-custom-labels header)")
+    explicit = "enabled" in job.model_fields_set
+    return job if explicit or not job.enabled else job.model_copy(update={"enabled": False})

@@ -1,0 +1,187 @@
+"""The `serving` chart values of a serving stack (sglab:serving, docs/production.md), derived in one place.
+
+The candidate arm renders as an Argo Rollouts `Rollout` from the same pod template as the benchmarked
+Deployment, with its canary steps (sglab/config/serving.py: argo_steps), an AnalysisTemplate whose Job runs
+the live judge (`sglab canary` in the project image), the HTTPRoute (or InferencePool), the scraping object
+and the watch CronJob; the baseline arm stays a Deployment: the standing control. A stack without
+sglab:serving gets `{"enabled": false, ...}` and renders exactly as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglab.canary.spec import POD_LABELS, REVISION_LABEL, SPEC_ENV, judge_spec
+from sglab.config.arms import ArmSpec
+from sglab.config.models import StackConfig
+from sglab.config.serving import Serving, argo_steps, control_weight
+from sglab.deploy.naming import PROJECT_IMAGE_UID, release_name
+
+GATEWAY_PLUGIN = "argoproj-labs/gatewayAPI"
+JUDGE_METRIC = "live-judge"
+# Past the judge's own deadline (max-windows x window-s, plus the first window's wait), so the judge ends
+# with its own `abort` and evidence rather than the Job's DeadlineExceeded.
+JUDGE_SLACK_S = 300
+OFF = {"enabled": False, "workload": "Deployment", "replicas": 1}
+
+
+def _restricted_pod(container: dict[str, Any]) -> dict[str, Any]:
+    """A pod of the project image that reads Prometheus and nothing else (no API token, read-only root)."""
+    return {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": PROJECT_IMAGE_UID, "runAsGroup": PROJECT_IMAGE_UID,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{**container, "securityContext": {
+            "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"}},
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}],
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
+    }
+
+
+def _judge_container(stack: StackConfig, spec_json: str, name: str, args: list[str]) -> dict[str, Any]:
+    serving = stack.serving
+    assert serving is not None
+    return {
+        "name": name,
+        "image": stack.project_image,
+        "imagePullPolicy": stack.image_pull_policy,
+        "command": ["sglab", *args],
+        "env": [{"name": SPEC_ENV, "value": spec_json}, {"name": "HOME", "value": "/tmp"}],
+        "resources": {"requests": {"cpu": serving.judge_cpu, "memory": serving.judge_memory},
+                      "limits": {"memory": serving.judge_memory}},
+    }
+
+
+def _pod_labels(stack_name: str, component: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "sglab-" + component, "app.kubernetes.io/component": component,
+            "app.kubernetes.io/part-of": "sglab", "sglab/stack": stack_name}
+
+
+def analysis_template(stack: StackConfig, stack_name: str, spec_json: str) -> dict[str, Any]:
+    """One Job metric: `sglab canary` looks every window until it decides. Exit 0 (promote) completes the Job
+    (Successful); abort (1), continue at its deadline (3) or bad input (2) fail it (Failed: Argo aborts)."""
+    serving = stack.serving
+    assert serving is not None
+    judge = serving.canary
+    deadline = (judge.max_windows + 1) * judge.window_s + JUDGE_SLACK_S
+    container = _judge_container(stack, spec_json, "judge", [
+        "canary", "--from-env", "--stable-hash", "{{args.stable-hash}}", "--canary-hash", "{{args.canary-hash}}"])
+    return {
+        "args": [{"name": "stable-hash"}, {"name": "canary-hash"}],
+        "metrics": [{
+            "name": JUDGE_METRIC, "count": 1, "failureLimit": 0,
+            "provider": {"job": {
+                "metadata": {"labels": _pod_labels(stack_name, "canary-judge")},
+                "spec": {"backoffLimit": 0, "activeDeadlineSeconds": deadline,
+                         "template": {"metadata": {"labels": _pod_labels(stack_name, "canary-judge")},
+                                      "spec": _restricted_pod(container)}}}},
+        }],
+    }
+
+
+def _backend(name: str, port: int, weight: int) -> dict[str, Any]:
+    return {"name": name, "port": port, "weight": weight}
+
+
+def http_route(serving: Serving, release: str, port: int) -> dict[str, Any]:
+    """Gateway -> the serving backends (stable + canary Services, whose weights Argo's plugin sets; or the one
+    Service / InferencePool of all serving pods) beside the control at one stable pod's share."""
+    gw = serving.gateway
+    parent: dict[str, Any] = {"name": gw.name, "namespace": gw.namespace}
+    if gw.section_name:
+        parent["sectionName"] = gw.section_name
+    if gw.inference_pool:
+        refs = [{"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": release, "weight": 100}]
+    elif serving.traffic_router == "gateway-api":
+        refs = [_backend(f"{release}-stable", port, 100), _backend(f"{release}-canary", port, 0)]
+    else:
+        refs = [_backend(release, port, 100)]
+    if serving.control.replicas:
+        refs.append(_backend(release_name("baseline"), port, control_weight(serving)))
+    spec: dict[str, Any] = {"parentRefs": [parent], "rules": [{
+        "matches": [{"path": {"type": "PathPrefix", "value": gw.path_prefix}}],
+        "backendRefs": refs, "timeouts": {"request": f"{gw.request_timeout_s}s"}}]}
+    if gw.hostnames:
+        spec["hostnames"] = list(gw.hostnames)
+    return spec
+
+
+def _strategy(stack: StackConfig, release: str, analysis_name: str) -> dict[str, Any]:
+    serving = stack.serving
+    assert serving is not None
+    analysis = {"templates": [{"templateName": analysis_name}],
+                "args": [{"name": "stable-hash", "valueFrom": {"podTemplateHashValue": "Stable"}},
+                         {"name": "canary-hash", "valueFrom": {"podTemplateHashValue": "Latest"}}]}
+    canary: dict[str, Any] = {
+        "canaryMetadata": {"labels": {REVISION_LABEL: "canary"}},
+        "stableMetadata": {"labels": {REVISION_LABEL: "stable"}},
+        "steps": argo_steps(serving, analysis=analysis),
+    }
+    if serving.traffic_router == "gateway-api":
+        canary.update({
+            "canaryService": f"{release}-canary", "stableService": f"{release}-stable",
+            # the stable keeps every pod until the canary is promoted: an abort has nothing to reload
+            "dynamicStableScale": False, "scaleDownDelaySeconds": serving.scale_down_delay_s,
+            "trafficRouting": {"plugins": {GATEWAY_PLUGIN: {"httpRoute": release, "namespace": stack.namespace}}},
+        })
+    else:
+        canary.update({"maxSurge": serving.max_surge, "maxUnavailable": 0})
+    return {"canary": canary}
+
+
+def _scrape(serving: Serving) -> dict[str, Any]:
+    mon = serving.monitoring
+    kinds = {"pod-monitor": "PodMonitor", "service-monitor": "ServiceMonitor", "annotations": ""}
+    return {"kind": kinds[mon.scrape], "interval": f"{mon.interval_s}s", "labels": dict(mon.labels),
+            "podTargetLabels": list(POD_LABELS)}
+
+
+def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict[str, Any]:
+    """The chart's `serving` block for one arm (OFF for a stack without sglab:serving)."""
+    serving = stack.serving
+    if serving is None:
+        return dict(OFF)
+    common: dict[str, Any] = {
+        "enabled": True,
+        "peerNamespaces": sorted({serving.gateway.namespace, serving.monitoring.namespace}),
+        "scrape": _scrape(serving),
+        "podAnnotations": ({"prometheus.io/scrape": "true", "prometheus.io/port": str(arm.port),
+                            "prometheus.io/path": "/metrics"} if serving.monitoring.scrape == "annotations" else {}),
+    }
+    if arm.role == "baseline":
+        return {**common, "workload": "Deployment", "replicas": serving.control.replicas}
+    release = release_name("candidate")
+    analysis_name = f"{release}-{JUDGE_METRIC}"
+    spec_json = judge_spec(stack, stack_name).to_env()
+    startup_s = stack.rollout.startup_timeout_min * 60
+    watch = None
+    if serving.watch.enabled and serving.control.replicas:
+        watch = {"schedule": serving.watch.schedule, "jobSpec": {
+            "backoffLimit": 0, "activeDeadlineSeconds": 600,
+            "template": {"metadata": {"labels": _pod_labels(stack_name, "watch")},
+                         "spec": _restricted_pod(_judge_container(stack, spec_json, "watch",
+                                                                  ["watch", "--from-env"]))}}}
+    return {
+        **common,
+        "workload": "Rollout",
+        "replicas": serving.replicas,
+        "rollout": {
+            "strategy": _strategy(stack, release, analysis_name),
+            "revisionHistoryLimit": max(2, serving.rollback_window_revisions),
+            "rollbackWindow": {"revisions": serving.rollback_window_revisions},
+            # a canary pod that cannot load in time aborts the rollout (stable keeps serving) instead of waiting
+            "progressDeadlineSeconds": startup_s + 600,
+        },
+        "trafficServices": serving.traffic_router == "gateway-api" and not serving.gateway.inference_pool,
+        "analysisTemplate": {"name": analysis_name, "spec": analysis_template(stack, stack_name, spec_json)},
+        "httpRoute": {"name": release, "spec": http_route(serving, release, arm.port)},
+        **({"inferencePool": {"name": release, "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/instance": release}},
+            "targetPorts": [{"number": arm.port}],
+            "endpointPickerRef": {"name": serving.gateway.endpoint_picker, "port": {
+                "number": serving.gateway.endpoint_picker_port}}}}} if serving.gateway.inference_pool else {}),
+        **({"watch": watch} if watch else {}),
+    }

@@ -1,0 +1,82 @@
+"""Disruption that fits the lifecycle (issue 19 item 2): budgets that let a drain proceed outside a benchmark, never
+block on an unhealthy server, and are held at 0 only while the benchmark Job measures (its guard sidecar)."""
+
+from __future__ import annotations
+
+import json
+
+import kubernetes_validate
+import pytest
+
+from sglab.config.loader import load_mapping, load_stack
+from sglab.deploy.benchmark_job import benchmark_plan
+from sglab.deploy.render import render_stack
+from pulumi_harness import shipped_stacks
+
+K8S = ("1.31", kubernetes_validate.latest_version())
+
+
+def stack_with(name: str, **sections):
+    loaded = load_stack(name)
+    return load_mapping(name, loaded.path, {**json.loads(json.dumps(loaded.raw)), **sections})
+
+
+@pytest.mark.parametrize("name", shipped_stacks())
+def test_every_rendered_budget_lets_unhealthy_pods_go_and_a_drain_proceed(name):
+    loaded = load_stack(name)
+    objects = render_stack(loaded).objects
+    budgets = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    assert budgets, name
+    for pdb in budgets:
+        assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"  # a crash-looping server never blocks
+        assert pdb["spec"]["maxUnavailable"] >= 1  # outside a benchmark a drain / node upgrade may evict it
+        assert pdb["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"  # Pulumi takes it back from a guard
+        for version in K8S:
+            kubernetes_validate.validate(pdb, version, strict=True)
+
+
+def test_production_lets_a_drain_proceed():
+    (pdb, *_) = [o for o in render_stack(load_stack("production")).objects if o["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"]["maxUnavailable"] == 1 and pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+def test_the_benchmark_job_holds_exactly_the_arms_budgets_while_it_runs():
+    stack = load_stack("eagle-nccl-ll").config
+    plan = benchmark_plan(stack, "eagle-nccl-ll")
+    pod = plan.job["spec"]["template"]["spec"]
+    (guard,) = pod["initContainers"]
+    assert guard["restartPolicy"] == "Always"  # a native sidecar: stopped after the benchmark container
+    assert guard["startupProbe"]["exec"]["command"][:2] == ["test", "-f"]  # the benchmark starts once held
+    command = guard["command"]
+    assert command[:3] == ["python", "-m", "sglab.deploy.disruption_guard"]
+    held = [command[i + 1] for i, part in enumerate(command) if part == "--pdb"]
+    assert held == ["sglang-baseline", "sglang-candidate"]  # the chart names each budget after its release
+    assert command[command.index("--release-to") + 1] == str(stack.disruption_budget.max_unavailable)
+    assert guard["securityContext"]["allowPrivilegeEscalation"] is False
+    assert guard["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    (budget_rule,) = [r for r in plan.role["rules"] if r["resources"] == ["poddisruptionbudgets"]]
+    assert budget_rule == {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
+                           "resourceNames": held, "verbs": ["get", "patch"]}
+    for version in K8S:
+        kubernetes_validate.validate(plan.job, version, strict=True)
+        kubernetes_validate.validate(plan.role, version, strict=True)
+
+
+def test_a_sweep_wave_holds_the_baseline_and_every_slot():
+    loaded = load_stack("eagle-sweep")
+    sweep = {**json.loads(json.dumps(loaded.raw["sweep"])), "wave": 1}
+    plan = benchmark_plan(stack_with("eagle-sweep", sweep=sweep).config, "eagle-sweep")
+    command = plan.job["spec"]["template"]["spec"]["initContainers"][0]["command"]
+    held = [command[i + 1] for i, part in enumerate(command) if part == "--pdb"]
+    assert held == ["sglang-baseline", *(f"sglang-slot-{i}" for i in range(1, 5))]
+
+
+@pytest.mark.parametrize("budget", [{"hold-during-benchmark": False}, {"enabled": False}])
+def test_no_hold_no_guard_and_no_rights(budget):
+    stack = stack_with("eagle-nccl-ll", **{"disruption-budget": budget}).config
+    plan = benchmark_plan(stack, "eagle-nccl-ll")
+    assert "initContainers" not in plan.job["spec"]["template"]["spec"]
+    assert [r["resources"] for r in plan.role["rules"]] == [["configmaps"]]
+    if budget.get("enabled") is False:
+        assert not [o for o in render_stack(stack_with("eagle-nccl-ll", **{"disruption-budget": budget})).objects
+                    if o["kind"] == "PodDisruptionBudget"]

@@ -1,0 +1,82 @@
+"""`sglab watch`: the live gain over the standing control, and when it drops below zero."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from sglab.canary.prom_server import prometheus_binary
+from sglab.cli import main
+from sglab.config.loader import load_stack
+from sglab.paths import stacks_dir
+from sglab.promote import apply_promotion, promoted_values
+
+from serving.test_judge import SPEC, arm
+from sglab.canary.watch import watch_report
+from sglab.canary.windows import Window
+
+
+def _windows(gains: list[float], categories=None) -> list[Window]:
+    return [Window(end=1000.0 + 5 * k, window_s=5, arms={"serving": arm(90 * (1 + g), categories=categories),
+                                                         "control": arm(90, categories=categories)})
+            for k, g in enumerate(gains)]
+
+
+def test_a_gain_that_holds_is_reported_holding():
+    report = watch_report(_windows([0.03, 0.031, 0.029, 0.032, 0.03, 0.028, 0.031]), SPEC)
+    assert report.status == "holding" and report.exit_code == 0 and report.gain == pytest.approx(0.03, abs=0.003)
+    assert "holding" in report.sentence()
+
+
+def test_a_gain_below_zero_is_flagged_with_when_and_the_rollback():
+    report = watch_report(_windows([-0.05, -0.049, -0.051, -0.05, -0.052, -0.048, -0.05, -0.05]), SPEC)
+    assert report.status == "below-zero" and report.exit_code == 1
+    assert report.since == 1000.0 + 5 * (SPEC.min_windows - 1)
+    sentence = report.sentence()
+    assert "dropped below zero" in sentence and "sglab rollback --stack production && pulumi up --stack production" \
+        in sentence
+
+
+def test_too_few_windows_is_no_data():
+    assert watch_report(_windows([0.1]), SPEC).status == "no-data"
+
+
+@pytest.fixture()
+def root(tmp_path: Path) -> Path:
+    """Production serving eagle-nccl-ll's promoted candidate, its servers labelling metrics by category."""
+    (tmp_path / "stacks").mkdir()
+    for name in ("eagle-nccl-ll", "production"):
+        shutil.copy(stacks_dir() / f"Pulumi.{name}.yaml", tmp_path / "stacks")
+    values = promoted_values(load_stack("eagle-nccl-ll", tmp_path))
+    values["server"] = {**values["server"], "extra-args": ["--tokenizer-metrics-allowed-custom-labels", "category"]}
+    path = tmp_path / "stacks" / "Pulumi.production.yaml"
+    path.write_text(apply_promotion(path.read_text(), values))
+    yaml = YAML()
+    doc = yaml.load(path.read_text())
+    doc["config"]["sglab:serving"]["canary"]["category-label"] = "category"
+    with open(path, "w") as fh:
+        yaml.dump(doc, fh)
+    assert load_stack("production", tmp_path).config.serving.canary.category_label == "category"
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_a_shift_of_the_traffic_mix_toward_a_category_the_draft_handles_badly_is_flagged(root, capsys):
+    """Suite traffic first (the draft gains), then mostly translation (the category it accepts worst): the watch,
+    looking over its horizon after every window, flags the drop below zero and names the category."""
+    prometheus_binary()
+    code = main(["watch", "--stack", "production", "--root", str(root), "--target", "sim", "--users", "2",
+                 "--windows", "22", "--horizon-windows", "10", "--shift-to", "translation", "--shift-after", "10"])
+    out = capsys.readouterr().out
+    lines = out.strip().splitlines()
+    before = [line for line in lines if line.startswith("window ") and "(before the shift)" in line]
+    assert before and "dropped below zero" not in before[-1], out
+    after = [line for line in lines if line.startswith("window ") and "(after the shift)" in line]
+    assert any("dropped below zero" in line for line in after), out
+    assert lines[-1].startswith("watch: below-zero"), out
+    assert code == 1
+    assert "slower on translation" in lines[-2] and "sglab rollback --stack production" in lines[-2], out
+    assert any(line.strip().startswith("translation:") and "below zero" in line for line in lines), out

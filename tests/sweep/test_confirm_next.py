@@ -1,0 +1,30 @@
+"""After a sweep's confirmation, the `next:` command is the one that can work: a confirmation run is only promoted
+with `--result` (sglab/sweep/evidence.py refuses it as the newest run), so that is what it prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sglab.analysis.synthetic import synthetic_result
+from sglab.report.judged import judge_and_report
+
+
+def confirmation(sweep: dict | None):
+    result = synthetic_result(levels=(1,), rounds=20, gain=0.10, round_cv=0.01, stack="eagle-sweep")
+    result.sweep = sweep
+    return result
+
+
+def test_a_confirmations_next_step_names_its_result(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    record = {"sweep_run_id": "20260101T000000Z-sweep", "arm": {"name": "s5-k1-d6-LL"}}
+    assert judge_and_report(confirmation(record), tmp_path) == "promote"
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("next: ")]
+    assert lines == [f"next: sglab promote --stack eagle-sweep --result {tmp_path} --dry-run"]
+    assert f"--result {tmp_path} --dry-run" in (tmp_path / "report.html").read_text()
+
+
+def test_a_plain_ab_keeps_its_next_step(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert judge_and_report(confirmation(None), tmp_path) == "promote"
+    assert "next: sglab promote --stack eagle-sweep --dry-run" in capsys.readouterr().out.splitlines()
