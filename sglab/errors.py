@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from sglab.untrusted import printable
+
 
 class ConfigError(Exception):
     """Bad stack input. `str()` is the whole user-facing message (file[:line]: key: problem, then the fix)."""
@@ -18,9 +20,11 @@ class ConfigError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        where = self.file + (f":{self.line}" if self.line else "")
-        head = f"{where}: {self.key}: {self.problem}" if self.key else f"{where}: {self.problem}"
-        return head + (f"\n  fix: {self.fix}" if self.fix else "")
+        """Every part may quote the file it is about (a key name, a value): each is made `printable`."""
+        where = printable(self.file, limit=300) + (f":{self.line}" if self.line else "")
+        problem = printable(self.problem, limit=2000)
+        head = f"{where}: {printable(self.key, limit=200)}: {problem}" if self.key else f"{where}: {problem}"
+        return head + (f"\n  fix: {printable(self.fix, limit=2000)}" if self.fix else "")
 
 
 def guess(word: str, options: list[str]) -> str | None:

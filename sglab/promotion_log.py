@@ -8,16 +8,18 @@ serves every target stack.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sglab.errors import ConfigError
+from sglab.untrusted_json import JsonLimits, JsonRefused, jsonl_lines, parse
 
 LOG_NAME = "promotions.jsonl"
 ROLLBACK = "rollback"
 MAX_LOG_BYTES = 64 * 1024 * 1024
+LOG_LIMITS = JsonLimits("a promotion log", max_bytes=MAX_LOG_BYTES, max_depth=16,
+                        fix="restore the log from version control (it is committed with the stack)")
 
 
 @dataclass(frozen=True)
@@ -48,13 +50,11 @@ def read_log(path: Path) -> list[LogEntry]:
         raise ConfigError(path, None, f"the promotion log is over {MAX_LOG_BYTES // 2**20} MiB",
                           "archive old entries into another file; keep the newest")
     entries = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in jsonl_lines(path, LOG_LIMITS):  # bounded: depth, numbers, duplicate keys
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(path, f"line {number}", f"not a JSON object ({exc.msg})",
+            record = parse(line, LOG_LIMITS)
+        except JsonRefused as exc:
+            raise ConfigError(path, f"line {number}", f"not a JSON object ({exc})",
                               "restore the line from version control (the log is committed with the stack)"
                               ) from None
         if not isinstance(record, dict):

@@ -8,11 +8,18 @@ makes every control visible instead.
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 
 # Bidirectional overrides and isolates reorder what a terminal shows (Trojan Source); line and paragraph
 # separators break lines on some terminals.
 _INVISIBLE_FORMATTING = {0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029, 0xFEFF}
+
+
+def is_control(ch: str) -> bool:
+    """A C0/C1 control, DEL, or a bidi/separator character: what no name or path may hold (sglab/config/strict.py)."""
+    code = ord(ch)
+    return code < 0x20 or 0x7F <= code <= 0x9F or code in _INVISIBLE_FORMATTING
 
 
 def _escape(ch: str) -> str:
@@ -42,3 +49,20 @@ def printable(value: object, *, newlines: bool = False, limit: int | None = 500)
     if limit is not None and len(rendered) > limit:
         rendered = rendered[:limit] + f"… ({len(rendered) - limit} more characters)"
     return rendered
+
+
+class _PrintableRecords(logging.Filter):
+    """Formats a record's message once and makes it `printable` (newlines kept: tracebacks stay readable)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = printable(record.getMessage(), newlines=True, limit=4000), None
+        return True
+
+
+def printable_logger(name: str) -> logging.Logger:
+    """`logging.getLogger(name)` whose records reach a console only as `printable` text (a server's error body,
+    a form's value): for the loggers of processes whose console is the user's (the Locust web UI, workers)."""
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, _PrintableRecords) for f in logger.filters):
+        logger.addFilter(_PrintableRecords())
+    return logger

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from sglab.canary.prometheus import Prometheus
-from sglab.load.targets import die_with_parent
+from sglab.children import spawn, stop as stop_child
 from sglab.netutil import free_port
 
 PROMETHEUS_ENV = "SGLAB_PROMETHEUS"  # the binary, if not /usr/bin/prometheus or on PATH
@@ -78,12 +78,11 @@ class PrometheusServer:
         self.url = f"http://127.0.0.1:{port}"
         log = open(self.workdir / "prometheus.log", "wb")
         try:
-            self.process = subprocess.Popen(
+            self.process = spawn(  # dies with this process, however it ends (sglab.children)
                 [binary, f"--config.file={self.workdir / 'prometheus.yml'}",
                  f"--storage.tsdb.path={self.workdir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
                  "--storage.tsdb.retention.time=2h", "--log.level=warn"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=die_with_parent(os.getpid()))
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         finally:
             log.close()
         self._wait_ready()
@@ -106,13 +105,8 @@ class PrometheusServer:
                                     "the machine may be overloaded; retry")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
+        if self.process is not None:
+            stop_child(self.process, timeout_s=10)
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

@@ -11,6 +11,7 @@ import os
 import sys
 
 from sglab.config.loader import ConfigError
+from sglab.untrusted import printable
 
 # subcommand module names under sglab.cli; a module that is not there yet is skipped.
 COMMANDS = ("render", "validate", "sim", "bench", "results", "compare", "report", "promote", "ui", "probe", "sweep",
@@ -21,9 +22,16 @@ class UsageError(Exception):
     """Bad command-line input that is not a config problem; printed as-is, exit 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors (a bad option value, a missing one) are one UsageError line, like every other."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """All subcommands, or just `only` (so `sglab render` does not pay for scipy/pulumi imports)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="sglab",
         description="Declarative, measured rollouts of SGLang speculative decoding on Kubernetes.",
     )
@@ -43,13 +51,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code
     except (ConfigError, UsageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc, newlines=True, limit=4000)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -16,11 +16,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sglab.children import MAX_LOCUST_WORKERS, worker_count_problem
 from sglab.cli import UsageError
+from sglab.cli.bounds import model_option
 from sglab.config.lints import raise_blocking, stack_lints
 from sglab.config.loader import load_stack
+from sglab.config.loadplan import LoadPlan, PromptSpec, RateSpec, TraceSpec
 from sglab.errors import guess
 from sglab.sglang.sim_knobs import SIM_KNOBS, is_sim_env
+from sglab.untrusted import printable
 
 EXIT_INTERRUPTED = 130
 EXIT_INVALID = 3  # an arm died or froze mid-run: the run is marked invalid (result.invalid_reason)
@@ -39,30 +43,37 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="four arms: baseline, +confounds, candidate without them, candidate")
     p.add_argument("--quick", action="store_true",
                    help="CI preset (under a minute): levels 1,4, 10 rounds of 0.9 s per arm; simulators at 10x speed")
-    p.add_argument("--workers", type=int, default=0, help="Locust worker processes (distributed mode)")
-    p.add_argument("--rounds", type=int, help="rounds at the levels the policy gates on (default: load.rounds); "
+    p.add_argument("--workers", type=int, default=0, help="Locust worker processes (distributed mode): at most one "
+                   f"per usable core here and {MAX_LOCUST_WORKERS} in all")
+    p.add_argument("--rounds", type=model_option(LoadPlan, "rounds", "load.rounds"),
+                   help="rounds at the levels the policy gates on (default: load.rounds); "
                    "under policy.method sequential (the default) an explicit --rounds is the cap on rounds at the "
                    "gated levels (each stops earlier once its confidence sequence decides), unless --max-rounds "
                    "is given")
-    p.add_argument("--max-rounds", type=int, help="policy.method sequential: most rounds per gated level before "
+    p.add_argument("--max-rounds", type=model_option(LoadPlan, "rounds", "load.rounds"),
+                   help="policy.method sequential: most rounds per gated level before "
                    "the run ends inconclusive; overrides --rounds, so it raises the cap an explicit --rounds sets "
                    "(default: --rounds if given, else 2 x load.rounds; at least policy.min-rounds)")
-    p.add_argument("--ungated-rounds", type=int,
+    p.add_argument("--ungated-rounds", type=model_option(LoadPlan, "ungated_rounds", "load.ungated-rounds"),
                    help="rounds at the other levels, which only show the crossover (default: load.ungated-rounds)")
-    p.add_argument("--concurrency", help="comma-separated levels, e.g. 1,4 (default: the stack's)")
+    p.add_argument("--concurrency", type=model_option(LoadPlan, "concurrency", "load.concurrency"),
+                   help="comma-separated levels, e.g. 1,4 (default: the stack's)")
     p.add_argument("--profile", help="load profile: concurrency (closed loop, default), rate (open loop), "
                    "trace (replay); default: the stack's load.profile")
-    p.add_argument("--rates", help="rate profile: comma-separated requests/s, e.g. 1,4,16 (default: load.rate.levels)")
+    p.add_argument("--rates", type=model_option(RateSpec, "levels", "load.rate.levels"),
+                   help="rate profile: comma-separated requests/s, e.g. 1,4,16 (default: load.rate.levels)")
     p.add_argument("--arrival", choices=["poisson", "constant"], help="rate profile: arrival process")
-    p.add_argument("--max-in-flight", type=int, help="rate/trace profile: cap on requests in flight")
+    p.add_argument("--max-in-flight", type=model_option(RateSpec, "max_in_flight", "load.rate.max-in-flight"),
+                   help="rate/trace profile: cap on requests in flight")
     p.add_argument("--trace", help="trace profile: JSONL trace file (timestamp_s, prompt|messages, output_tokens)")
-    p.add_argument("--trace-time-scale", type=float, help="trace profile: replay speed-up (2 = twice as fast)")
+    p.add_argument("--trace-time-scale", type=model_option(TraceSpec, "time_scale", "load.trace.time-scale"),
+                   help="trace profile: replay speed-up (2 = twice as fast)")
     p.add_argument("--prompts", metavar="SOURCE",
                    help="prompt set: random | suite | file:PATH | sharegpt:PATH | openai:PATH (paths from the "
                    "current directory; default: load.prompts.source)")
     p.add_argument("--categories", help="suite: comma-separated subset of its categories; sharegpt/openai: "
                    "field:NAME (a field of each row) or one fixed label")
-    p.add_argument("--prompt-limit", type=int, metavar="N",
+    p.add_argument("--prompt-limit", type=model_option(PromptSpec, "limit", "load.prompts.limit"), metavar="N",
                    help="suite/sharegpt/openai: at most N prompts (load.prompts.limit)")
     p.add_argument("--endpoint", choices=["chat", "generate"],
                    help="chat (the model's chat template) or generate (raw text); default: load.endpoint, which "
@@ -70,13 +81,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--natural-stop", action=argparse.BooleanOptionalAction, default=None,
                    help="let a reply stop by itself: ignore_eos false and the prompt's max_tokens cap "
                    "(default: load.natural-stop)")
-    p.add_argument("--seed", type=int, help="seed of the round order and prompt offsets")
-    p.add_argument("--round-s", type=float, help="seconds per arm per round")
-    p.add_argument("--round-requests", type=int, help="requests per arm per round (instead of --round-s)")
-    p.add_argument("--warmup-requests", type=int, help="discarded warm-up requests per arm and level")
-    p.add_argument("--max-new-tokens", type=int, help="tokens per request for prompts without their own output length (random, file); the "
+    p.add_argument("--seed", type=model_option(LoadPlan, "seed", "load.seed"),
+                   help="seed of the round order and prompt offsets")
+    p.add_argument("--round-s", type=model_option(LoadPlan, "round_duration_s", "load.round-duration-s"),
+                   help="seconds per arm per round")
+    p.add_argument("--round-requests", type=model_option(LoadPlan, "round_requests", "load.round-requests"),
+                   help="requests per arm per round (instead of --round-s)")
+    p.add_argument("--warmup-requests", type=model_option(LoadPlan, "warmup_requests", "load.warmup-requests"),
+                   help="discarded warm-up requests per arm and level")
+    p.add_argument("--max-new-tokens", type=model_option(LoadPlan, "max_new_tokens", "load.max-new-tokens"),
+                   help="tokens per request for prompts without their own output length (random, file); the "
                    "suite, imports and traces send each record's own")
-    p.add_argument("--request-timeout-s", type=float, help="per-request timeout (default: the stack's)")
+    p.add_argument("--request-timeout-s", type=model_option(LoadPlan, "request_timeout_s", "load.request-timeout-s"),
+                   help="per-request timeout (default: the stack's)")
     p.add_argument("--sim-env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra SGLAB_SIM_* knob for the simulators (recorded in the result)")
     p.add_argument("--time-scale", type=float,
@@ -89,28 +106,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _levels(text: str | None, option: str = "--concurrency") -> list[int] | None:
-    if not text:
-        return None
-    try:
-        levels = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"{option} {text!r}: give comma-separated integers, e.g. 1,4,16") from None
-    if not levels or any(c < 1 for c in levels):
-        raise UsageError(f"{option} {text!r}: levels must be integers >= 1")
-    return levels
-
-
 def _profile_overrides(args: argparse.Namespace) -> dict:
     from pathlib import Path
 
     in_flight = args.max_in_flight
-    if in_flight is not None and in_flight < 1:
-        raise UsageError("--max-in-flight must be >= 1")
-    if args.trace_time_scale is not None and args.trace_time_scale <= 0:
-        raise UsageError("--trace-time-scale must be > 0")
     profile = args.profile or ("trace" if args.trace else "rate" if args.rates else None)
-    return {"profile": profile, "rate.levels": _levels(args.rates, "--rates"), "rate.arrival": args.arrival,
+    return {"profile": profile, "rate.levels": args.rates, "rate.arrival": args.arrival,
             "rate.max_in_flight": in_flight if profile == "rate" else None,
             "trace.max_in_flight": in_flight if profile == "trace" else None,
             "trace.file": str(Path(args.trace).resolve()) if args.trace else None,
@@ -138,8 +139,6 @@ def _prompt_overrides(args: argparse.Namespace, stack_prompts) -> dict:
     from sglab.config.models import PromptSpec
     from sglab.load.datasets import SUITE_CATEGORIES
 
-    if args.prompt_limit is not None and args.prompt_limit < 1:
-        raise UsageError("--prompt-limit must be >= 1")
     overrides: dict = {"endpoint": args.endpoint, "natural_stop": args.natural_stop,
                        "prompts.categories": args.categories, "prompts.limit": args.prompt_limit}
     source = stack_prompts.source
@@ -154,7 +153,7 @@ def _prompt_overrides(args: argparse.Namespace, stack_prompts) -> dict:
         if path and not _needs_file(name):
             raise UsageError(f"--prompts {args.prompts!r}: the {name} source reads no file; write --prompts {name}")
         file = str(Path(path).resolve()) if path else None
-        if file is not None and not Path(file).is_file():
+        if file is not None and not Path(file).exists():  # a directory or FIFO: the reader says what it is
             raise UsageError(f"--prompts {args.prompts!r}: {file} not found; give an existing file (a relative "
                              "path is read from the current directory)")
         source = name
@@ -284,9 +283,10 @@ def build_request(args: argparse.Namespace):
         urls = {"baseline": args.baseline_url, "candidate": args.candidate_url or args.baseline_url}
     elif urls_given:
         raise UsageError("--baseline-url/--candidate-url go with --target urls (or leave --target out)")
-    if args.workers < 0:
-        raise UsageError("--workers must be >= 0")
-    overrides = {"concurrency": _levels(args.concurrency), "rounds": args.rounds,
+    workers_problem = worker_count_problem(args.workers)
+    if workers_problem:
+        raise UsageError(workers_problem)
+    overrides = {"concurrency": args.concurrency, "rounds": args.rounds,
                  "ungated_rounds": args.ungated_rounds, "seed": args.seed,
                  "warmup_requests": args.warmup_requests, "max_new_tokens": args.max_new_tokens,
                  "request_timeout_s": args.request_timeout_s, **_profile_overrides(args),
@@ -347,21 +347,18 @@ def run(args: argparse.Namespace) -> int:
                         f"its decision, at most {limit} rounds)")
     else:
         gated_rounds = f"{request.plan.rounds} rounds ({request.loaded.config.policy.method})"
-    print(f"sglab bench {request.loaded.name}: {request.kind} run, arms {arms}, target {request.target_kind}, "
-          f"{profile.name} profile, levels {profile.levels()} ({profile.level_label}), "
-          f"{gated_rounds} at gated levels "
-          f"{request.loaded.config.policy.levels}, {request.plan.ungated_rounds or request.plan.rounds} elsewhere; "
-          f"{_prompts_phrase(request.plan)}", file=sys.stderr)
+    print(printable(f"sglab bench {request.loaded.name}: {request.kind} run, arms {arms}, target "
+                    f"{request.target_kind}, {profile.name} profile, levels {profile.levels()} ({profile.level_label}), "
+                    f"{gated_rounds} at gated levels {request.loaded.config.policy.levels}, "
+                    f"{request.plan.ungated_rounds or request.plan.rounds} elsewhere; {_prompts_phrase(request.plan)}",
+                    limit=None), file=sys.stderr)
     try:
         if sequential:
             result, run_dir = run_sequential(request, max_rounds=args.max_rounds, rounds_given=args.rounds is not None)
         else:
             result, run_dir = run_bench(request)
-    except RefusedError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except TargetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (RefusedError, TargetError) as exc:  # a server's log tail or error body may be in it
+        print(f"error: {printable(exc, newlines=True, limit=None)}", file=sys.stderr)
         return 2
     print(f"result: {run_dir / 'result.json'}")
     if sequential:
@@ -378,15 +375,15 @@ def run(args: argparse.Namespace) -> int:
             namespace = write_result_configmap(text, args.result_configmap)
         except Exception as exc:  # API unreachable or forbidden: the Job fails with one clear line
             print(f"error: cannot store the result in ConfigMap {args.result_configmap}: {type(exc).__name__}: "
-                  f"{exc}", file=sys.stderr)
+                  f"{printable(exc)}", file=sys.stderr)
             return 2
         print(f"result stored in ConfigMap {namespace}/{args.result_configmap}")
     if result.invalid_reason:
-        print(f"run invalid: {result.invalid_reason}; it cannot be judged. What was measured before is kept in "
+        print(f"run invalid: {printable(result.invalid_reason)}; it cannot be judged. What was measured before is kept in "
               f"{run_dir}; fix or restart that server and run the bench again", file=sys.stderr)
         return EXIT_INVALID
     if not result.complete:
-        print(f"run incomplete ({result.incomplete_reason}); what was measured is kept in {run_dir}",
+        print(f"run incomplete ({printable(result.incomplete_reason)}); what was measured is kept in {run_dir}",
               file=sys.stderr)
         return EXIT_INTERRUPTED
     return 0

@@ -16,16 +16,20 @@ import time
 from pathlib import Path
 
 from sglab.cli import UsageError
+from sglab.cli.bounds import bound, model_option
+from sglab.config.loadplan import LoadPlan
+from sglab.config.serving import CanaryJudge
 
 
-def _positive(kind):
+def _positive(kind, most: float):
+    """A rehearsal's number with no stack key of its own: finite, above 0 and at most `most`."""
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text} must be > 0")
+        if not 0 < value <= most:  # nan and inf fail this too
+            raise argparse.ArgumentTypeError(f"{text} must be > 0 and at most {most:g}")
         return value
     return parse
 
@@ -50,17 +54,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                                             "config before its newest promotion, else its baseline)")
     rehearsal.add_argument("--canary", help="STACK[:candidate|:baseline] the canary runs (default: the stack's "
                                             "candidate as the file holds it now)")
-    rehearsal.add_argument("--weight", type=_positive(float), default=50.0,
+    rehearsal.add_argument("--weight", type=_positive(float, 100), default=50.0,
                            help="percent of requests to the canary (default 50: one canary pod beside one stable "
                                 "pod, each at the same load)")
-    rehearsal.add_argument("--users", type=_positive(int), default=8, help="concurrent Locust users in all")
-    rehearsal.add_argument("--time-scale", type=_positive(float), default=4.0,
+    rehearsal.add_argument("--users", type=model_option(LoadPlan, "concurrency", "load.concurrency", item=True),
+                           default=8, help="concurrent Locust users in all")
+    rehearsal.add_argument("--time-scale", type=_positive(float, 1000), default=4.0,
                            help="simulator speed-up, 0.25 to 10 and at most 48 users x scale (within them gains "
                                 "and accept lengths do not depend on it)")
-    rehearsal.add_argument("--window-s", type=_positive(float), default=5.0, help="window length (default 5 s)")
-    rehearsal.add_argument("--max-windows", type=_positive(int), default=30)
-    rehearsal.add_argument("--scrape-interval-s", type=_positive(float), default=1.0)
-    rehearsal.add_argument("--max-tokens", type=_positive(int), default=128, help="reply length cap per request")
+    rehearsal.add_argument("--window-s", type=_positive(float, bound(CanaryJudge, "window_s")), default=5.0,
+                           help="window length (default 5 s)")
+    rehearsal.add_argument("--max-windows", type=model_option(CanaryJudge, "max_windows", "serving.canary.max-windows"),
+                           default=30)
+    rehearsal.add_argument("--scrape-interval-s", type=_positive(float, 60), default=1.0)
+    rehearsal.add_argument("--max-tokens", type=model_option(LoadPlan, "max_new_tokens", "load.max-new-tokens"),
+                           default=128, help="reply length cap per request")
     p.add_argument("--log", type=Path, help="the decision log (JSONL; default results/canary/<stack>/<time>.jsonl)")
     p.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from sglab.cli.outputs import add_output_arguments, print_outputs
+from sglab.untrusted import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def note(text: str) -> None:
-    print(f"note: {text}", file=sys.stderr)
+    print(f"note: {printable(text, limit=None)}", file=sys.stderr)
 
 
 def with_recomputed_confounds(result):

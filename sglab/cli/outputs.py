@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-
 from pathlib import Path
+
+from sglab.untrusted import printable
 
 
 def add_output_arguments(p: argparse.ArgumentParser, *, default: str) -> None:
@@ -34,6 +35,6 @@ def print_outputs(args: argparse.Namespace, formats: str, prepare=None) -> int:
     ctx = outputs.OutputContext(result=result, verdict=judge(result), run_dir=run_dir, out_dir=args.out or run_dir)
     for output in chosen:
         text = output.render(ctx)
-        if text:
-            print(text)
+        if text:  # JSON escapes every control itself (printable's escapes would not be JSON)
+            print(text if output.name == "json" else printable(text, newlines=True, limit=None))
     return 0

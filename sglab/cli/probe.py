@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 
 from sglab.cli import UsageError
+from sglab.cli.bounds import model_option
 from sglab.config.loader import load_stack
+from sglab.untrusted import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,8 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     run = actions.add_parser("run", help="run the probe on this machine (python -m sglab.probe.nccl)")
     run.add_argument("--stack", required=True)
     run.add_argument("--backend", choices=["nccl", "gloo"])
-    run.add_argument("--world-size", type=int)
-    run.add_argument("--samples", type=int)
+    from sglab.probe.spec import ProbeRunSpec
+
+    run.add_argument("--world-size", type=model_option(ProbeRunSpec, "world_size", "the probe's world size"))
+    run.add_argument("--samples", type=model_option(ProbeRunSpec, "samples", "sglab:probe.samples"))
     run.add_argument("--out", type=Path)
     run.add_argument("--allow-nvls", action="store_true")
     run.set_defaults(func=_run)
@@ -69,7 +73,7 @@ def _render(args: argparse.Namespace) -> int:
     lines += [f"# lint {lint.describe()}" for lint in stack_lints(stack)]
     if not stack.probe.enabled:
         lines.append("# sglab:probe.enabled is false: `pulumi up` does not deploy this; kubectl apply -f - does")
-    header = "\n".join(lines) + "\n"
+    header = printable("\n".join(lines) + "\n", newlines=True, limit=None)
     if args.out is None:
         sys.stdout.write(header + to_multidoc(plan.manifests()))
         return 0
@@ -110,7 +114,7 @@ def _show(args: argparse.Namespace) -> int:
         result = load_probe(path)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    sys.stdout.write(render_table(result))
+    sys.stdout.write(printable(render_table(result), newlines=True, limit=None))  # names and env from probe.json
     return 0
 
 

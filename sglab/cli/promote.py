@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from sglab.promote import PromotionRefused, promote
+from sglab.untrusted import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,30 +29,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _say(text: str, *, lines: bool = False, **kwargs) -> None:
+    """Every line quotes the result (run id, sentence) or the stack files (the diff, `lines`): `printable`, so
+    a result cannot add or hide a line."""
+    print(printable(text, newlines=lines, limit=None), **kwargs)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         done = promote(args.stack, target=args.target, dry_run=args.dry_run, result_path=args.result,
                        root=args.root, accept_unkeyed_seal=args.accept_unkeyed_seal)
     except PromotionRefused as exc:
-        print(f"refused: {exc.why}", file=sys.stderr)
-        print(f"  fix: {exc.fix}", file=sys.stderr)
+        _say(f"refused: {exc.why}", file=sys.stderr)
+        _say(f"  fix: {exc.fix}", file=sys.stderr)
         return 2
-    print(f"evidence: run {done.verdict.run_id} ({done.result_path})")
+    _say(f"evidence: run {done.verdict.run_id} ({done.result_path})")
     seal, digest = done.log_entry.get("seal", {}), done.log_entry["integrity"]["digest"]
     if seal.get("accepted") == "unkeyed-opt-in":
-        print(f"seal: plain SHA-256 {digest}, accepted by --accept-unkeyed-seal (recorded in the promotion log)")
+        _say(f"seal: plain SHA-256 {digest}, accepted by --accept-unkeyed-seal (recorded in the promotion log)")
     elif seal.get("accepted") == "cluster-record":
-        print(f"seal: plain SHA-256 {digest}, the cluster's record (pulled from ConfigMap "
+        _say(f"seal: plain SHA-256 {digest}, the cluster's record (pulled from ConfigMap "
               f"{seal.get('namespace') or '?'}/{seal.get('configmap')})")
-    print(done.verdict.sentence)
+    _say(done.verdict.sentence)
     if done.diff:
-        print(done.diff, end="" if done.diff.endswith("\n") else "\n")
+        _say(done.diff, lines=True, end="" if done.diff.endswith("\n") else "\n")
     else:
-        print(f"{done.target_path.name} already holds this config; nothing to change")
+        _say(f"{done.target_path.name} already holds this config; nothing to change")
     if done.written:
-        print(f"promoted {done.source} -> {done.target}: wrote {done.target_path}, logged in {done.log_path}")
-        print(f"next: {done.next_command}")
+        _say(f"promoted {done.source} -> {done.target}: wrote {done.target_path}, logged in {done.log_path}")
+        _say(f"next: {done.next_command}")
     else:
-        print(f"dry run: nothing written. Without --dry-run this writes {done.target_path} "
+        _say(f"dry run: nothing written. Without --dry-run this writes {done.target_path} "
               f"and then you run: {done.next_command}")
     return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 from sglab.config import load_stack
 from sglab.config.lints import lint_lines, raise_blocking, stack_lints
 from sglab.deploy.render import header_comment, object_filename, render_stack, to_multidoc, to_yaml
+from sglab.untrusted import printable
 
 RENDERED_FILES = "[0-9][0-9]-*.yaml"
 
@@ -26,10 +27,11 @@ def run(args: argparse.Namespace) -> int:
     raise_blocking(lints, loaded.path)
     rendered = render_stack(loaded)
     for note in rendered.warnings:
-        print(f"warning: {note}", file=sys.stderr)
+        print(f"warning: {printable(note, limit=None)}", file=sys.stderr)
     for lint in lints:
-        print(f"warning: lint {lint.describe()}", file=sys.stderr)
-    header = header_comment(rendered) + "".join(f"# {line}\n" for line in lint_lines(lints))
+        print(f"warning: lint {printable(lint.describe(), limit=None)}", file=sys.stderr)
+    header = printable(header_comment(rendered) + "".join(f"# {line}\n" for line in lint_lines(lints)),
+                       newlines=True, limit=None)
     if args.out is None:
         sys.stdout.write(header + to_multidoc(rendered.objects))
         return 0

@@ -15,6 +15,11 @@ import sys
 from pathlib import Path
 
 from sglab.cli import UsageError
+from sglab.cli.bounds import model_option
+from sglab.config.loadplan import LoadPlan
+from sglab.config.placement import Placement
+from sglab.config.sweep import SweepSpec
+from sglab.untrusted import printable
 from sglab.config.loader import load_stack
 from sglab.sglang.sim_knobs import time_scale_problem
 
@@ -26,8 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="CI preset on simulators: sweep.quick-arms only, the bench's --quick plan (10x speed)")
     p.add_argument("--list", action="store_true", help="print the expanded grid (arms, skipped with reasons); run nothing")
     p.add_argument("--resume", metavar="RUN", help="continue the interrupted sweep RUN (its run id or directory)")
-    p.add_argument("--max-rounds", type=int, help="rounds at most per gated level (default: sweep.max-rounds)")
-    p.add_argument("--round-s", type=float, help="seconds per arm per round")
+    p.add_argument("--max-rounds", type=model_option(SweepSpec, "max_rounds", "sweep.max-rounds"),
+                   help="rounds at most per gated level (default: sweep.max-rounds)")
+    p.add_argument("--round-s", type=model_option(LoadPlan, "round_duration_s", "load.round-duration-s"),
+                   help="seconds per arm per round")
     p.add_argument("--probe", metavar="RUN", help="an NCCL probe run: skip variants it shows slower than the default")
     p.add_argument("--no-prune", action="store_true", help="with --probe: keep every NCCL variant (opt out)")
     p.add_argument("--no-confirm", action="store_true", help="stop after the sweep (no confirmation A/B)")
@@ -42,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="with --next: print the commands, run none")
     p.add_argument("--yes", action="store_true", help="with --next: pulumi up --yes (no interactive confirmation)")
     p.add_argument("--rerun", action="store_true", help="with --next: a new benchmark Job for a step being resumed")
-    p.add_argument("--max-nodes", type=int, help="with --next: the GPU nodes the sweep may hold (default: "
+    p.add_argument("--max-nodes", type=model_option(Placement, "max_nodes", "placement.max-nodes"),
+                   help="with --next: the GPU nodes the sweep may hold (default: "
                    "placement.max-nodes); a step that would not fit is refused")
     p.add_argument("--baseline-url", help="with --target urls: the baseline server")
     p.add_argument("--arm-url", action="append", default=[], metavar="NAME=URL",
@@ -70,7 +78,7 @@ def _skip_variants(loaded, args) -> dict[str, str]:
         raise UsageError(f"--probe {args.probe}: {exc}") from None
     decision = prune_variants(probe, loaded.config.sweep.variants())
     for note in decision.notes:
-        print(f"probe: {note}", file=sys.stderr)
+        print(f"probe: {printable(note, limit=None)}", file=sys.stderr)
     return {s.name: s.reason for s in decision.skipped}
 
 
@@ -157,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     quick_left = [s for s in grid.skipped if s.reason == QUICK_REASON]
     for s in grid.skipped:
         if s.reason != QUICK_REASON:
-            print(f"  skipped {s.name}: {s.reason}", file=sys.stderr)
+            print(printable(f"  skipped {s.name}: {s.reason}", limit=None), file=sys.stderr)
     if quick_left:
         print(f"  left out by --quick (not in sweep.quick-arms): {len(quick_left)}", file=sys.stderr)
     if args.list:
@@ -196,12 +204,13 @@ def run(args: argparse.Namespace) -> int:
             state, result, run_dir = run_sweep(loaded, grid, plan, quick=args.quick, target=target, urls=urls,
                                                sim_env={} if urls else sim_env, out=out, progress=progress)
     except (TargetError, ValueError, RefusedError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc, newlines=True, limit=None)}", file=sys.stderr)
         return 2
     if state.status == "interrupted":
         return 130
     if state.winner and state.confirmation is None and not args.no_confirm:
-        print(f"sweep pick {state.winner}, {chance_phrase(pick_record(state))}: confirmation A/B on fresh rounds",
+        print(f"sweep pick {printable(state.winner)}, {chance_phrase(pick_record(state))}: confirmation A/B on "
+              "fresh rounds",
               file=sys.stderr)
         state.status = "confirming"
         state.save(run_dir)
@@ -211,13 +220,14 @@ def run(args: argparse.Namespace) -> int:
     write_outputs(state, result, run_dir, gpus_per_arm=_gpus(loaded))
     result.verdict = sweep_verdict(state)  # the pick and its P(correct selection) in result.json (never A/B evidence)
     write_result(result, run_dir, overwrite=True)
-    print(ranking_table(state))
+    print(printable(ranking_table(state), newlines=True, limit=None))  # names and reasons from sweep.json
     print(f"sweep: {run_dir}")
-    print(result.verdict["sentence"])
+    print(printable(result.verdict["sentence"], limit=None))
     if args.result_configmap and _store(result, run_dir, args.result_configmap) != 0:
         return 2
     if state.status == "confirmed":
-        print(f"promote the winner: sglab promote --stack {loaded.name} --result {state.confirmation['path']}")
+        print(f"promote the winner: sglab promote --stack {loaded.name} --result "
+              f"{printable(state.confirmation['path'])}")
     return 0
 
 
@@ -228,7 +238,7 @@ def _store(result, run_dir: Path, configmap: str) -> int:
     try:
         namespace = write_result_configmap((run_dir / "result.json").read_text(encoding="utf-8"), configmap)
     except Exception as exc:  # API unreachable or forbidden: the Job fails with one clear line
-        print(f"error: cannot store the result in ConfigMap {configmap}: {type(exc).__name__}: {exc}",
+        print(f"error: cannot store the result in ConfigMap {configmap}: {type(exc).__name__}: {printable(exc)}",
               file=sys.stderr)
         return 2
     print(f"result stored in ConfigMap {namespace}/{configmap}")

@@ -7,6 +7,30 @@ import argparse
 from pathlib import Path
 
 from sglab.cli import UsageError
+from sglab.cli.bounds import model_option
+from sglab.config.loadplan import MAX_CONCURRENCY, LoadPlan
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: give a TCP port from 1 to 65535")
+    return port
+
+
+def _spawn_rate(text: str) -> float:
+    """Users started per second: more than the most users an arm may have is a typo."""
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = float("nan")
+    if not 0 < rate <= MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: give a number of users per second above 0 and at most "
+                                         f"{MAX_CONCURRENCY} (the most users of load.concurrency)")
+    return rate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,13 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidate-url", help="an existing candidate server (with --baseline-url)")
     p.add_argument("--web-host", default="127.0.0.1",
                    help="interface the UI listens on (default 127.0.0.1; anything but loopback needs --web-login)")
-    p.add_argument("--web-port", type=int, default=8089, help="UI port (default 8089)")
+    p.add_argument("--web-port", type=_port, default=8089, help="UI port (default 8089)")
     p.add_argument("--web-login", action=argparse.BooleanOptionalAction, default=False,
                    help="require a login (password from SGLAB_UI_PASSWORD, user SGLAB_UI_USERNAME, default "
                         "'sglab'); off by default locally, on by default in the cluster chart")
-    p.add_argument("--users", type=int, help="closed loop: users prefilled in the form (default: 2 x the policy's "
+    p.add_argument("--users", type=model_option(LoadPlan, "concurrency", "load.concurrency", item=True),
+                   help="closed loop: users prefilled in the form (default: 2 x the policy's "
                    "first level); open-loop profiles refuse it (their users are the in-flight cap)")
-    p.add_argument("--spawn-rate", type=float, help="closed loop: spawn rate prefilled in the form (default: users "
+    p.add_argument("--spawn-rate", type=_spawn_rate, help="closed loop: spawn rate prefilled in the form (default: users "
                    "per second)")
     p.add_argument("--profile", help="load profile: concurrency (closed loop: the form's user count, both arms side "
                    "by side) or rate / trace (open loop: START runs the stack's interleaved schedule of rate levels "
@@ -44,8 +69,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--target sim starts its own simulators; drop it or drop --baseline-url/--candidate-url")
     if any(urls) and not all(urls):
         raise UsageError("give both --baseline-url and --candidate-url (or neither, for --target sim)")
-    if args.users is not None and args.users < 1:
-        raise UsageError("--users must be at least 1")
     profile = args.profile or ("trace" if args.trace else None)
     if args.trace and profile != "trace":
         raise UsageError(f"--trace replays a trace: it goes with --profile trace, not --profile {profile}")

@@ -7,6 +7,7 @@ import sys
 
 from sglab.config import baseline_arm, candidate_arm, confounds, load_stack
 from sglab.config.lints import lint_lines, raise_blocking, stack_lints
+from sglab.untrusted import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
     for note in loaded.warnings:
-        print(f"warning: {note}", file=sys.stderr)
+        print(f"warning: {printable(note, limit=None)}", file=sys.stderr)
     stack = loaded.config
     lints = stack_lints(stack)
     raise_blocking(lints, loaded.path)
@@ -26,20 +27,20 @@ def run(args: argparse.Namespace) -> int:
 
     capacity, capacity_warnings = check_capacity(stack, loaded.name)
     for note in capacity_warnings:
-        print(f"warning: {note}", file=sys.stderr)
-    print(f"{loaded.path}: valid")
+        print(f"warning: {printable(note, limit=None)}", file=sys.stderr)
+    print(f"{printable(loaded.path, limit=None)}: valid")
     if capacity is not None:
-        print(capacity.describe())
+        print(printable(capacity.describe(), newlines=True, limit=None))
     for arm in (baseline_arm(stack), candidate_arm(stack)):
-        print(f"{arm.role}: config-hash {arm.config_hash[:12]}  {arm.launch_command}")
+        print(f"{arm.role}: config-hash {arm.config_hash[:12]}  {printable(arm.launch_command, limit=None)}")
     found = confounds(stack)
     if found:
         print(f"confounds ({len(found)}): the candidate differs from the baseline beyond speculation in")
         for c in found:
-            print(f"  - {c.describe()}")
+            print(f"  - {printable(c.describe(), limit=None)}")
         print("  results of this stack are reported with these confounds and cannot be promoted")
     else:
         print("confounds: none (baseline and candidate differ only in the speculative block)")
     for line in lint_lines(lints):
-        print(line)
+        print(printable(line, newlines=True, limit=None))
     return 0

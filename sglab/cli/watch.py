@@ -15,7 +15,10 @@ import time
 from pathlib import Path
 
 from sglab.cli import UsageError
+from sglab.cli.bounds import bound, model_option
 from sglab.cli.canary import _positive
+from sglab.config.loadplan import LoadPlan
+from sglab.config.serving import CanaryJudge, Watch
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,17 +31,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from-env", action="store_true", help="read the spec from SGLAB_CANARY_SPEC (in-cluster)")
     p.add_argument("--target", choices=("prometheus", "sim"), default="prometheus")
     p.add_argument("--prometheus-url", help="default: sglab:serving.monitoring.prometheus-url")
-    p.add_argument("--horizon-windows", type=_positive(int), help="windows looked back over (default: "
+    p.add_argument("--horizon-windows", type=model_option(Watch, "horizon_windows", "serving.watch.horizon-windows"),
+                   help="windows looked back over (default: "
                                                                   "sglab:serving.watch.horizon-windows)")
     sim = p.add_argument_group("rehearsal (--target sim)")
-    sim.add_argument("--users", type=_positive(int), default=2, help="Locust users in all (half per server)")
-    sim.add_argument("--windows", type=_positive(int), default=20, help="how many windows the rehearsal runs")
+    sim.add_argument("--users", type=model_option(LoadPlan, "concurrency", "load.concurrency", item=True), default=2,
+                     help="Locust users in all (half per server)")
+    sim.add_argument("--windows", type=_positive(int, bound(CanaryJudge, "max_windows")), default=20,
+                     help="how many windows the rehearsal runs")
     sim.add_argument("--shift-to", help="after --shift-after windows, send mostly this suite category")
-    sim.add_argument("--shift-after", type=_positive(int), default=10)
+    sim.add_argument("--shift-after", type=_positive(int, bound(CanaryJudge, "max_windows")), default=10)
     sim.add_argument("--shift-share", type=float, default=1.0, help="its share of requests after the shift")
-    sim.add_argument("--time-scale", type=_positive(float), default=4.0)
-    sim.add_argument("--window-s", type=_positive(float), default=5.0)
-    sim.add_argument("--scrape-interval-s", type=_positive(float), default=1.0)
+    sim.add_argument("--time-scale", type=_positive(float, 1000), default=4.0)
+    sim.add_argument("--window-s", type=_positive(float, bound(CanaryJudge, "window_s")), default=5.0)
+    sim.add_argument("--scrape-interval-s", type=_positive(float, 60), default=1.0)
     p.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 

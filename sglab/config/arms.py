@@ -121,7 +121,8 @@ def _multi_node_args(stack: StackConfig) -> list[str]:
 
 
 def _speculative_args(stack: StackConfig) -> list[str]:
-    return encode(stack.candidate.speculative.flag_values())
+    spec = stack.candidate.speculative
+    return encode(spec.flag_values()) + list(spec.extra_args)
 
 
 def _sim_env(stack: StackConfig) -> dict[str, str]:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
-import typing
 from typing import Any
 
 from pydantic import AliasGenerator, BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from sglab.sglang.env import NCCL_ENV_PREFIX, is_hf_token_env, is_secret_env
+from sglab.config.strict import SECRETS_FIX, text_problem, type_problem
+from sglab.sglang.env import NCCL_ENV_PREFIX, is_hf_token_env
+from sglab.sglang.secret_names import secret_word
 from sglab.sglang.honesty import faked_acceptance, refusal
 from sglab.sglang.sim_knobs import is_sim_env
+from sglab.untrusted import printable
 
 
 class KeyedValueError(ValueError):
@@ -30,21 +32,6 @@ def _kebab(name: str) -> str:
     return name.replace("_", "-")
 
 
-def _leaf_types(annotation: Any) -> set[Any]:
-    """The scalar types a field annotation accepts, through Annotated, unions and lists."""
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return _leaf_types(typing.get_args(annotation)[0])
-    if origin is not None and origin is not dict:
-        return set().union(*(_leaf_types(a) for a in typing.get_args(annotation)))
-    return {annotation}
-
-
-def _takes_number_not_bool(annotation: Any) -> bool:
-    leaves = _leaf_types(annotation)
-    return bool(leaves & {int, float}) and not leaves & {bool, Any}
-
-
 class Model(BaseModel):
     """Base: kebab-case keys in YAML, unknown keys refused (a typo must never be silently ignored)."""
 
@@ -57,15 +44,16 @@ class Model(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _no_boolean_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
-        """pydantic reads `true` as 1 for a number; in a stack file that is always a mistake."""
-        flagged = value if isinstance(value, bool) else next(
-            (v for v in value if isinstance(v, bool)), None) if isinstance(value, list) else None
-        if flagged is not None:
-            field = cls.model_fields.get(info.field_name or "")
-            if field is not None and _takes_number_not_bool(field.annotation):
-                raise ValueError(f"is a boolean ({str(flagged).lower()}), but this key takes a number; "
-                                 "write the number itself, not true/false")
+    def _strict_values(cls, value: Any, info: ValidationInfo) -> Any:
+        """Strict types, no control characters, no URL credentials (sglab/config/strict.py), before coercion."""
+        found = text_problem(value, skip=(SecretValue,))
+        if found is not None:
+            raise KeyedValueError(found[0], found[1])
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None:
+            problem = type_problem(field.annotation, value)
+            if isinstance(problem, str) and problem:
+                raise ValueError(problem)
         return value
 
 
@@ -112,21 +100,22 @@ def check_env(env: Any, nccl_key: str) -> Any:
         return env
     for key in env:
         key = str(key)
-        if faked := faked_acceptance({key: ""}, ()):  # sglab/sglang/honesty.py: any backend
+        if faked := faked_acceptance({printable(key, limit=80): ""}, ()):  # sglab/sglang/honesty.py: any backend
             raise KeyedValueError((key,), refusal(faked, "the stack"))
         if is_hf_token_env(key):
             raise KeyedValueError((key,), f"{key} carries the Hugging Face token, which must not be plain text "
                                           "(validate and render would print it, and it would be stored in the "
                                           "Deployment and the stack ConfigMap); delete it and set the secret: "
                                           "pulumi config set --secret sglab:hf-token <token>")
-        if is_secret_env(key):
-            raise KeyedValueError((key,), f"{key} is named like a secret (a token, key or password), which must "
-                                          "not be plain text in the stack file; delete it: secrets reach the "
-                                          "servers only as Pulumi secrets (the HF token: pulumi config set "
-                                          "--secret sglab:hf-token <token>)")
         if not _ENV_NAME.match(key):
-            raise KeyedValueError((key,), f"{key!r} is not a valid environment variable name; use letters, digits "
-                                          "and '_', not starting with a digit")
+            raise KeyedValueError((key,), f"{printable(repr(key), limit=80)} is not a valid environment variable "
+                                          "name; use letters, digits and '_', not starting with a digit")
+        word = secret_word(key)
+        if word is not None:
+            raise KeyedValueError((key,), f"{key} is named like a secret (the word '{word}'), which must not be plain "
+                                          f"text in the stack file (validate and render would print it); delete it: "
+                                          f"{SECRETS_FIX}. A variable that only looks like one is listed in "
+                                          "sglab/sglang/secret_names.py")
         if key.startswith(NCCL_ENV_PREFIX):
             raise KeyedValueError((key,), f"{key} belongs under {nccl_key}, where it is type-checked; move it there")
         if is_sim_env(key):

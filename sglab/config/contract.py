@@ -109,8 +109,9 @@ def check_speculative_server(stack: "StackConfig") -> None:
         steps, topk, _ = spec.resolved_shape()
         why = rules.adaptive_fallback(spec.algorithm, topk)
         if why:
-            raise KeyedValueError("server.extra-args", f"{rules.ADAPTIVE_FLAG}: {why}, so SGLang would silently run "
-                                  "the candidate static; remove the flag or use EAGLE/EAGLE3 with eagle-topk 1")
+            raise KeyedValueError("candidate.speculative.extra-args", f"{rules.ADAPTIVE_FLAG}: {why}, so SGLang would "
+                                  "silently run the candidate static; remove the flag or use EAGLE/EAGLE3 with "
+                                  "eagle-topk 1")
         if rules.ADAPTIVE_CONFIG_FLAG not in decoded:
             problem = rules.adaptive_steps_problem(steps)
             if problem:

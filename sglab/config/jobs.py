@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
+from sglab.children import MAX_LOCUST_WORKERS
 from sglab.config.base import _CPU, _QUANTITY, Model, number_as_quantity
 
 
@@ -44,7 +45,7 @@ class BenchmarkJob(_PodRequests):
     memory: str = "2Gi"
     # Runs whose result ConfigMaps stay in the cluster (each run is at most ~7 MiB of etcd: docs/in-cluster.md);
     # `sglab results pull` copies every run home and deletes the older ones from the cluster.
-    keep_results: Annotated[int, Field(ge=1)] = 10
+    keep_results: Annotated[int, Field(ge=1, le=100)] = 10  # 100 runs are up to ~700 MiB of etcd
 
     @field_validator("rerun", mode="before")
     @classmethod
@@ -57,7 +58,7 @@ class LocustSpec(_PodRequests):
     """Locust master + workers in the cluster, driving both arms (Locust's web UI)."""
 
     enabled: bool = False
-    workers: Annotated[int, Field(ge=1)] = 2
+    workers: Annotated[int, Field(ge=1, le=MAX_LOCUST_WORKERS)] = 2  # one pod each (sglab.children's cap)
     image: str | None = None
     web_login: bool = True
     username: str = "sglab"

@@ -11,14 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Protocol
 
+from sglab.config.lint_codes import LintCode
 from sglab.sglang import collectives
 
 # NCCL_* keys that do not steer a single-node all-reduce (logging, inter-node transports); the ones SGLang
 # sets itself have their own lint.
 _NOT_ALL_REDUCE_TUNING = ("NCCL_DEBUG", "NCCL_IB_", "NCCL_SOCKET_", "NCCL_NET")
 
-LintCode = Literal["custom-all-reduce-shadows-nccl", "sglang-overwrites-nccl-env", "nccl-proto-ll128",
-                   "multi-node-without-rdma"]
 Severity = Literal["error", "warning", "note"]
 # Lints that stop validate/render/pulumi up until the stack lists their code under sglab:accept-lints.
 NEEDS_OPT_IN: tuple[str, ...] = ("nccl-proto-ll128",)
@@ -117,7 +116,7 @@ def _ll128(env: dict[str, str], accepted: frozenset[str]) -> list[_Finding]:
 
 
 def arm_findings(arm: ArmLike, accepted: frozenset[str] = frozenset()) -> list[_Finding]:
-    from sglab.config.arms import parse_launch_args  # not at the top: StackConfig imports LintCode from here
+    from sglab.config.arms import parse_launch_args
 
     env = dict(arm.env)
     flags = parse_launch_args(list(arm.args))

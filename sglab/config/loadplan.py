@@ -9,6 +9,30 @@ from pydantic import Field, model_validator
 from sglab.config.base import Model
 
 
+# What one bench may ask for (docs/load.md, "Limits"): the fields below declare them, the command line and
+# the prompt/trace readers read them from here. Larger values are typos or units mistakes, or would exhaust
+# the machine that sends the load (file descriptors, memory, a round that never ends).
+MAX_CONCURRENCY = 4096  # users (connections) per arm, also the open-loop in-flight cap
+MAX_RATE = 1000  # requests/s of an open-loop level
+MAX_LEVELS = 32
+MAX_ROUNDS = 1000
+MAX_ROUND_S = 3600.0
+MAX_ROUND_REQUESTS = 100_000
+MAX_OUTPUT_TOKENS = 131_072  # per request: load.max-new-tokens, a dataset's or a trace's output_tokens
+MAX_PROMPTS = 1_000_000  # prompt count / limit
+MAX_INPUT_LEN = 262_144  # words of a random prompt (a 256k-token context)
+MAX_REQUEST_TIMEOUT_S = 3600.0
+MAX_TRACE_TIME_SCALE = 1000.0
+MAX_SEED = 2 ** 32 - 1
+
+Level = Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+
+
+def _seconds(gt: float, le: float) -> Any:
+    return Annotated[float, Field(gt=gt, le=le, allow_inf_nan=False)]
+
+
 # Sources whose prompts are chat-shaped (OpenAI messages): they go to the chat endpoint by default.
 CHAT_SOURCES = ("suite", "sharegpt", "openai")
 
@@ -25,11 +49,11 @@ class PromptSpec(Model):
     source: Literal["random", "file", "suite", "sharegpt", "openai"] = "random"
     file: str | None = None
     categories: str | None = None
-    limit: Annotated[int, Field(ge=1)] | None = None
-    count: Annotated[int, Field(ge=1)] = 256
-    input_len: Annotated[int, Field(ge=1)] = 256
-    range_ratio: Annotated[float, Field(ge=0, le=1)] = 0.5
-    seed: int = 1
+    limit: Annotated[int, Field(ge=1, le=MAX_PROMPTS)] | None = None
+    count: Annotated[int, Field(ge=1, le=MAX_PROMPTS)] = 256
+    input_len: Annotated[int, Field(ge=1, le=MAX_INPUT_LEN)] = 256
+    range_ratio: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.5
+    seed: Seed = 1
 
     @model_validator(mode="after")
     def _file(self) -> "PromptSpec":
@@ -52,17 +76,18 @@ class PromptSpec(Model):
 class RateSpec(Model):
     """`profile: rate`: open-loop arrivals (bench_serving's --request-rate). Levels are requests per second."""
 
-    levels: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 4, 16])
+    levels: Annotated[list[Annotated[int, Field(ge=1, le=MAX_RATE)]], Field(min_length=1, max_length=MAX_LEVELS)] \
+        = Field(default_factory=lambda: [1, 4, 16])
     arrival: Literal["poisson", "constant"] = "poisson"
-    max_in_flight: Annotated[int, Field(ge=1)] = 64
+    max_in_flight: Level = 64
 
 
 class TraceSpec(Model):
     """`profile: trace`: replay a JSONL trace (timestamp_s, prompt or messages, output_tokens, category)."""
 
     file: str | None = None
-    time_scale: Annotated[float, Field(gt=0)] = 1.0  # 2 replays twice as fast
-    max_in_flight: Annotated[int, Field(ge=1)] = 64
+    time_scale: Annotated[float, Field(gt=0, le=MAX_TRACE_TIME_SCALE, allow_inf_nan=False)] = 1.0  # 2: twice as fast
+    max_in_flight: Level = 64
 
 
 class LoadPlan(Model):
@@ -70,22 +95,23 @@ class LoadPlan(Model):
 
     # How much load and when (sglab/load/profiles/): concurrency (closed loop), rate, trace.
     profile: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")] = "concurrency"
-    concurrency: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 4, 16])
-    rounds: Annotated[int, Field(ge=1)] = 16
+    concurrency: Annotated[list[Level], Field(min_length=1, max_length=MAX_LEVELS)] = Field(
+        default_factory=lambda: [1, 4, 16])
+    rounds: Annotated[int, Field(ge=1, le=MAX_ROUNDS)] = 16
     # Levels the promotion policy does not gate on only show the crossover: fewer rounds there keeps
     # the measuring time where the decision is (None = load.rounds everywhere).
-    ungated_rounds: Annotated[int, Field(ge=1)] | None = 4
-    round_duration_s: Annotated[float, Field(gt=0)] | None = 6.0
-    round_requests: Annotated[int, Field(ge=1)] | None = None
-    warmup_requests: Annotated[int, Field(ge=0)] = 2
-    max_new_tokens: Annotated[int, Field(ge=2)] = 128
+    ungated_rounds: Annotated[int, Field(ge=1, le=MAX_ROUNDS)] | None = 4
+    round_duration_s: _seconds(0, MAX_ROUND_S) | None = 6.0
+    round_requests: Annotated[int, Field(ge=1, le=MAX_ROUND_REQUESTS)] | None = None
+    warmup_requests: Annotated[int, Field(ge=0, le=MAX_ROUND_REQUESTS)] = 2
+    max_new_tokens: Annotated[int, Field(ge=2, le=MAX_OUTPUT_TOKENS)] = 128
     # Chat-shaped prompt sources (suite, sharegpt, openai) default to chat, so the server applies the
     # model's chat template (what EAGLE drafts are trained on); see _default_endpoint.
     endpoint: Literal["generate", "chat"] = "generate"
     # true: requests send ignore_eos false and the prompt's max_tokens cap, and a reply may stop early.
     natural_stop: bool = False
-    request_timeout_s: Annotated[float, Field(gt=0)] = 300.0
-    seed: int = 0
+    request_timeout_s: _seconds(0, MAX_REQUEST_TIMEOUT_S) = 300.0
+    seed: Seed = 0
     prompts: PromptSpec = Field(default_factory=PromptSpec)
     rate: RateSpec = Field(default_factory=RateSpec)
     trace: TraceSpec = Field(default_factory=TraceSpec)

@@ -22,6 +22,17 @@ class UnknownNcclKeyWarning(UserWarning):
     """An NCCL_* key we do not type-check; it is passed through unchanged."""
 
 
+def _lax_scalar(key: str, value: Any) -> str | None:
+    """NCCL reads text: a YAML boolean or a decimal written for it would be silently turned into 1/0 or 8."""
+    var = contract.nccl_var(key)
+    if isinstance(value, bool) and (var is None or var.kind != "int"):  # an int's own check says so already
+        return (f"{key} is {str(value).lower()}, a boolean, but NCCL reads text; write the value NCCL documents "
+                "(for a switch: 1 or 0)")
+    if isinstance(value, float) and value.is_integer():
+        return f"{key} is {value!r}, a decimal number, but NCCL reads whole numbers here; write {int(value)}"
+    return None
+
+
 class _NcclBase(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
@@ -38,6 +49,9 @@ class _NcclBase(BaseModel):
                                               "nccl (put other variables under env)")
             if value is None:
                 continue
+            lax = _lax_scalar(key, value)
+            if lax:
+                raise KeyedValueError((key,), lax)
             try:
                 out[key] = contract.normalise(key, value)
             except contract.NcclValueError as exc:

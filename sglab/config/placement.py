@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from sglab.config.base import _CPU, _DNS_SUBDOMAIN, _QUANTITY, KeyedValueError, Model, _check_labels, number_as_quantity
+from sglab.config.strict import CONTAINER_SYSTEM_DIRS, dir_problem
 
 _EXTENDED_RESOURCE = re.compile(r"^(?=.{1,253}/)[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
@@ -107,7 +108,7 @@ class Placement(Model):
     priority_class_name: str | None = None
     runtime_class_name: str | None = None
     # GPU nodes this stack may hold at once (the capacity preflight, sglab/deploy/capacity.py); unset: unchecked.
-    max_nodes: Annotated[int, Field(ge=1)] | None = None
+    max_nodes: Annotated[int, Field(ge=1, le=10_000)] | None = None
     rdma: Rdma | None = None
     # The benchmark Job, Locust and the preflight get the tolerations and priority class above; a node selector of
     # their own (e.g. the CPU pool) only if given here.
@@ -207,6 +208,9 @@ class PodSecurity(Model):
         for path in paths:
             if not path.startswith("/") or path == "/" or any(c.isspace() for c in path):
                 raise ValueError(f"{path!r} is not an absolute directory path; write it like /tmp or /root/.cache")
+            problem = dir_problem(path, CONTAINER_SYSTEM_DIRS, "/tmp or /root/.cache")
+            if problem:  # an emptyDir there would hide the image's own files
+                raise ValueError(problem)
         if len(set(paths)) != len(paths):
             raise ValueError(f"{paths} lists a path twice; list each directory once")
         return paths

@@ -9,6 +9,7 @@ from pydantic_core import PydanticCustomError
 
 from sglab import metrics
 from sglab.config.base import Model
+from sglab.config.loadplan import MAX_LEVELS, MAX_ROUNDS, MAX_ROUND_REQUESTS, Level
 from sglab.config.traffic import Slo, Traffic
 
 
@@ -24,12 +25,12 @@ class PromotionPolicy(Model):
     min_gain: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.005
     # Any gate-able metric of the registry (sglab/metrics); the Literal lists the built-in ones for the docs.
     metric: Literal[tuple(metrics.gate_metric_names())] = "decode_tok_per_s"  # type: ignore[valid-type]
-    levels: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] = Field(default_factory=lambda: [1])
+    levels: Annotated[list[Level], Field(min_length=1, max_length=MAX_LEVELS)] = Field(default_factory=lambda: [1])
     ttft_p99_max_increase: Annotated[float, Field(allow_inf_nan=False)] | None = 0.5
     itl_p99_max_increase: Annotated[float, Field(allow_inf_nan=False)] | None = None
     error_cap: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.01
-    min_rounds: Annotated[int, Field(ge=2)] = 3
-    min_requests: Annotated[int, Field(ge=1)] = 20
+    min_rounds: Annotated[int, Field(ge=2, le=MAX_ROUNDS)] = 3
+    min_requests: Annotated[int, Field(ge=1, le=MAX_ROUNDS * MAX_ROUND_REQUESTS)] = 20
     confidence: Annotated[float, Field(gt=0.5, lt=1, allow_inf_nan=False)] = 0.95
     # How the per-round interval is computed at the gated levels (sglab/analysis/stats.py; docs/verdict.md
     # measures them). sequential: the anytime-valid confidence sequence, and `sglab bench` stops a gated

@@ -20,17 +20,17 @@ class ProbeSpec(Model):
     enabled: bool = False
     # None: from the known-model table in sglab/probe/sizes.py (matched against model.path).
     hidden_size: Annotated[int, Field(ge=1)] | None = None
-    sweep_min_bytes: Annotated[int, Field(ge=2)] = 16 * 1024
-    sweep_max_bytes: Annotated[int, Field(ge=2)] = 1024 * 1024
-    samples: Annotated[int, Field(ge=5)] = 200
-    ops_per_graph: Annotated[int, Field(ge=1)] = 10
-    warmup_replays: Annotated[int, Field(ge=1)] = 20
+    sweep_min_bytes: Annotated[int, Field(ge=2, le=2 ** 33)] = 16 * 1024
+    sweep_max_bytes: Annotated[int, Field(ge=2, le=2 ** 33)] = 1024 * 1024  # 8 GiB: a buffer per rank
+    samples: Annotated[int, Field(ge=5, le=100_000)] = 200  # the probe run's bounds (sglab/probe/spec.py)
+    ops_per_graph: Annotated[int, Field(ge=1, le=10_000)] = 10
+    warmup_replays: Annotated[int, Field(ge=1, le=10_000)] = 20
     confidence: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
     # Extra NCCL settings to measure beside NCCL's default and the arms' own (name -> NCCL_* env).
     variants: dict[str, NcclEnv] = Field(default_factory=dict)
     # A sweep skips variants slower than NCCL's default at every decode size by more than this.
-    prune_margin: Annotated[float, Field(ge=0)] = 0.05
-    timeout_min: Annotated[int, Field(ge=1)] = 20
+    prune_margin: Annotated[float, Field(ge=0, le=10, allow_inf_nan=False)] = 0.05
+    timeout_min: Annotated[int, Field(ge=1, le=1440)] = 20
     rerun: str = ""
 
     @field_validator("rerun", mode="before")

@@ -80,14 +80,29 @@ def _default(field: Any) -> str:
     return f"`{value}`"
 
 
-def _constraint(field: Any) -> str:
+def _bounds(metadata: list[Any]) -> list[str]:
     parts = []
-    for meta in field.metadata:
-        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+    for meta in metadata:
+        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"), ("max_length", "at most")):
             value = getattr(meta, attr, None)
             if value is not None:
-                parts.append(f"{sign} {value}")
-    return ", ".join(parts)
+                parts.append(f"{sign} {value}" + (" items" if attr == "max_length" else ""))
+        parts += _bounds(getattr(meta, "metadata", []))
+    return parts
+
+
+def _constraint(field: Any) -> str:
+    """The field's bounds, also those inside `X | None` and a list's items ("each >= 1, <= 4096")."""
+    parts, each = _bounds(field.metadata), []
+    stack: list[tuple[Any, bool]] = [(field.annotation, False)]
+    while stack:
+        annotation, item = stack.pop()
+        for bound in _bounds(list(getattr(annotation, "__metadata__", ()))):
+            (each if item and not bound.endswith("items") else parts).append(bound)
+        inner = typing.get_origin(annotation) is list
+        stack += [(a, item or inner) for a in reversed(typing.get_args(annotation))]
+    each = list(dict.fromkeys(each))
+    return ", ".join([*dict.fromkeys(parts), *(["each " + " and ".join(each)] if each else [])])
 
 
 def rows(model: type[BaseModel] = StackConfig, prefix: str = "sglab:") -> list[tuple[str, str, str, str]]:

@@ -6,11 +6,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sglab.config.base import KeyedValueError, Model, check_env
+from sglab.config.base import _DNS_SUBDOMAIN, KeyedValueError, Model, check_env
+from sglab.config.extra_args import check_extra_args  # noqa: F401 (re-exported)
 from sglab.config.nccl import NcclEnv
 # The speculative block (every algorithm of the pinned SGLang, with its rules) lives in its own module.
 from sglab.config.speculative import NgramSpec, SpeculativeAlgorithm, SpeculativeSpec  # noqa: F401 (re-exported)
-from sglab.sglang import flags, honesty, rules
+from sglab.config.strict import (CONTAINER_SYSTEM_DIRS, DEFAULT_HOST_PATH_PREFIXES, NODE_SYSTEM_DIRS, dir_problem,
+                                 is_under)
+from sglab.sglang import flags, rules
+from sglab.untrusted import printable
 
 DRAFT_MODEL_ALGORITHMS = rules.DRAFT_MODEL_ALGORITHMS
 SGLANG_FORCED_MAX_RUNNING_REQUESTS = rules.FORCED_MAX_RUNNING_REQUESTS
@@ -20,39 +24,45 @@ FORCES_MAX_RUNNING = rules.FORCES_MAX_RUNNING
 MANAGED_FLAGS = tuple(option for flag in flags.FLAGS if flag.managed_by for option in flag.options)
 
 
-def check_extra_args(args: list[str]) -> list[str]:
-    """extra-args as SGLang's parser reads them: no ambiguous abbreviation, no managed flag by any spelling.
-
-    A malformed list (a value without its flag) is left to SGLang, which refuses it loudly at start.
-    """
-    try:
-        flags.decode(args)
-    except flags.FlagError as exc:
-        raise ValueError(f"{exc}; fix the argument list (SGLang's launch_server would refuse it)") from None
-    if faked := honesty.lossy_args(args):  # before managed_conflict: say why, not only who renders it
-        raise ValueError(honesty.refusal(faked, "extra-args"))
-    conflict = flags.secret_conflict(args) or flags.managed_conflict(args)
-    if conflict:
-        raise ValueError(conflict)
-    return args
-
-
 class ModelVolume(Model):
-    """How the model weights reach the pod: a PVC or a hostPath, always read-only."""
+    """How the model weights reach the pod: a PVC or a hostPath, always read-only.
+
+    A hostPath is a directory of the node: even read-only, one in a system directory hands the server pod the
+    node's sockets or credentials (the container runtime's socket under /var/run, other pods' secrets under
+    /var/lib/kubelet), so it must be under one of host-path-prefixes and never in a system directory."""
 
     kind: Literal["pvc", "hostPath"] = "hostPath"
     claim_name: str | None = None
     host_path: str | None = None
     mount_path: str = "/shared"
+    host_path_prefixes: list[str] = Field(default_factory=lambda: list(DEFAULT_HOST_PATH_PREFIXES),
+                                          description="node directories a host-path may be under")
 
     @model_validator(mode="after")
     def _source(self) -> "ModelVolume":
         if self.kind == "pvc" and not self.claim_name:
             raise KeyedValueError("claim-name", "kind is pvc but claim-name is missing: name the PersistentVolumeClaim holding the weights")
+        if self.claim_name is not None and not _DNS_SUBDOMAIN.match(self.claim_name):
+            raise KeyedValueError("claim-name", f"claim-name {printable(repr(self.claim_name), limit=80)} is not a "
+                                  "PersistentVolumeClaim name; use lowercase letters, digits, '-' and '.'")
         if self.kind == "hostPath" and not self.host_path:
             raise KeyedValueError("host-path", "kind is hostPath but host-path is missing: give the node directory holding the weights")
-        if not self.mount_path.startswith("/"):
-            raise KeyedValueError("mount-path", "mount-path must be an absolute path inside the container")
+        problem = dir_problem(self.mount_path, CONTAINER_SYSTEM_DIRS, "/shared")
+        if problem:
+            raise KeyedValueError("mount-path", f"mount-path {problem}")
+        for prefix in self.host_path_prefixes:
+            problem = dir_problem(prefix, NODE_SYSTEM_DIRS, "/shared")
+            if problem:
+                raise KeyedValueError("host-path-prefixes", f"host-path-prefixes: {problem}")
+        if self.kind == "hostPath" and self.host_path:
+            problem = dir_problem(self.host_path, NODE_SYSTEM_DIRS, "/shared", why=": even read-only, it would "
+                                  "hand the server pod the node's sockets, credentials or kernel interfaces")
+            if problem:
+                raise KeyedValueError("host-path", f"host-path {problem}")
+            if not any(is_under(self.host_path, prefix) for prefix in self.host_path_prefixes):
+                raise KeyedValueError("host-path", f"host-path {self.host_path} is not under model.volume."
+                                      f"host-path-prefixes ({', '.join(self.host_path_prefixes)}); move the weights "
+                                      "under one of them, or add their directory to host-path-prefixes")
         return self
 
 

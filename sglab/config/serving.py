@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from sglab.config.base import _DNS_LABEL, _LABEL_NAME, KeyedValueError, Model, _check_labels
+from sglab.config.loadplan import MAX_ROUNDS
 
 Ratio = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
@@ -62,10 +63,10 @@ class CanaryJudge(Model):
     """The live judge: one paired observation (canary vs stable, same wall-clock window) per window, decided by
     the confidence sequence of `sglab bench`; guards are non-inferiority checks (docs/production.md)."""
 
-    window_s: Annotated[int, Field(ge=1)] = 60
-    min_windows: Annotated[int, Field(ge=2)] = 5
+    window_s: Annotated[int, Field(ge=1, le=3600)] = 60
+    min_windows: Annotated[int, Field(ge=2, le=MAX_ROUNDS)] = 5
     # An hour of one-minute windows: a canary that has not shown its gain by then is not promoted.
-    max_windows: Annotated[int, Field(ge=2)] = 60
+    max_windows: Annotated[int, Field(ge=2, le=MAX_ROUNDS)] = 60  # windows are the judge's rounds
     min_gain: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
     confidence: Annotated[float, Field(gt=0.5, lt=1, allow_inf_nan=False)] = 0.95
     futility: bool = True
@@ -158,7 +159,7 @@ class Watch(Model):
 
     enabled: bool = True
     schedule: str = "*/30 * * * *"
-    horizon_windows: Annotated[int, Field(ge=2)] = 30
+    horizon_windows: Annotated[int, Field(ge=2, le=MAX_ROUNDS)] = 30
 
     @field_validator("schedule")
     @classmethod

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from sglab.config.base import KeyedValueError, Model
+from sglab.config.extra_args import check_extra_args
 from sglab.sglang import flags, rules
 
 SpeculativeAlgorithm = Literal[rules.SPECULATIVE_ALGORITHMS]  # type: ignore[valid-type]
@@ -48,6 +49,14 @@ class SpeculativeSpec(Model):
     dspark_block_size: Annotated[int, Field(ge=1, le=rules.MAX_NUM_DRAFT_TOKENS)] | None = None  # DSPARK's gamma
     uno_lora_path: str | None = None  # UNO's draft LoRA
     ngram: NgramSpec | None = None  # NGRAM
+    # The block's other --speculative-* flags (--speculative-adaptive, --speculative-draft-model-quantization, ...):
+    # candidate-only, part of what is tested, never a confound (sglab/config/extra_args.py).
+    extra_args: list[str] = Field(default_factory=list)
+
+    @field_validator("extra_args")
+    @classmethod
+    def _only_speculative(cls, args: list[str]) -> list[str]:
+        return check_extra_args(args, speculative=True)
 
     @model_validator(mode="after")
     def _sglang_rules(self) -> "SpeculativeSpec":

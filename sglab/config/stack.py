@@ -7,19 +7,19 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from sglab import metrics
-from sglab.config.contract import check_contract
 from sglab.config.base import KeyedValueError, Model, SecretValue, _kebab, check_env
 from sglab.config.cluster import DEFAULT_PROJECT_IMAGE, HfCache, NamespaceSpec, check_pull_secrets, cluster_checks, namespace_input
 from sglab.config.jobs import BenchmarkJob, LocustSpec, PreflightSpec
 from sglab.config.loadplan import LoadPlan
 from sglab.config.nccl import NcclEnv
 from sglab.config.placement import DisruptionBudget, NetworkPolicySpec, Placement, PodSecurity, Resources, Rollout
-from sglab.config.lints import LintCode
+from sglab.config.lint_codes import LintCode
 from sglab.config.policy import PromotionPolicy
 from sglab.config.probe import ProbeSpec
 from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
 from sglab.config.serving import Serving, serving_checks
 from sglab.config.sim import SimSpec
+from sglab.config.strict import is_under, normal_dir
 from sglab.config.sweep import SweepSpec
 from sglab.config.traffic import Traffic
 from sglab.sglang import rules
@@ -143,6 +143,17 @@ class StackConfig(Model):
                 f"(e.g. {rules.FORCED_MAX_RUNNING_REQUESTS})"
             )
         if self.model.volume is not None:
+            weights = self.model.volume.mount_path
+            for writable in self.pod_security.writable_paths:
+                if normal_dir(writable) == normal_dir(weights):
+                    raise KeyedValueError("model.volume.mount-path", f"mount-path {weights} is also in pod-security."
+                                          "writable-paths, and one directory takes one volume; mount the weights at a "
+                                          "directory of their own, e.g. /shared")
+                if is_under(writable, weights):
+                    raise KeyedValueError("model.volume.mount-path", f"pod-security.writable-paths {writable} is inside "
+                                          f"the read-only model volume at {weights}, where the container runtime cannot "
+                                          "create its mount point; move that writable path out of "
+                                          f"{weights}, or mount the weights elsewhere")
             mount = self.model.volume.mount_path.rstrip("/") + "/"
             paths = [("model.path", self.model.path)]
             if spec.draft_model_path:
@@ -167,7 +178,6 @@ class StackConfig(Model):
                     "remove it from policy.levels"
                 )
         self._gate_on_traffic()
-        check_contract(self)  # each arm's flags against its image's SGLang release, adaptive and UNO rules
         cluster_checks(self)
         if self.serving is not None:  # frozen model: set once, here (the benchmark Job is off in a serving stack)
             object.__setattr__(self, "benchmark_job", serving_checks(self))

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from sglab.config.base import KeyedValueError, Model
+from sglab.config.loadplan import MAX_ROUNDS
 from sglab.config.nccl import NcclEnv
 from sglab.config.speculative import SpeculativeAlgorithm
 from sglab.sglang import rules
@@ -37,14 +38,14 @@ class SweepSpec(Model):
     # Named NCCL settings for the candidates only (the baseline keeps sglab:nccl); "default" = sglab:nccl.
     nccl_variants: dict[str, NcclEnv] = Field(default_factory=dict)
     # Candidate deployments at once on a cluster (the rest in later waves); simulators: processes at once.
-    parallel_arms: Annotated[int, Field(ge=1)] = 4
+    parallel_arms: Annotated[int, Field(ge=1, le=64)] = 4
     # Cluster: the wave of arms `pulumi up` deploys (docs/sweep.md, "On a cluster"); unset: the stack's own A/B
     # pair. Its upper bound (the number of waves) depends on the expanded grid: sglab/deploy/sweep_arms.py.
     wave: Annotated[int, Field(ge=1)] | None = None
     # Cluster, wave 2 on: the previous wave's leader (its `sweep_leader` output), measured again in this wave.
     carry_arm: str | None = None
-    max_rounds: Annotated[int, Field(ge=2)] = 32
-    confirm_rounds: Annotated[int, Field(ge=2)] | None = None  # None: load.rounds
+    max_rounds: Annotated[int, Field(ge=2, le=MAX_ROUNDS)] = 32
+    confirm_rounds: Annotated[int, Field(ge=2, le=MAX_ROUNDS)] | None = None  # None: load.rounds
     # `sglab sweep --quick`: these arm names only (after expansion); empty: the whole grid.
     quick_arms: list[str] = Field(default_factory=list)
 

@@ -13,16 +13,19 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from sglab.config.base import Model
+from sglab.config.loadplan import MAX_LEVELS, Level
+
+Bound = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class Slo(Model):
     """A request is good when it meets every bound given here (and did not fail)."""
 
-    ttft_ms: Annotated[float, Field(gt=0)] | None = None
+    ttft_ms: Bound | None = None
     # Time per output token after the first: (e2e - TTFT) / (output tokens - 1).
-    tpot_ms: Annotated[float, Field(gt=0)] | None = None
+    tpot_ms: Bound | None = None
     # Optional bound on a quantile of the request's own inter-token gaps (stricter than the mean TPOT).
-    itl_ms: Annotated[float, Field(gt=0)] | None = None
+    itl_ms: Bound | None = None
     itl_quantile: Annotated[float, Field(gt=0, le=1)] = 0.99
 
     @model_validator(mode="after")
@@ -36,9 +39,9 @@ class Traffic(Model):
     """The operating points production serves: a load profile and its levels (with optional weights)."""
 
     profile: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")] = "concurrency"
-    levels: list[Annotated[int, Field(ge=1)]] = Field(min_length=1)
+    levels: list[Level] = Field(min_length=1, max_length=MAX_LEVELS)
     # Share of production traffic at each level (same order as levels); a weighted gain is reported.
-    weights: list[Annotated[float, Field(gt=0)]] | None = None
+    weights: list[Bound] | None = None
     slo: Slo | None = None
     # level -> margin: at that level the candidate may be at most `margin` worse (gain low >= -margin)
     # instead of having to win by policy.min-gain.

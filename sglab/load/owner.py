@@ -11,6 +11,8 @@ import os
 import socket
 from pathlib import Path
 
+PID_MAX = 4_194_304  # Linux's largest pid_max
+
 
 def process_started(pid: int) -> str | None:
     """An id of the process's start (Linux: start time in clock ticks since boot), to tell a reused pid."""
@@ -29,7 +31,7 @@ def this_process() -> dict:
 
 def owner_alive(owner: dict) -> bool | None:
     pid, host = owner.get("pid"), owner.get("host")
-    if not isinstance(pid, int) or not host:
+    if not isinstance(pid, int) or not 0 < pid <= PID_MAX or not host:  # a result's record, not trusted
         return None
     if host != socket.gethostname():
         return None
@@ -42,6 +44,9 @@ def owner_alive(owner: dict) -> bool | None:
     recorded, now = owner.get("process_started"), process_started(pid)
     if recorded is not None and now is not None and recorded != now:
         return False
-    if now is not None and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+    try:
+        if now is not None and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    except OSError:  # it ended just now
         return False
     return True

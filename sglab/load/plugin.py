@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from sglab.load.collector import get_collector
 from sglab.load.options import add_arguments
 
@@ -23,3 +25,24 @@ def _on_init(environment, **_kw) -> None:
     from sglab.load import distributed
 
     distributed.on_init(environment)
+    _quit_with_parent(environment)
+
+
+PARENT_CHECK_S = 1.0
+
+
+def _quit_with_parent(environment) -> None:
+    """A Locust process sglab started (a bench's worker, `sglab ui`'s web UI) quits when its starter is gone.
+    On Linux the kernel's death signal does it first (sglab.children); this covers the other systems."""
+    from sglab.children import PARENT_PID_ENV, parent_gone
+
+    if not os.environ.get(PARENT_PID_ENV):
+        return
+    import gevent
+
+    def watch() -> None:
+        while not parent_gone():
+            gevent.sleep(PARENT_CHECK_S)
+        os._exit(1)
+
+    gevent.spawn(watch)

@@ -7,6 +7,8 @@ import sys
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from sglab.untrusted import printable
+
 
 class BenchProgress:
     def __init__(self, enabled: bool = True) -> None:
@@ -42,6 +44,6 @@ class BenchProgress:
 
     def note(self, message: str) -> None:
         if self._progress is not None:
-            self._progress.console.print(message)
+            self._progress.console.print(printable(message, limit=None), markup=False, highlight=False)
         else:
-            print(message, file=sys.stderr)
+            print(printable(message, limit=None), file=sys.stderr)

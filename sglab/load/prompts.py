@@ -60,7 +60,7 @@ def build_prompts(spec: PromptSpec, base_dir: Path | None = None) -> list[Prompt
 
 def _from_file(spec: PromptSpec, base_dir: Path | None) -> list[Prompt]:
     path = _resolve(spec.file, base_dir)
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(path, "load.prompts.file", "prompt file not found",
                           "give a JSONL file with one {\"prompt\": \"...\"} object per line")
     prompts: list[Prompt] = []
@@ -81,7 +81,7 @@ def _records(spec: PromptSpec, base_dir: Path | None) -> list[PromptRecord]:
     if spec.source == "suite":
         return _interleaved(load_suite(categories=_suite_categories(spec.categories)).records, spec.limit)
     path = _resolve(spec.file, base_dir)
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(path, "load.prompts.file", f"{spec.source} dataset file not found",
                           "give the path of the file (relative to the project root)"
                           + (", a JSON array of {\"conversations\": [...]}" if spec.source == "sharegpt"

@@ -98,17 +98,19 @@ def stack_sim_env(loaded: LoadedStack) -> dict[str, str]:
 def reached_arms(request: BenchRequest, log_dir: Path) -> Iterator[tuple[object, list[ArmInfo], list[str]]]:
     """Start (or reach) the arms and check their live flags; yields (targets, arm infos, mismatches) while the
     arms are up. A live server that differs from the stack is refused before any request is sent."""
-    from sglab.load.targets import given_urls, start_sims
+    from sglab.load.targets import given_urls, start_sims, stop_signals_interrupt
 
-    if request.target_kind == "sim":
-        targets = start_sims(request.arms, extra_env={**stack_sim_env(request.loaded), **request.sim_env},
-                             log_dir=log_dir)
-    else:
-        targets = given_urls(request.urls)
+    with stop_signals_interrupt():  # until the run's own handlers take over (BenchRun.execute)
+        if request.target_kind == "sim":
+            targets = start_sims(request.arms, extra_env={**stack_sim_env(request.loaded), **request.sim_env},
+                                 log_dir=log_dir)
+        else:
+            targets = given_urls(request.urls)
     with targets:
-        infos = arm_infos(request, targets.urls)
-        mismatches = check_live_flags(request, targets.urls, infos) if request.check_live_flags else []
-        record_machines(request, targets.urls, infos)
+        with stop_signals_interrupt():
+            infos = arm_infos(request, targets.urls)
+            mismatches = check_live_flags(request, targets.urls, infos) if request.check_live_flags else []
+            record_machines(request, targets.urls, infos)
         if mismatches:
             raise RefusedError(
                 "refusing to benchmark: the live servers differ from what stack "

@@ -121,7 +121,7 @@ class BenchRun:
             from sglab.load.distributed import MasterControl
 
             self.master = MasterControl(env, token)
-            self.workers.start()
+            self.workers.start(lambda: self.interrupted is not None)  # SIGTERM while they start stops the run
             self.master.send_settings(settings)
         return env
 

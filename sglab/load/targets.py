@@ -2,30 +2,34 @@
 
 A simulator arm gets exactly the launch arguments and env the stack renders for it
 (`sglab.config.arms`), with only --host/--port replaced by 127.0.0.1 and a free port.
-Simulators die with the process that started them, however it ends (SIGKILL included): on Linux
-the kernel sends them SIGTERM (PR_SET_PDEATHSIG); elsewhere the simulator watches PARENT_PID_ENV.
+Simulators die with the process that started them, however it ends (SIGKILL included, and stopped
+ones too): they are started through sglab.children (on Linux the kernel sends them SIGKILL when their
+parent dies; elsewhere the simulator watches PARENT_PID_ENV).
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from sglab.children import PARENT_PID_ENV, spawn, stop_all
 from sglab.config.arms import ArmSpec
 from sglab.netutil import free_port
+from sglab.sglang.secret_names import credential_kind, has_url_credentials, redact_url_credentials
+from sglab.untrusted import printable
 from sglab.sglang.env import without_server_env
 
 HEALTH_TIMEOUT_S = 60.0
-PARENT_PID_ENV = "SGLAB_PARENT_PID"  # read by sglab/sim/server.py: exit when this process is gone
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+STOP_TIMEOUT_S = 5.0
 
 
 class TargetError(Exception):
@@ -69,30 +73,14 @@ def sim_command(arm: ArmSpec, port: int) -> list[str]:
     return [sys.executable, "-m", "sglab.sim", *local_args(arm.args, port)]  # `sglab sim` without the rest of the CLI
 
 
-def die_with_parent(parent_pid: int):
-    """preexec_fn: the child gets SIGTERM when its parent dies (Linux), or exits if that already happened."""
-
-    def preexec() -> None:
-        if sys.platform.startswith("linux"):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the parent died between fork and prctl
-            os._exit(1)
-
-    return preexec
-
-
 def start_sim(arm: ArmSpec, *, extra_env: dict[str, str] | None = None, log_dir: Path | None = None) -> SimProcess:
     port = free_port()
     inherited = {k: v for k, v in without_server_env(os.environ).items() if k != PARENT_PID_ENV}
     env = {**inherited, **arm.env, **(extra_env or {})}  # the server sees exactly the arm's env
-    env[PARENT_PID_ENV] = str(os.getpid())
     log_path = log_dir / f"sim-{arm.name}.log" if log_dir else None
     out = open(log_path, "wb") if log_path else subprocess.DEVNULL
     try:
-        proc = subprocess.Popen(sim_command(arm, port), env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,  # a terminal's Ctrl-C stops the runner, not the servers
-                                preexec_fn=die_with_parent(os.getpid()))
+        proc = spawn(sim_command(arm, port), env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     finally:
         if log_path:
             out.close()
@@ -126,19 +114,7 @@ class Targets:
     processes: list[SimProcess] = field(default_factory=list)
 
     def stop(self) -> None:
-        for sim in self.processes:
-            if sim.process.poll() is None:
-                sim.process.terminate()
-                try:
-                    os.kill(sim.process.pid, signal.SIGCONT)  # a stopped (SIGSTOP) server handles SIGTERM too
-                except OSError:
-                    pass
-        for sim in self.processes:
-            try:
-                sim.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                sim.process.kill()
-                sim.process.wait(timeout=5)
+        stop_all([sim.process for sim in self.processes], timeout_s=STOP_TIMEOUT_S)
         self.processes = []
 
     def __enter__(self) -> "Targets":
@@ -146,6 +122,22 @@ class Targets:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """In a gevent process (the bench) while servers start: SIGTERM and SIGHUP end it as Ctrl-C does
+    (KeyboardInterrupt in the main greenlet), so what was started is stopped and nothing is left half-made."""
+    import gevent
+
+    main = gevent.getcurrent()
+    handlers = [gevent.signal_handler(sig, gevent.kill, main, KeyboardInterrupt, False)
+                for sig in (signal.SIGTERM, signal.SIGHUP)]
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.cancel()
 
 
 def start_sims(arms: list[ArmSpec], *, extra_env: dict[str, str] | None = None, log_dir: Path | None = None,
@@ -166,6 +158,14 @@ def start_sims(arms: list[ArmSpec], *, extra_env: dict[str, str] | None = None, 
 
 
 def given_urls(urls: dict[str, str], *, timeout_s: float = 10.0) -> Targets:
+    """The arms at these URLs once each answers /health; a URL with credentials is refused before it is used,
+    recorded (result.target.urls) or printed."""
+    for arm, url in urls.items():
+        if has_url_credentials(url) or credential_kind(url):
+            raise TargetError(f"the {printable(arm, limit=40)} URL holds credentials "
+                              f"({printable(redact_url_credentials(url), limit=120)}), which the result would record "
+                              "and the console show; give the server's URL without user:password@ (reach a "
+                              "protected server through kubectl port-forward or a proxy on this machine)")
     for url in urls.values():
         wait_healthy(url, timeout_s=timeout_s)
     return Targets({name: url.rstrip("/") for name, url in urls.items()})

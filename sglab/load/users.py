@@ -299,9 +299,9 @@ def _warn_once(environment, message: str) -> None:
     seen = environment.__dict__.setdefault("sglab_warned", set())
     if message not in seen:
         seen.add(message)
-        import logging
+        from sglab.untrusted import printable_logger
 
-        logging.getLogger("sglab.load").warning(message)
+        printable_logger("sglab.load").warning(message)
 
 
 def _on_worker(environment) -> bool:

@@ -136,13 +136,17 @@ def to_json(result: ProbeResult) -> str:
 
 def load_probe(path: Path | str) -> ProbeResult:
     """A probe.json (or a probe-<id> directory holding one); ValueError says why it is not one."""
+    # not at the top: the probe Job ships this module without the rest of sglab (only the CLI reads files)
+    from sglab.untrusted_json import ConfigError, JsonLimits, MiB, read_json
+
     path = Path(path)
     if path.is_dir():
         path = path / PROBE_FILE
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not a readable JSON file: {exc}") from None
+        document = read_json(path, JsonLimits("a probe result", max_bytes=64 * MiB, max_depth=16,
+                                              fix="give a probe.json sglab wrote (`sglab probe show --stack S`)"))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
     return parse_probe(document, str(path))
 
 

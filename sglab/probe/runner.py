@@ -8,8 +8,10 @@ variant's own settings (NCCL_NVLS_ENABLE always among them) reaches NCCL.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -23,12 +25,27 @@ from sglab.probe.spec import ProbeRunSpec, Variant
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding sglab/
 ERROR_TAIL_CHARS = 2000
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _die_with(parent_pid: int):
+    """preexec_fn: the rank gets SIGKILL when the probe dies however it dies (Linux PR_SET_PDEATHSIG; SIGKILL, as
+    a stopped rank never handles SIGTERM), or exits if that already happened. sglab.children does this for the
+    rest of sglab; the probe ships into the server image alone (sglab/deploy/probe_job.py), so it has its own."""
+
+    def preexec() -> None:
+        if sys.platform.startswith("linux"):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return preexec
 
 
 def worker_env(variant: Variant, rank: int, world_size: int, port: int,
@@ -63,7 +80,7 @@ def run_variant(spec: ProbeRunSpec, variant: Variant, workdir: Path) -> tuple[li
             proc = subprocess.Popen(
                 [sys.executable, "-m", "sglab.probe.worker", "--spec", str(spec_path), "--out", str(out)],
                 env=worker_env(variant, rank, spec.world_size, port), stdout=log_fh, stderr=subprocess.STDOUT,
-                cwd=str(workdir))
+                cwd=str(workdir), start_new_session=True, preexec_fn=_die_with(os.getpid()))
         procs.append((proc, out, log))
     deadline = time.monotonic() + spec.variant_timeout_s
     timed_out = False
@@ -76,7 +93,10 @@ def run_variant(spec: ProbeRunSpec, variant: Variant, workdir: Path) -> tuple[li
     if timed_out:
         for proc, _, _ in procs:
             if proc.poll() is None:
-                proc.kill()
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the rank and anything it started (its own group)
+                except ProcessLookupError:
+                    pass
                 proc.wait()
         return None, f"timed out after {spec.variant_timeout_s:g} s; rank 0 log: {_tail(procs[0][2])}"
     reports, errors = [], []

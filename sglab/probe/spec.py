@@ -61,7 +61,7 @@ class SizeSpec(_Strict):
 class ProbeRunSpec(_Strict):
     stack: str | None = None
     backend: Literal["nccl", "gloo"] = "nccl"
-    world_size: int = Field(ge=1)
+    world_size: int = Field(ge=1, le=64)  # ranks on one node (one process each)
     hidden_size: int = Field(ge=1)
     hidden_size_source: str
     dtype: Literal["bfloat16"] = "bfloat16"
@@ -69,11 +69,11 @@ class ProbeRunSpec(_Strict):
     capture: Literal["graph", "eager"] = "graph"
     sizes: list[SizeSpec]
     variants: list[Variant]
-    warmup_replays: int = Field(20, ge=1)
-    ops_per_graph: int = Field(10, ge=1)
-    samples: int = Field(200, ge=5)
+    warmup_replays: int = Field(20, ge=1, le=10_000)
+    ops_per_graph: int = Field(10, ge=1, le=10_000)
+    samples: int = Field(200, ge=5, le=100_000)
     confidence: float = Field(0.95, gt=0.5, lt=1)
-    variant_timeout_s: float = Field(300.0, gt=0)
+    variant_timeout_s: float = Field(300.0, gt=0, le=86_400, allow_inf_nan=False)
     allow_nvls: bool = False
 
     @model_validator(mode="after")

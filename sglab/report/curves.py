@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 
 from sglab.analysis.operating_point import level_label  # noqa: E402
 from sglab.analysis.samples import arm_stats, per_round  # noqa: E402
-from sglab.report.plots import _color, _save, verdict_slo  # noqa: E402
+from sglab.report.plot_style import arm_color, save_figure, verdict_slo  # noqa: E402
 from sglab.results.schema import RunResult  # noqa: E402
 from sglab.results.verdict import Verdict  # noqa: E402
 
@@ -53,14 +53,14 @@ def _curve_figure(result: RunResult, verdict: Verdict) -> plt.Figure | None:
                 shown.append(c)
         if xs:
             drawn = True
-            left.plot(xs, ys, "o-", color=_color(arm), label=arm)
+            left.plot(xs, ys, "o-", color=arm_color(arm), label=arm)
             for x, y, c in zip(xs, ys, shown):
                 left.annotate(str(c), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
         per_level = [(c, _level_mean(result, c, arm, right_metric, verdict)) for c in levels]
         per_level = [(c, v) for c, v in per_level if v is not None]
         if per_level:
             drawn = True
-            right.plot([c for c, _ in per_level], [v for _, v in per_level], "o-", color=_color(arm), label=arm)
+            right.plot([c for c, _ in per_level], [v for _, v in per_level], "o-", color=arm_color(arm), label=arm)
     if not drawn:
         plt.close(fig)
         return None
@@ -106,7 +106,7 @@ def _category_figure(verdict: Verdict) -> plt.Figure | None:
     accept = np.array([g.accept_length if g.accept_length is not None else np.nan for g in rows])
     a_low = np.array([g.accept_low if g.accept_low is not None else a for g, a in zip(rows, accept)])
     a_high = np.array([g.accept_high if g.accept_high is not None else a for g, a in zip(rows, accept)])
-    right.bar(xs, accept, color=_color(verdict.candidate_arm), yerr=[accept - a_low, a_high - accept], capsize=4)
+    right.bar(xs, accept, color=arm_color(verdict.candidate_arm), yerr=[accept - a_low, a_high - accept], capsize=4)
     right.set_xticks(xs, names, rotation=20)
     right.set_ylabel("candidate accept length (tokens / verify)")
     right.set_title("accept length by category")
@@ -115,12 +115,12 @@ def _category_figure(verdict: Verdict) -> plt.Figure | None:
 
 def latency_throughput_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
     fig = _curve_figure(result, verdict)
-    return _save(fig, path) if fig is not None else None
+    return save_figure(fig, path) if fig is not None else None
 
 
 def category_plot(verdict: Verdict, path: Path) -> Path | None:
     fig = _category_figure(verdict)
-    return _save(fig, path) if fig is not None else None
+    return save_figure(fig, path) if fig is not None else None
 
 
 def inline_svg(name: str, result: RunResult, verdict: Verdict) -> str | None:

@@ -11,7 +11,7 @@ from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.sequential import method_sentence
 from sglab.analysis.verdict import next_step
 from sglab.analysis.provenance import producer_of
-from sglab.report.plots import OUTCOME_COLORS
+from sglab.report.plot_style import OUTCOME_COLORS
 from sglab.report.provenance import machine_text, parity_line, parity_rows
 from sglab.report.table import level_label
 from sglab.results.schema import RunResult

@@ -8,6 +8,7 @@ from pathlib import Path
 from sglab.analysis.verdict import format_table, judge
 from sglab.results.schema import RunResult
 from sglab.results.store import write_result
+from sglab.untrusted import printable
 
 
 def judge_and_report(result: RunResult, run_dir: Path) -> str | None:
@@ -18,7 +19,7 @@ def judge_and_report(result: RunResult, run_dir: Path) -> str | None:
         verdict.promote_result = str(run_dir)
     result.verdict = verdict.model_dump(mode="json")
     write_result(result, run_dir, overwrite=True)
-    print(format_table(verdict, result.lints))
+    print(printable(format_table(verdict, result.lints), newlines=True, limit=None))  # categories, arms, lints
     try:
         from sglab.report import write_report
     except ImportError:

@@ -18,19 +18,13 @@ from sglab.results.schema import LevelResult, RunResult  # noqa: E402
 from sglab.results.verdict import Verdict  # noqa: E402
 from sglab.analysis.operating_point import level_phrase  # noqa: E402
 from sglab.report.table import level_label  # noqa: E402
-
-COLORS = {"baseline": "#4C72B0", "candidate": "#DD8452", "baseline+confounds": "#55A868",
-          "candidate-confounds": "#C44E52", "baseline-b": "#8172B3"}
-OUTCOME_COLORS = {"promote": "#2E7D32", "reject": "#C62828", "inconclusive": "#EF6C00"}
+from sglab.report.curves import category_plot, latency_throughput_plot  # noqa: E402
+from sglab.report.plot_style import OUTCOME_COLORS, arm_color, save_figure, verdict_slo  # noqa: E402,F401
 
 
 def _axis(label: str) -> str:
     """An x-axis that counts levels, named as the profile measured them."""
     return {"rate": "rate (req/s)", "trace": "trace replay"}.get(label, label)
-
-
-def _color(arm: str) -> str:
-    return COLORS.get(arm, "#555555")
 
 
 def _mean_ci(values: list[float], confidence: float) -> tuple[float, float]:
@@ -40,13 +34,6 @@ def _mean_ci(values: list[float], confidence: float) -> tuple[float, float]:
         return float(a.mean()) if a.size else math.nan, 0.0
     half = stats.t.ppf((1 + confidence) / 2, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size)
     return float(a.mean()), float(half)
-
-
-def _save(fig: plt.Figure, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 def metric_plot(result: RunResult, verdict: Verdict, path: Path, metric: str = "decode_tok_per_s") -> Path | None:
@@ -68,7 +55,7 @@ def metric_plot(result: RunResult, verdict: Verdict, path: Path, metric: str = "
             means.append(m)
             halves.append(h)
         left.bar(xs + (i - (len(arms) - 1) / 2) * width, means, width, yerr=halves, capsize=4, label=arm,
-                 color=_color(arm))
+                 color=arm_color(arm))
     label = level_label(verdict)
     left.set_xticks(xs, [str(lv.concurrency) for lv in levels])
     left.set_xlabel(_axis(label))
@@ -86,7 +73,7 @@ def metric_plot(result: RunResult, verdict: Verdict, path: Path, metric: str = "
     conc = [lv.concurrency for lv in levels]
     right.axhline(0, color="#999999", lw=1)
     right.axhline(100 * verdict.min_gain, color="#2E7D32", ls="--", lw=1, label=f"min gain {verdict.min_gain:+.1%}")
-    color = _color(verdict.candidate_arm)
+    color = arm_color(verdict.candidate_arm)
     if len(conc) > 1:
         right.fill_between(conc, low, high, color=color, alpha=0.25, label=f"{verdict.confidence:.0%} CI")
     right.errorbar(conc, est, yerr=[est - low, high - est], fmt="o-", color=color, capsize=5,
@@ -103,17 +90,7 @@ def metric_plot(result: RunResult, verdict: Verdict, path: Path, metric: str = "
     right.set_ylabel(f"{verdict.candidate_arm} vs {verdict.baseline_arm}, {declared.label} gain (%)")
     right.set_title("gain per level")
     right.legend(fontsize=8)
-    return _save(fig, path)
-
-
-def verdict_slo(verdict: Verdict) -> metrics.SloTargets | None:
-    """The SLO the verdict judged under (its policy, as the stack spells it)."""
-    slo = verdict.policy.get("slo") if verdict.policy else None
-    if not isinstance(slo, dict):
-        return None
-    get = lambda key: slo.get(key, slo.get(key.replace("-", "_")))  # noqa: E731
-    return metrics.SloTargets(ttft_ms=get("ttft-ms"), tpot_ms=get("tpot-ms"), itl_ms=get("itl-ms"),
-                              itl_quantile=get("itl-quantile") or 0.99)
+    return save_figure(fig, path)
 
 
 def _cdf(ax: plt.Axes, values: list[float], label: str, color: str) -> None:
@@ -139,8 +116,8 @@ def latency_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for arm in (verdict.baseline_arm, verdict.candidate_arm):
         ok = [r for r in level.requests if r.arm == arm and not r.warmup and r.round_index >= 0 and r.error is None]
-        _cdf(left, [r.ttft_ms for r in ok if r.ttft_ms is not None], arm, _color(arm))
-        _cdf(right, [g for r in ok for g in r.itl_ms], arm, _color(arm))
+        _cdf(left, [r.ttft_ms for r in ok if r.ttft_ms is not None], arm, arm_color(arm))
+        _cdf(right, [g for r in ok for g in r.itl_ms], arm, arm_color(arm))
     for ax, name in ((left, "TTFT (ms)"), (right, "inter-token latency (ms)")):
         ax.set_xlabel(name)
         ax.set_ylabel("fraction of samples ≤ x")
@@ -150,7 +127,7 @@ def latency_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None
     where = level_phrase(level_label(verdict), level.concurrency)
     left.set_title(f"TTFT CDF at {where}")
     right.set_title(f"ITL CDF at {where}")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def accept_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
@@ -164,7 +141,7 @@ def accept_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
         return None
     econ = verdict.level(level.concurrency).economics
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.hist(values, bins=min(30, max(8, len(values) // 4)), color=_color(verdict.candidate_arm), alpha=0.8,
+    ax.hist(values, bins=min(30, max(8, len(values) // 4)), color=arm_color(verdict.candidate_arm), alpha=0.8,
             label=f"per-request accept length (n={len(values)})")
     if econ.break_even_accept_length is not None:
         ax.axvline(econ.break_even_accept_length, color="#C62828", ls="--", lw=2,
@@ -177,7 +154,7 @@ def accept_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
     ax.set_title(f"accept length at {level_phrase(level_label(verdict), level.concurrency)}: right of the red line, "
                  "speculation pays")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def attribution_plot(verdict: Verdict, path: Path) -> Path | None:
@@ -202,7 +179,7 @@ def attribution_plot(verdict: Verdict, path: Path) -> Path | None:
     ax.set_ylabel("gain over baseline (percentage points)")
     ax.set_title(f"where the gain comes from ({att.confidence:.0%} CI over rounds)")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def write_plots(result: RunResult, verdict: Verdict, out_dir: Path) -> dict[str, Path]:
@@ -216,8 +193,6 @@ def write_plots(result: RunResult, verdict: Verdict, out_dir: Path) -> dict[str,
     for m in metrics.all_metrics():  # the built-in output metric has no plot of its own (as before)
         if m.name not in ("decode_tok_per_s", "output_tok_per_s"):
             made[m.name] = metric_plot(result, verdict, out_dir / f"{m.name}.png", m.name)
-    from sglab.report.curves import category_plot, latency_throughput_plot
-
     made["curve"] = latency_throughput_plot(result, verdict, out_dir / "latency_throughput.png")
     made["categories"] = category_plot(verdict, out_dir / "categories.png")
     return {name: p for name, p in made.items() if p is not None}

@@ -8,13 +8,15 @@ conflict). What the document must be is the caller's business.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from zlib import error as zlib_error
 
+from sglab.errors import ConfigError
 from sglab.results.sink import PAYLOAD_KEY, RESULT_LABEL, decode_parts, parts_count
-from sglab.results.store import write_json_atomic
+from sglab.results.store import RESULT_LIMITS, write_json_atomic
+from sglab.untrusted_json import JsonLimits, JsonRefused, parse, read_json
 
 
 @dataclass
@@ -42,8 +44,9 @@ def group_parts(configmaps: list[Any], label_value: str) -> list[list[Any]]:
     return sorted(results, key=lambda parts: parts[0].metadata.name)
 
 
-def read_document(parts: list[Any]) -> tuple[Any, str | None]:
-    """(the decoded JSON document, None); (None, None) while the Job has not written it; (None, why) else."""
+def read_document(parts: list[Any], limits: JsonLimits = RESULT_LIMITS) -> tuple[Any, str | None]:
+    """(the decoded JSON document, None); (None, None) while the Job has not written it; (None, why) else.
+    The payload is inflated and parsed under `limits` (size, depth, finite numbers, no duplicate keys)."""
     count = parts_count(parts[0].metadata.annotations)
     if count == 0:
         return None, None
@@ -52,13 +55,13 @@ def read_document(parts: list[Any]) -> tuple[Any, str | None]:
     if missing:
         return None, f"part(s) {', '.join(missing)} of {count} missing"
     try:
-        text = decode_parts(payloads)
-    except (OSError, ValueError, EOFError) as exc:
-        return None, f"undecodable payload: {exc}"
+        text = decode_parts(payloads, max_bytes=limits.max_bytes)
+    except (OSError, ValueError, EOFError, zlib_error) as exc:
+        return None, f"undecodable payload: {str(exc)[:200]}"
     try:
-        document = json.loads(text or "")
-    except json.JSONDecodeError as exc:
-        return None, f"not JSON: {exc}"
+        document = parse(text or "", limits)
+    except JsonRefused as exc:
+        return None, f"{limits.what}: {exc}"
     return document, None if document is not None else "the payload is JSON null"
 
 
@@ -67,8 +70,8 @@ def store_once(target: Path, payload: dict[str, Any], report: StoreReport) -> bo
     True when this call wrote it."""
     if target.exists():
         try:
-            same = json.loads(target.read_text(encoding="utf-8")) == payload
-        except (OSError, json.JSONDecodeError):
+            same = read_json(target, RESULT_LIMITS) == payload
+        except ConfigError:
             same = False
         (report.unchanged if same else report.conflicts).append(target)
         return False

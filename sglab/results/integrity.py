@@ -25,7 +25,7 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from sglab.results.seal_record import IntegrityRecord
 
 if TYPE_CHECKING:
     from sglab.results.schema import RunResult
@@ -33,18 +33,6 @@ if TYPE_CHECKING:
 KEY_ENV = "SGLAB_RESULT_KEY"
 KEY_FILE = Path("sglab") / "result-key"
 UNSEALED = ("integrity", "verdict")
-Algorithm = Literal["sha256", "hmac-sha256"]
-
-
-class IntegrityRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    algorithm: Algorithm
-    digest: str
-    key_id: str | None = Field(None, description="sha256 of the HMAC key, first 16 hex digits (hmac-sha256 only)")
-    covers: str = Field("the whole result document except `integrity` and `verdict`, as canonical JSON")
-    schedule: dict[int, int] | None = Field(None, description="what the run planned to measure: level -> rounds "
-                                            "(bench runs; interactive runs have none)")
 
 
 def key_path() -> Path:

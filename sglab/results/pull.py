@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,13 +23,15 @@ from pydantic import ValidationError
 
 from sglab.errors import ConfigError
 from sglab.results import configmap_reader, integrity
-from sglab.results.schema import SCHEMA_VERSION, RunResult
+from sglab.results.schema import SAFE_NAME, SCHEMA_VERSION, RunResult
 from sglab.results.sink import INDEX, RESULT_LABEL, TRIMMED_ANNOTATION
-from sglab.results.store import RESULT_FILE, results_root, utc_now_iso, write_json_atomic
+from sglab.results.store import RESULT_FILE, RESULT_LIMITS, results_root, utc_now_iso, write_json_atomic
+from sglab.untrusted_json import JsonLimits, read_bytes, read_json
 
 STACK_LABEL = "sglab/stack"
 PROVENANCE_FILE = "provenance.json"
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_RUN_ID = SAFE_NAME
+PROVENANCE_LIMITS = JsonLimits("a provenance record", max_bytes=64 * 1024, max_depth=4)
 
 
 @dataclass
@@ -110,7 +110,7 @@ def store_pulled(pulled: list[PulledResult], stack: str, base: Path | None = Non
 
 
 def _sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(read_bytes(path, RESULT_LIMITS)).hexdigest()
 
 
 def write_provenance(result_file: Path, item: PulledResult, namespace: str | None, context: str | None) -> None:
@@ -133,9 +133,9 @@ def pulled_provenance(result_file: Path, result: RunResult) -> tuple[dict[str, A
     if not path.exists():
         return None, None
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        return None, f"its {PROVENANCE_FILE} is not readable JSON ({exc})"
+        record = read_json(path, PROVENANCE_LIMITS)
+    except ConfigError as exc:
+        return None, f"its {PROVENANCE_FILE} is refused ({exc.problem})"
     if not isinstance(record, dict):
         return None, f"its {PROVENANCE_FILE} is not a JSON object"
     key = integrity.machine_key()

@@ -7,14 +7,19 @@ incompatible change.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from sglab.results.integrity import IntegrityRecord
+from sglab.results.seal_record import IntegrityRecord
 from sglab.results.records import Confound, RecordedLint, RecordedLoadPlan, RecordedPolicy
+from sglab.untrusted import is_control
 
 SCHEMA_VERSION = 1
+# run_id and stack name a result's directories (results/<stack>/<run-id>/) and are printed everywhere: no
+# separators, no controls, nothing a terminal or a path could read as more than a name.
+SAFE_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
 RunKind = Literal["ab", "aa", "attribute", "interactive", "sweep"]
 TargetKind = Literal["sim", "urls", "in-cluster", "interactive"]
@@ -120,6 +125,14 @@ class RequestSample(Schema):
     metrics: dict[str, float] = Field(default_factory=dict, description="per-request values of registry metrics "
                                       "without a field of their own (sglab/metrics)")
 
+    @field_validator("category")
+    @classmethod
+    def _label(cls, value: str | None) -> str | None:
+        """A category is a row of every table: a line break or control in one would add or hide a line."""
+        if value is not None and (len(value) > 64 or any(is_control(ch) for ch in value)):
+            raise ValueError("is not a category label (at most 64 characters, no control characters)")
+        return value
+
 
 class LevelResult(Schema):
     concurrency: int
@@ -220,6 +233,14 @@ class RunResult(Schema):
                                          "output of the request samples: output parity (sglab/analysis/parity.py)")
     integrity: IntegrityRecord | None = Field(None, description="digest (or HMAC) over the document and the "
                                               "planned schedule, set on every save (sglab/results/integrity.py)")
+
+    @field_validator("run_id", "stack")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        if not SAFE_NAME.match(value) or ".." in value:
+            raise ValueError(f"{value[:60]!r} is not a safe directory name (up to 128 letters, digits, '.', '_', "
+                             "'-')")
+        return value
 
     @field_validator("load_plan", "policy", mode="before")
     @classmethod

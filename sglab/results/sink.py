@@ -16,10 +16,14 @@ import gzip
 import json
 import math
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from sglab.untrusted_json import JsonLimits, JsonRefused, parse
+
+SUMMARY_LIMITS = JsonLimits("a result summary", max_bytes=1024 * 1024, max_depth=16)
 PAYLOAD_KEY = "result.json.gz"
 SUMMARY_KEY = "summary.json"
 RESULT_LABEL = "sglab/result"
@@ -77,9 +81,9 @@ def read_summary(summary_json: str | None) -> dict[str, Any] | str | None:
     if not summary_json:
         return None
     try:
-        summary = json.loads(summary_json)
-    except json.JSONDecodeError as exc:
-        return f"the result ConfigMap's summary is not JSON: {exc}"
+        summary = parse(summary_json, SUMMARY_LIMITS)
+    except JsonRefused as exc:
+        return f"the result ConfigMap's summary is refused: {exc}"
     if not isinstance(summary, dict) or not isinstance(summary.get("run_id"), str):
         return "the result ConfigMap holds no sglab result summary"
     return summary
@@ -107,11 +111,19 @@ def encode_result(result_json: str, *, max_part_bytes: int | None = None,
                      f"({len(payload)} bytes); lower load.rounds or load.concurrency")
 
 
-def decode_parts(parts: list[str | None]) -> str | None:
-    """The result JSON from its parts in order (None while any part is missing)."""
+def decode_parts(parts: list[str | None], max_bytes: int | None = None) -> str | None:
+    """The result JSON from its parts in order (None while any part is missing). With `max_bytes`, a payload
+    that inflates past it raises ValueError after reading at most that much (a gzip bomb stays small)."""
     if not parts or any(not p for p in parts):
         return None
-    return gzip.decompress(base64.b64decode("".join(parts))).decode("utf-8")
+    packed = base64.b64decode("".join(parts), validate=True)
+    if max_bytes is None:
+        return gzip.decompress(packed).decode("utf-8")
+    inflate = zlib.decompressobj(wbits=31)  # gzip framing
+    data = inflate.decompress(packed, max_bytes + 1)
+    if len(data) > max_bytes or inflate.unconsumed_tail:
+        raise ValueError(f"it inflates to more than {max_bytes} bytes")
+    return data.decode("utf-8")
 
 
 def parts_count(annotations: dict[str, str] | None) -> int:

@@ -16,8 +16,12 @@ from sglab.errors import ConfigError
 from sglab.paths import project_root
 from sglab.results.integrity import sealed_document
 from sglab.results.schema import SCHEMA_VERSION, RunResult
+from sglab.untrusted_json import MiB, JsonLimits, json_type, read_json
 
 RESULT_FILE = "result.json"
+# A long run with every request's inter-token gaps is tens of MB; the schema nests 6 levels deep.
+RESULT_LIMITS = JsonLimits("a result document", max_bytes=256 * MiB, max_depth=32,
+                           fix="give a result.json sglab wrote (re-run the benchmark if it was damaged)")
 
 
 def results_root(root: Path | None = None) -> Path:
@@ -86,35 +90,44 @@ def write_result(result: RunResult, run_dir: Path, *, overwrite: bool = False) -
 def load_result(path: Path | str) -> RunResult:
     """Load a result file (or a run directory holding one); bad files raise ConfigError with the reason."""
     path = Path(path)
-    if path.is_dir():
-        path = path / RESULT_FILE
-    if not path.exists():
+    try:
+        if path.is_dir():
+            path = path / RESULT_FILE
+        found = path.exists()
+    except OSError as exc:
+        raise ConfigError(path, None, f"cannot read it: {exc.strerror}", "give the path of a result.json") from None
+    if not found:
         raise ConfigError(path, None, "result file not found", "pass a result.json or a run directory "
                           "(see `sglab results --stack NAME`)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(path, None, f"not a readable JSON result: {exc}") from None
-    version = data.get("schema_version") if isinstance(data, dict) else None
+    return parse_result(read_json(path, RESULT_LIMITS), path)
+
+
+def parse_result(data: object, path: Path | str) -> RunResult:
+    """A result document read by the bounded reader -> RunResult; ConfigError names the file and key."""
+    if not isinstance(data, dict):
+        raise ConfigError(path, None, f"is not a result document (a JSON {json_type(data)}, not an object)",
+                          RESULT_LIMITS.fix)
+    version = data.get("schema_version")
     if version != SCHEMA_VERSION:
-        raise ConfigError(path, "schema_version", f"is {version!r}, this sglab reads {SCHEMA_VERSION}",
+        raise ConfigError(path, "schema_version", f"is {repr(version)[:40]}, this sglab reads {SCHEMA_VERSION}",
                           "re-run the benchmark with this version of sglab")
     try:
         result = RunResult.model_validate(data)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        key = ".".join(str(p) for p in err["loc"])
+        key = ".".join(str(p) for p in err["loc"])[:200]
         raise ConfigError(path, key, err["msg"], "the file is damaged or not a sglab result") from None
     result._stored_document = data
     return result
 
 
 def list_runs(stack: str, base: Path | None = None) -> list[Path]:
-    """Run directories of a stack that hold a result.json, oldest first (run ids sort by time)."""
+    """Run directories of a stack that hold a result.json, oldest first (run ids sort by time). Whatever is at
+    that name counts (a FIFO, a directory, a dangling link): reading it says why it is not a result."""
     folder = (base or results_root()) / stack
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.iterdir() if (p / RESULT_FILE).is_file())
+    return sorted(p for p in folder.iterdir() if p.is_dir() and os.path.lexists(p / RESULT_FILE))
 
 
 def latest_complete(stack: str, base: Path | None = None, *,

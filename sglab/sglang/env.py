@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sglab.sglang.secret_names import is_secret_name
 from sglab.sglang.sim_knobs import SIM_ENV_PREFIX
 
 NCCL_ENV_PREFIX = "NCCL_"
@@ -30,9 +31,7 @@ def nccl_env(environ: Mapping[str, str]) -> dict[str, str]:
 # around it use the other spellings.
 HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_TOKEN", "HUGGINGFACE_TOKEN", "HUGGINGFACEHUB_API_TOKEN",
                 "HF_API_TOKEN", "HF_HUB_ACCESS_TOKEN")
-# Any other variable whose name ends like this is treated as a secret too (OPENAI_API_KEY, WANDB_API_KEY, ...).
-SECRET_ENV_SUFFIXES = ("_TOKEN", "_API_KEY", "_APIKEY", "_SECRET", "_SECRET_KEY", "_ACCESS_KEY", "_PRIVATE_KEY",
-                       "_PASSWORD", "_PASSWD", "_CREDENTIALS")
+# Any other variable is a secret by its shape (sglab/sglang/secret_names.py: DB_PASS, WANDB_KEY, GITHUB_PAT, ...).
 
 
 def is_hf_token_env(name: str) -> bool:
@@ -41,5 +40,4 @@ def is_hf_token_env(name: str) -> bool:
 
 def is_secret_env(name: str) -> bool:
     """True when a variable of this name carries a secret and must never be plain text or printed."""
-    upper = name.upper()
-    return upper in HF_TOKEN_ENV or upper.endswith(SECRET_ENV_SUFFIXES)
+    return name.upper() in HF_TOKEN_ENV or is_secret_name(name)

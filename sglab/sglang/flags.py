@@ -105,6 +105,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--api-key", secret=True),
     Flag("--admin-api-key", secret=True),
     Flag("--ssl-keyfile-password", secret=True),
+    Flag("--ssl-keyfile"),  # a path, not the key: listed so it is not read as an abbreviation of the password
+    Flag("--ssl-certfile"),
     Flag("--enable-metrics", None, False, managed_by="server.enable-metrics"),
     Flag("--decode-log-interval", int, 40),
     Flag("--enable-cache-report", None, False),

@@ -16,8 +16,8 @@ from one ContentAcceptance per tier depth. Not EAGLE/EAGLE3 or topk > 1: SGLang 
 
 from __future__ import annotations
 
-import json
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -107,16 +107,16 @@ def load_adaptive_config(path: str | None) -> AdaptiveConfig:
     if path is None:
         return AdaptiveConfig()
     where = f"--speculative-adaptive-config {path}"
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
-    except FileNotFoundError:
+    from sglab.errors import ConfigError
+    from sglab.untrusted_json import JsonLimits, read_json
+
+    if not os.path.lexists(path):
         raise AdaptiveConfigError(f"{where}: no such file; give the path of a JSON object such as "
-                                  '{"candidate_steps": [1, 3, 7]}') from None
-    except OSError as exc:
-        raise AdaptiveConfigError(f"{where}: cannot read it ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise AdaptiveConfigError(f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+                                  '{"candidate_steps": [1, 3, 7]}')
+    try:  # bounded: size, depth, finite numbers, no duplicate keys (sglab/untrusted_json.py)
+        raw = read_json(path, JsonLimits("an adaptive config", max_bytes=1024 * 1024, max_depth=8))
+    except ConfigError as exc:
+        raise AdaptiveConfigError(f"{where}: {exc.problem}") from None
     config = parse_adaptive_config(raw, where)
     return AdaptiveConfig(**{**config.__dict__, "path": path})
 

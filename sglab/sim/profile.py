@@ -107,13 +107,22 @@ PROFILES: dict[str, SimProfile] = {"default": SimProfile()}
 
 
 def _read_file(path: Path) -> dict[str, Any]:
-    text = path.read_text()
-    if path.suffix in (".yaml", ".yml"):
-        from ruamel.yaml import YAML
+    from sglab.errors import ConfigError
+    from sglab.untrusted_json import JsonLimits, decode, loads, read_bytes
 
-        data = YAML(typ="safe").load(text)
-    else:
-        data = json.loads(text)
+    limits = JsonLimits("a simulator profile", max_bytes=1024 * 1024, max_depth=8)
+    try:  # the user's file: bounded, and any fault one ProfileError
+        text = decode(read_bytes(path, limits), path, limits)
+        if path.suffix in (".yaml", ".yml"):
+            from ruamel.yaml import YAML
+
+            data = YAML(typ="safe").load(text)
+        else:
+            data = loads(text, path, limits)
+    except ConfigError as exc:
+        raise ProfileError(str(exc)) from None
+    except Exception as exc:  # ruamel's parse errors and its recursion on deep nesting
+        raise ProfileError(f"{path}: not a readable YAML profile ({type(exc).__name__})") from None
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: a profile file must be a mapping of field names to values")
     return data
@@ -164,7 +173,7 @@ def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> 
         base = PROFILES[name_or_path].model_dump()
     else:
         path = Path(name_or_path)
-        if not path.is_file():
+        if not path.exists():  # a directory or a FIFO: the bounded reader says what it is
             raise ProfileError(
                 f"sim profile {name_or_path!r} is neither a built-in profile ({', '.join(PROFILES)}) nor a file")
         base = PROFILES["default"].model_dump()

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 
 import httpx
 
+from sglab.children import spawn, stop
 from sglab.netutil import free_port
 from sglab.sglang.env import without_server_env
 from sglab.sglang.sim_knobs import knob
@@ -58,18 +59,13 @@ def running_sim(args: list[str], env: Mapping[str, str] | None = None, *, port: 
     child_env[ALLOW_FAST] = "1"  # tests of behaviour run simulators faster than their timing stays faithful
     child_env.update(env or {})
     log = open(log_path, "wb") if log_path else subprocess.DEVNULL
-    proc = subprocess.Popen(argv, env=child_env, stdout=log, stderr=subprocess.STDOUT if log_path else subprocess.PIPE)
+    proc = spawn(argv, env=child_env, stdout=log, stderr=subprocess.STDOUT if log_path else subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(proc, base, port, timeout_s, wait)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, timeout_s=10)  # spawn: it also ends if this process is killed
         if log_path:
             log.close()
 

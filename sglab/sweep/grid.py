@@ -95,8 +95,8 @@ def arm_stack(loaded: LoadedStack, *, num_steps: int, eagle_topk: int, num_draft
     shared_nccl False (the sweep): the NCCL variant is a candidate-only setting (candidate.confounds.nccl),
     so the baseline is the stack's. True (the confirmation A/B and its promotion): the variant is in
     sglab:nccl for both arms, so the confirmation measures speculation's own gain, without a confound.
-    --speculative-adaptive goes through candidate.confounds.server.extra-args (SGLang's --speculative-*
-    flags are the speculative block, never a confound). `algorithm` (another than the stack's) replaces the
+    --speculative-adaptive goes into candidate.speculative.extra-args (SGLang's --speculative-* flags are
+    the speculative block, never a confound). `algorithm` (another than the stack's) replaces the
     speculative block's algorithm, with `draft_model_path` where it loads its own draft."""
     raw = copy.deepcopy(_plain(loaded.raw))
     candidate = raw.setdefault("candidate", {})
@@ -112,13 +112,10 @@ def arm_stack(loaded: LoadedStack, *, num_steps: int, eagle_topk: int, num_draft
         speculative["num-draft-tokens"] = num_draft_tokens
     else:
         speculative.update({"num-steps": num_steps, "eagle-topk": eagle_topk, "num-draft-tokens": num_draft_tokens})
+    if adaptive:
+        speculative["extra-args"] = [*speculative.get("extra-args", []), rules.ADAPTIVE_FLAG]
     candidate["speculative"] = speculative
     confounds = candidate.get("confounds") or {}
-    if adaptive:
-        server = dict(confounds.get("server") or {})
-        extra = server.get("extra-args", (raw.get("server") or {}).get("extra-args", []))
-        server["extra-args"] = [*extra, rules.ADAPTIVE_FLAG]
-        confounds["server"] = server
     if nccl:
         if shared_nccl:
             raw["nccl"] = {**(raw.get("nccl") or {}), **nccl}
@@ -173,7 +170,7 @@ def expand(loaded: LoadedStack, spec: SweepSpec | None = None, *,
     own_steps, own_topk, own_draft = current.resolved_shape()
     steps_list = spec.num_steps or [own_steps]
     topk_list = spec.eagle_topk or [own_topk]
-    adaptive_config = "--speculative-adaptive-config" in " ".join(stack.server.extra_args)
+    adaptive_config = "--speculative-adaptive-config" in " ".join(current.extra_args)
     grid = Grid(baseline=baseline_arm(stack))
     seen: dict[str, str] = {}
     skip_variants = skip_variants or {}

@@ -29,11 +29,12 @@ from sglab.results.schema import LevelResult, RunResult
 from sglab.results.store import create_run_dir, new_run_id
 from sglab.sweep.grid import Grid
 from sglab.sweep.state import BASELINE, SweepState
+from sglab.untrusted import printable
 
 
 def say(text: str) -> None:
     """Progress, one line per round, seen at once also when stdout is a file or a pipe."""
-    print(text, flush=True)
+    print(printable(text, limit=None), flush=True)
 
 
 def complete_rounds(level: LevelResult) -> int:

@@ -8,15 +8,18 @@ without rerunning the statistics.
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from sglab.results.store import write_json_atomic
+from sglab.errors import ConfigError
+from sglab.results.store import RESULT_LIMITS, write_json_atomic
+from sglab.untrusted_json import read_json
 
 STATE_FILE = "sweep.json"
+STATE_LIMITS = replace(RESULT_LIMITS, what="a sweep state", fix="give a sweep.json sglab wrote")
 BASELINE = "baseline"  # the arm every candidate is compared with
 Status = Literal["running", "interrupted", "swept", "no-winner", "confirming", "confirmed", "not-confirmed"]
 
@@ -51,8 +54,14 @@ class SweepState(BaseModel):
 
 
 def load_state(run_dir: Path) -> SweepState:
+    """The saved state, read by the bounded reader; ConfigError (file, key, fix) when it is not one."""
     path = run_dir / STATE_FILE
+    if not path.exists():
+        raise ConfigError(path, None, f"does not exist: {run_dir} is not a sweep run",
+                          "give a sweep's run id or directory (results/<stack>/<run-id>/)")
     try:
-        return SweepState.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path} does not exist: {run_dir} is not a sweep run") from None
+        return SweepState.model_validate(read_json(path, STATE_LIMITS))
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        raise ConfigError(path, ".".join(str(p) for p in err["loc"])[:200], err["msg"],
+                          "the file is damaged or not a sweep's state; start the sweep again") from None

@@ -2,9 +2,14 @@
 
 A WSGI wrapper around Locust's Flask app, so it sees every request before any Locust or sglab route:
 
-- **Host** (login off, which `sglab ui` allows only on loopback): the Host header must name this machine
-  (loopback names, the bind address, `SGLAB_UI_ALLOWED_HOSTS`). A DNS-rebinding page on another name is refused.
-- **Origin**: any request whose Origin is not the UI's own (or is "null") is refused, reads included.
+- **Host**: must be a plain `host[:port]` (no user info such as `evil.example@127.0.0.1`, no path); with login
+  off (which `sglab ui` allows only on loopback) it must name this machine (loopback names, the bind address,
+  `SGLAB_UI_ALLOWED_HOSTS`). A DNS-rebinding page on another name is refused.
+- **Origin**: any request whose Origin is not the UI's own, scheme included (`https://127.0.0.1:8089` is
+  another origin than `http://127.0.0.1:8089`), or is "null", is refused, reads included. The UI's scheme is
+  the server's, or `X-Forwarded-Proto` from a TLS proxy in front of it (no cross-site page can set it).
+- **Closed routes**: Locust's `POST /user` sets any attribute on a user class (the class picker's editor,
+  which sglab never enables): an arm's `host` could be swapped behind the bound URLs. It is refused.
 - **State-changing requests** (every method but GET/HEAD/OPTIONS, and the GET routes in
   `STATE_CHANGING_GET_PATHS`) must come from the UI's own page (Origin, Referer or `Sec-Fetch-Site: same-origin`).
   A request with none of the three is not from a modern browser; with login off it must carry
@@ -18,16 +23,23 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from sglab.untrusted import printable
 
 CLIENT_HEADER = "X-Sglab-Client"
 ALLOWED_HOSTS_ENV = "SGLAB_UI_ALLOWED_HOSTS"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # GET routes that change state in some Locust versions (older ones stopped and reset with GET)
 STATE_CHANGING_GET_PATHS = ("/stop", "/stats/reset", "/reset")
+# Locust routes sglab does not offer (any method): /user edits user classes for `--class-picker`
+CLOSED_PATHS = ("/user",)
 DOCS = "docs/web-ui.md, Protections"
+_HOST = re.compile(r"\A(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?)(:[0-9]{1,5})?\Z")
+_ORIGIN = re.compile(r"\A(https?)://([^/?#@\s]+)\Z", re.IGNORECASE)
 _WILDCARD_HOSTS = frozenset({"", "*", "0.0.0.0", "::"})
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
@@ -48,19 +60,40 @@ def is_loopback_host(host: str) -> bool:
 
 
 def _netloc(value: str, default_scheme: str = "http") -> str | None:
-    """host[:port] of an origin or URL, lower-case, default port dropped; None if it has none."""
+    """host[:port] of a Host header, lower-case, default port dropped; None unless it is exactly a host and an
+    optional port (user info, a path or a space make it None)."""
+    value = value.strip()
+    if not _HOST.match(value):
+        return None
     try:
-        parts = urlsplit(value if "//" in value else f"//{value}")
+        parts = urlsplit(f"//{value}")
         host, port = parts.hostname, parts.port
     except ValueError:
         return None
     if not host:
         return None
-    scheme = parts.scheme or default_scheme
     host = f"[{host}]" if ":" in host else host
-    if port is None or (scheme, port) in (("http", 80), ("https", 443)):
+    if port is None or (default_scheme, port) in (("http", 80), ("https", 443)):
         return host
     return f"{host}:{port}"
+
+
+def _origin(value: str) -> str | None:
+    """`scheme://host[:port]` of an Origin (or a Referer's origin), normalised; None if it is not one."""
+    value = value.strip()
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or "@" in parts.netloc:
+        return None
+    netloc = _netloc(parts.netloc, parts.scheme.lower())
+    return f"{parts.scheme.lower()}://{netloc}" if netloc else None
+
+
+def _own_scheme(environ: dict) -> str:
+    forwarded = str(environ.get("HTTP_X_FORWARDED_PROTO", "")).split(",")[0].strip().lower()
+    return forwarded if forwarded in ("http", "https") else str(environ.get("wsgi.url_scheme") or "http").lower()
 
 
 @dataclass(frozen=True)
@@ -83,7 +116,7 @@ class GuardPolicy:
 
     def host_allowed(self, host_header: str) -> bool:
         if self.allowed_hosts is None:
-            return True
+            return _netloc(host_header) is not None
         netloc = _netloc(host_header)
         if netloc is None:
             return False
@@ -96,26 +129,33 @@ class GuardPolicy:
         path = environ.get("PATH_INFO", "/")
         what = f"{method} {path}"
         host = environ.get("HTTP_HOST") or f"{environ.get('SERVER_NAME', '')}:{environ.get('SERVER_PORT', '')}"
+        scheme = _own_scheme(environ)
+        if _netloc(host, scheme) is None:
+            return 400, (f"refused: {what} names Host '{printable(host, limit=80)}', which is not a plain "
+                         f"host[:port] (no user info, path or spaces) ({DOCS})")
         if not self.host_allowed(host):
             allowed = ", ".join(sorted(self.allowed_hosts or ()))
-            return 403, (f"refused: {what} names Host '{host}', which is not this machine (allowed: {allowed}); "
-                         f"a page on another name that resolves here (DNS rebinding) must not drive the UI. "
-                         f"To reach the UI by another name, add it to {ALLOWED_HOSTS_ENV} ({DOCS})")
-        own = _netloc(host)
+            return 403, (f"refused: {what} names Host '{printable(host, limit=80)}', which is not this machine "
+                         f"(allowed: {allowed}); a page on another name that resolves here (DNS rebinding) must "
+                         f"not drive the UI. To reach the UI by another name, add it to {ALLOWED_HOSTS_ENV} ({DOCS})")
+        if path.rstrip("/").endswith(CLOSED_PATHS):
+            return 403, (f"refused: {what}: sglab's UI does not offer Locust's user-class editor (it would set "
+                         f"attributes such as an arm's host on the user classes); the arms are the stack's ({DOCS})")
+        own = f"{scheme}://{_netloc(host, scheme)}"
         origin = environ.get("HTTP_ORIGIN")
-        if origin is not None and (origin.strip().lower() == "null" or _netloc(origin) != own):
-            return 403, (f"refused: cross-site request {what} from Origin {origin}; only this UI's own pages "
-                         f"(origin {own}) may use it ({DOCS})")
+        if origin is not None and (origin.strip().lower() == "null" or _origin(origin) != own):
+            return 403, (f"refused: cross-site request {what} from Origin {printable(origin, limit=80)}; only this "
+                         f"UI's own pages (origin {own}) may use it ({DOCS})")
         if method in SAFE_METHODS and not path.rstrip("/").endswith(STATE_CHANGING_GET_PATHS):
             return None
         referer = environ.get("HTTP_REFERER")
-        if referer is not None and _netloc(referer) != own:
-            return 403, (f"refused: cross-site request {what} from a page of {_netloc(referer)} (Referer); only "
+        if referer is not None and _origin(referer) != own:
+            return 403, (f"refused: cross-site request {what} from a page of {_origin(referer)} (Referer); only "
                          f"this UI's own pages (origin {own}) may change its state ({DOCS})")
         fetch_site = environ.get("HTTP_SEC_FETCH_SITE")
         if fetch_site is not None and fetch_site.strip().lower() != "same-origin":
-            return 403, (f"refused: cross-site request {what} (Sec-Fetch-Site: {fetch_site}); only this UI's "
-                         f"own pages may change its state ({DOCS})")
+            return 403, (f"refused: cross-site request {what} (Sec-Fetch-Site: {printable(fetch_site, limit=40)}); "
+                         f"only this UI's own pages may change its state ({DOCS})")
         if origin is not None or referer is not None or fetch_site is not None:
             return None  # a browser on the UI's own page
         if self.login or environ.get("HTTP_" + CLIENT_HEADER.upper().replace("-", "_")):
@@ -137,7 +177,8 @@ class OriginGuard:
         if refused is not None:
             status, message = refused
             body = json.dumps({"success": False, "message": message}).encode()
-            start_response(f"{status} Forbidden", [("Content-Type", "application/json"),
+            reason = "Bad Request" if status == 400 else "Forbidden"
+            start_response(f"{status} {reason}", [("Content-Type", "application/json"),
                                                    ("Content-Length", str(len(body)))])
             return [body]
 

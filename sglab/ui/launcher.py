@@ -1,9 +1,11 @@
 """`sglab ui`: Locust's own web UI on our locustfile, both arms' targets filled in.
 
 With `target="sim"` it starts the two simulators with the stack's rendered launch args and env
-(`sglab.load.targets`), and stops them when Locust exits, on Ctrl-C or on SIGTERM. Locust runs as a
+(`sglab.load.targets`), and stops them when Locust exits, on Ctrl-C, SIGTERM or SIGHUP. Locust runs as a
 child process (`python -m locust`), exactly as a user would run it, with the form prefilled through
 its command-line options. Every test stopped in the UI is saved under results/<stack>/<run-id>/.
+Locust and the simulators are started through sglab.children: they end with `sglab ui` however it ends
+(SIGKILL included, stopped children too).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from sglab.children import spawn, stop as stop_child
 from sglab.config import load_stack
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import project_root
@@ -28,6 +31,7 @@ from sglab.results.store import RESULT_FILE, list_runs, results_root
 from sglab.ui import auth
 from sglab.ui.guard import is_loopback_host
 from sglab.ui.session import BOUND_ENV, PROFILE_ENV, SAVE_DIR_ENV, TARGET_ENV, TRACE_ENV, Binding
+from sglab.untrusted import printable
 
 UI_PLUGIN = Path(__file__).with_name("locust_plugin.py")  # the A/B tab, loaded beside the locustfile
 OPEN_LOOP_PLUGIN = Path(__file__).with_name("open_loop_plugin.py")  # rate/trace: the schedule's shape and user
@@ -133,6 +137,9 @@ def locust_command(opts: UiOptions, urls: dict[str, str], locustfile: Path, user
     return cmd
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal closed
+
+
 def _raise_on_sigterm(signum, frame):
     raise KeyboardInterrupt
 
@@ -166,7 +173,7 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
     log_dir = opts.log_dir or Path(tempfile.mkdtemp(prefix=f"sglab-ui-{opts.stack}-"))
 
     runs_before = set(list_runs(opts.stack))
-    previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    previous = {sig: signal.signal(sig, _raise_on_sigterm) for sig in STOP_SIGNALS}
     targets: Targets | None = None
     locust: subprocess.Popen | None = None
     try:
@@ -183,12 +190,12 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
             env[SAVE_DIR_ENV] = str(results_root())
         cmd = locust_command(opts, targets.urls, locustfile, users, spawn_rate, open_loop=open_loop)
         with open(log_dir / "locust.log", "wb") as log:
-            locust = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      cwd=project_root())
+            locust = spawn(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                           cwd=project_root())
         url = f"http://{opts.web_host or '127.0.0.1'}:{opts.web_port}"
         _wait_for_ui(url, locust, log_dir / "locust.log")
         for arm, arm_url in targets.urls.items():
-            print(f"  {arm}: {arm_url}", file=out)
+            print(f"  {arm}: {printable(arm_url)}", file=out)
         login = " (login: user " + (os.environ.get(auth.USERNAME_ENV) or auth.DEFAULT_USERNAME) + ")" \
             if opts.web_login else ""
         if open_loop:
@@ -202,13 +209,14 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
         print("stopping", file=out, flush=True)
         return 0
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if locust is not None:
             _stop_locust(locust)
         if targets is not None:
             targets.stop()
         for run_dir in sorted(set(list_runs(opts.stack)) - runs_before):
-            print(f"saved interactive run: {run_dir / RESULT_FILE}", file=out, flush=True)
+            print(f"saved interactive run: {printable(run_dir / RESULT_FILE)}", file=out, flush=True)
 
 
 def _open_loop_line(plan, profile: str, opts: UiOptions) -> str:
@@ -235,14 +243,9 @@ def _wait_for_ui(url: str, locust: subprocess.Popen, log_path: Path) -> None:
 
 
 def _stop_locust(locust: subprocess.Popen) -> None:
-    """SIGTERM lets Locust stop the test (our test_stop listener saves the run) and quit."""
-    if locust.poll() is None:
-        locust.send_signal(signal.SIGTERM)
-    try:
-        locust.wait(timeout=LOCUST_STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        locust.kill()
-        locust.wait(timeout=5)
+    """SIGTERM lets Locust stop the test (our test_stop listener saves the run) and quit; SIGKILL when it does not
+    within LOCUST_STOP_TIMEOUT_S, or at once when it is stopped (it would never handle SIGTERM)."""
+    stop_child(locust, timeout_s=LOCUST_STOP_TIMEOUT_S)
 
 
 __all__ = ["LaunchError", "TargetError", "UiOptions", "locust_command", "run", "ui_profile"]

@@ -12,7 +12,6 @@ the launcher started.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -26,8 +25,9 @@ from sglab.results.store import git_commit, new_run_id, utc_now_iso
 from sglab.ui.live import BASELINE, CANDIDATE, DEFAULT_WINDOW_S, LiveRun
 from sglab.ui.category_table import category_rows
 from sglab.ui.table import open_loop_rows, table_rows
+from sglab.untrusted import printable_logger
 
-logger = logging.getLogger("sglab.ui")
+logger = printable_logger("sglab.ui")  # form values and server errors reach the console
 
 WINDOW_ENV = "SGLAB_UI_WINDOW_S"
 TARGET_ENV = "SGLAB_UI_TARGET"

@@ -24,6 +24,7 @@ import sys
 import gevent
 from flask import Response, request
 
+from sglab.config.loadplan import MAX_CONCURRENCY
 from sglab.load.collector import get_collector
 from sglab.results.schema import RequestSample
 from sglab.ui import auth, guard
@@ -31,8 +32,9 @@ from sglab.ui.category_table import CATEGORY_TAB_KEY, CATEGORY_TAB_TITLE, catego
 from sglab.ui.plot import PLOT_PATH, plot_script
 from sglab.ui.session import UiSession
 from sglab.ui.table import table_columns
+from sglab.untrusted import printable, printable_logger
 
-logger = logging.getLogger("sglab.ui")
+logger = printable_logger("sglab.ui")  # form values and server errors reach the console
 logging.getLogger("httpx").setLevel(logging.WARNING)  # the server-info poll would log every 5 s
 
 TAB_KEY = "sglab-ab"
@@ -65,7 +67,7 @@ def install(events) -> None:
 
 def _refuse(message: str) -> None:
     logger.error("%s", message)
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {printable(message, newlines=True, limit=None)}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -122,7 +124,7 @@ def _install_web(environment, session: UiSession) -> None:
     def _keep_bound_arms():
         if request.method != "POST" or not request.path.endswith(SWARM_PATH):
             return None
-        refusal = _open_loop_form_refusal(session, request.form)
+        refusal = _form_bounds_refusal(request.form) or _open_loop_form_refusal(session, request.form)
         if refusal is not None:
             logger.warning("sglab: %s", refusal)
             return Response(json.dumps({"success": False, "message": refusal}), status=400,
@@ -181,6 +183,24 @@ def _install_web(environment, session: UiSession) -> None:
             "Content-Disposition": f"attachment; filename=sglab-{result.stack}-{result.run_id}.json"})
 
     gevent.spawn(_poll_servers, session)
+
+
+def _form_bounds_refusal(form) -> str | None:
+    """The form's numbers, bounded as `--users`/`--spawn-rate` are (both arms share the users): a typo such as
+    100000 users would start that many greenlets and connections before anything else could say no."""
+    most = 2 * MAX_CONCURRENCY
+    for key, whole in (("user_count", True), ("spawn_rate", False)):
+        given = form.get(key)
+        if given in (None, ""):
+            continue
+        try:
+            value = float(given)
+        except ValueError:
+            value = float("nan")
+        if not 0 < value <= most or (whole and not value.is_integer()):
+            return (f"refused: {key} {printable(given, limit=40)!r} must be a {'whole ' if whole else ''}number above 0 "
+                    f"and at most {most} (load.concurrency's limit of {MAX_CONCURRENCY} per arm; docs/load.md, Limits)")
+    return None
 
 
 def _open_loop_form_refusal(session: UiSession, form) -> str | None:

@@ -121,8 +121,30 @@ def test_the_caller_may_say_how_many_nodes_there_are():
 def test_an_ab_stack_needs_two_servers_and_a_simulator_stack_none():
     assert capacity(load_stack("eagle-nccl-ll").config).servers == 2
     assert capacity(load_stack("sim").config) is None  # no GPUs
+    without_serving = {k: v for k, v in json.loads(json.dumps(load_stack("production").raw)).items() if k != "serving"}
+    ab = load_mapping("production", load_stack("production").path, without_serving).config
+    assert capacity(ab).servers == 2
+
+
+def production_with(**sections):
+    loaded = load_stack("production")
+    return load_mapping("production", loaded.path, {**json.loads(json.dumps(loaded.raw)), **sections}).config
+
+
+def test_a_serving_stack_counts_the_control_and_both_revisions_of_its_rollout():
+    """Routed through the Gateway API, the stable pods all stay until the canary is promoted (an abort reloads
+    nothing), so at full promotion the new revision's replicas run beside the old: 2 x 4 + the control."""
     cap, warnings = check_capacity(load_stack("production").config, "production")
-    assert (cap.nodes, cap.max_nodes) == (2, 2) and warnings == []
+    assert (cap.servers, cap.nodes, cap.max_nodes) == (9, 9, 9) and warnings == []
+    serving = load_stack("production").raw["serving"]
+    by_replicas = production_with(serving={**serving, "traffic-router": "replicas", "max-surge": 1})
+    assert capacity(by_replicas).servers == 1 + 4 + 1
+    with pytest.raises(ConfigError) as refused:
+        check_capacity(production_with(placement={**load_stack("production").raw["placement"], "max-nodes": 5}),
+                       "production")
+    message = str(refused.value)
+    assert "9 GPU nodes" in message and "Argo Rollouts runs the new revision beside the stable one" in message
+    assert "serving.replicas" in message and "serving.traffic-router: replicas" in message
 
 
 def test_a_probe_beside_a_full_pool_is_a_warning_not_a_deadlock():

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from proctree import alive, children
+from proctree import kill_all as cleanup
 from sglab.results.store import load_result
 
 from .conftest import ROOT, child_env, run_dirs
@@ -32,19 +34,6 @@ def start_bench(out: Path, extra: list[str] = ()) -> subprocess.Popen:
                             text=True)
 
 
-def children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(entry))
-    return out
-
-
 def sim_pids(bench_pid: int) -> dict[str, int]:
     """arm -> pid of the simulators the bench started (their stdout is sim-<arm>.log)."""
     found = {}
@@ -57,14 +46,6 @@ def sim_pids(bench_pid: int) -> dict[str, int]:
         if name.startswith("sim-") and name.endswith(".log"):
             found[name[4:-4]] = pid
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def wait_running(proc: subprocess.Popen, out: Path, *, into_rounds_s: float = 3.0) -> tuple[Path, dict[str, int]]:
@@ -87,15 +68,6 @@ def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
         proc.kill()
         stdout, stderr = proc.communicate()
         raise AssertionError(f"the bench did not end within {timeout:g} s\n{stderr[-3000:]}") from None
-
-
-def cleanup(pids) -> None:
-    for pid in pids:
-        if alive(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def test_a_killed_candidate_ends_the_run_invalid_and_keeps_what_was_measured(out):

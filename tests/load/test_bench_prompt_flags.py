@@ -105,7 +105,7 @@ def test_natural_stop_flags_override_the_stack_both_ways(stack) -> None:
     (["--prompts", "openai:missing.jsonl"], ["--prompts", "missing.jsonl", "not found"]),
     (["--categories", "code"], ["--categories", "random", "--prompts suite"]),
     (["--prompt-limit", "4"], ["--prompt-limit", "random"]),
-    (["--prompt-limit", "0"], ["--prompt-limit", ">= 1"]),
+    (["--prompt-limit", "0"], ["--prompt-limit", "at least 1", "load.prompts.limit"]),
     (["--prompts", "suite", "--categories", "code,poetry"], ["--categories", "poetry", ", ".join(SUITE_CATEGORIES)]),
 ])
 def test_bad_prompt_flags_exit_2_with_one_line_naming_the_flag_and_the_fix(stack, tmp_path, capsys, flags,

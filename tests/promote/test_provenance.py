@@ -106,8 +106,9 @@ def _rewrite(run_dir: Path, change) -> None:
     write_result(result, run_dir, overwrite=True)  # sealed again on save
 
 
-@pytest.mark.parametrize("scale, words", [(1e300, "0.25 to 10"), (50.0, "0.25 to 10"), (0.01, "0.25 to 10"),
-                                          (float("nan"), "0.25 to 10"), (5.0, "16 concurrent streams")])
+# (1e300 and NaN do not get this far: the result reader refuses numbers beyond +-2**53 and non-finite ones.)
+@pytest.mark.parametrize("scale, words", [(50.0, "0.25 to 10"), (10.5, "0.25 to 10"), (0.01, "0.25 to 10"),
+                                          (5.0, "16 concurrent streams")])
 def test_a_time_scale_the_simulator_does_not_model_faithfully_is_refused(root: Path, scale: float,  # noqa: F811
                                                                          words: str) -> None:
     """5x is in the range, but not for 16 closed-loop streams (80 > 48)."""

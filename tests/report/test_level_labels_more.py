@@ -41,7 +41,7 @@ def figure_words(monkeypatch: pytest.MonkeyPatch, result: RunResult, tmp_path: P
         plots.plt.close(fig)
         return path
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots, "save_figure", keep)
     verdict = judge(result)
     assert plots.metric_plot(result, verdict, tmp_path / "m.png") is not None
     assert plots.latency_plot(result, verdict, tmp_path / "l.png") is not None

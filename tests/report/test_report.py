@@ -101,4 +101,4 @@ def test_bad_result_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixtu
     bad = tmp_path / "result.json"
     bad.write_text("{not json")
     assert main(["compare", str(bad)]) == 2
-    assert "not a readable JSON result" in capsys.readouterr().err
+    assert "a result document: not valid JSON" in capsys.readouterr().err

@@ -62,7 +62,9 @@ def printed() -> list[dict]:
 def test_render_shows_the_serving_shape_and_no_benchmark_job(printed):
     kinds = {o["kind"] for o in printed}
     assert {"Rollout", "AnalysisTemplate", "HTTPRoute", "PodMonitor", "NetworkPolicy", "CronJob"} <= kinds
-    assert "Job" not in kinds and not [o for o in printed if "bench" in o["metadata"]["name"]]
+    jobs = [o["metadata"]["name"] for o in printed if o["kind"] == "Job"]
+    assert all(name.startswith("sglab-preflight-") for name in jobs), jobs  # the preflight only: no benchmark Job
+    assert not [o for o in printed if "bench" in o["metadata"]["name"]]
     assert not named(printed, "Deployment", "sglang-candidate"), "the serving candidate is the Rollout"
     (control,) = named(printed, "Deployment", "sglang-baseline")
     assert control["spec"]["replicas"] == 1

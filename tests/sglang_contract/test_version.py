@@ -71,8 +71,8 @@ def _stack(root: Path, image: str, extra_args: list[str] | None = None, confound
     yaml = YAML()
     doc = yaml.load((ROOT / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text())
     doc["config"]["sglab:image"] = image
-    if extra_args is not None:
-        doc["config"]["sglab:server"]["extra-args"] = extra_args
+    if extra_args is not None:  # --speculative-* flags belong to the speculative block (sglab/config/extra_args.py)
+        doc["config"]["sglab:candidate"]["speculative"]["extra-args"] = extra_args
     if confound_image is not None:
         doc["config"]["sglab:candidate"]["confounds"] = {"image": confound_image}
     (root / "stacks").mkdir(exist_ok=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from sglab.children import spawn
 from sglab.netutil import free_port
 from sglab.sglang.env import without_server_env
 
@@ -90,9 +91,8 @@ def spawned(cmd: Sequence[str], log_path: Path, env: dict[str, str], *, what: st
             ready: Callable[[Spawned], object] | None = None, timeout_s: float = 60.0,
             stop_signal: int = signal.SIGTERM) -> Iterator[Spawned]:
     """Run `cmd` (output to `log_path`) until `ready(child)` is true; stop it with `stop_signal` on exit."""
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(list(cmd), env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=ROOT)
+    with open(log_path, "wb") as log:  # spawn: it ends with the test process, however that ends
+        proc = spawn(list(cmd), env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT)
     child = Spawned(proc, log_path)
     try:
         if ready is not None:

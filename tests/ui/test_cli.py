@@ -14,7 +14,7 @@ from sglab.cli import main
     (["ui", "--stack", "eagle-nccl-ll", "--target", "sim", "--baseline-url", "http://x", "--candidate-url",
       "http://y"], "--target sim starts its own simulators"),
     (["ui", "--stack", "eagle-nccl-ll", "--baseline-url", "http://x"], "give both --baseline-url and --candidate-url"),
-    (["ui", "--stack", "eagle-nccl-ll", "--users", "0"], "--users must be at least 1"),
+    (["ui", "--stack", "eagle-nccl-ll", "--users", "0"], "argument --users: '0': must be at least 1"),
 ])
 def test_bad_input_exits_2(argv, message, capsys, monkeypatch):
     monkeypatch.delenv("SGLAB_UI_PASSWORD", raising=False)

@@ -12,11 +12,18 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from sglab.config.loadplan import MAX_OUTPUT_TOKENS
 from sglab.errors import ConfigError
+from sglab.untrusted import is_control, printable
+from sglab.untrusted_json import MiB, JsonLimits
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 UNLABELLED = "unlabelled"
 WORDS_TO_TOKENS = 1.3  # a reply of n words is about 1.3 n tokens for common English tokenizers
+# A ShareGPT JSON array is read whole (ShareGPT_V3_unfiltered_cleaned_split.json, bench_serving's, is 642 MB).
+SHAREGPT_LIMITS = JsonLimits("a ShareGPT file", max_bytes=1024 * MiB, max_depth=16,
+                             fix="fix the JSON syntax (a ShareGPT file is one JSON array of {\"conversations\": "
+                                 "[...]}, or one conversation object per line)")
 
 
 @dataclass(frozen=True)
@@ -105,10 +112,22 @@ class CategorySource:
             return self.fixed or UNLABELLED
         value = row.get(self.field)
         if isinstance(value, str) and value.strip():
-            return value.strip()
+            return category_label(value.strip(), file, f"{where}.{self.field}", line)
         raise ConfigError(file, f"{where}.{self.field}", f"the category field {self.field!r} is missing or empty",
                           f"add \"{self.field}\": \"<category>\" to every row, or give a fixed category "
                           "instead of field:NAME", line)
+
+
+MAX_CATEGORY_CHARS = 64
+
+
+def category_label(value: str, file: str, key: str, line: int | None) -> str:
+    """A category is a label printed in every table: no controls or line breaks, at most 64 characters."""
+    if len(value) > MAX_CATEGORY_CHARS or any(is_control(ch) for ch in value):
+        raise ConfigError(file, key, f"the category {printable(value, limit=40)!r} is not a label (at most "
+                          f"{MAX_CATEGORY_CHARS} characters, no control characters or line breaks)",
+                          "give a short category name such as code or chat", line)
+    return value
 
 
 def words_to_tokens(text: str) -> int:
@@ -116,9 +135,22 @@ def words_to_tokens(text: str) -> int:
 
 
 def positive_int(value: Any, file: str, key: str, line: int | None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(file, key, f"must be a positive integer, got {value!r}", "write a whole number >= 1", line)
+    """A token count: a whole number from 1 to MAX_OUTPUT_TOKENS (load.max-new-tokens' bound)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_OUTPUT_TOKENS:
+        raise ConfigError(file, key, f"must be a positive integer of at most {MAX_OUTPUT_TOKENS}, got "
+                          f"{str(value)[:40]}", f"write a whole number from 1 to {MAX_OUTPUT_TOKENS} (the limit of "
+                          "load.max-new-tokens)", line)
     return value
+
+
+def derived_tokens(text: str, file: str, key: str, line: int | None) -> int:
+    """words x 1.3 of a logged reply, refused past MAX_OUTPUT_TOKENS (a request must not ask for more)."""
+    tokens = words_to_tokens(text)
+    if tokens > MAX_OUTPUT_TOKENS:
+        raise ConfigError(file, key, f"the reply is about {tokens} tokens ({len(text.split())} words), over the "
+                          f"{MAX_OUTPUT_TOKENS} a request may ask for", "give the row an explicit output_tokens, "
+                          "or leave the conversation out", line)
+    return tokens
 
 
 def message_content(message: Any, file: str, key: str, line: int | None) -> dict[str, str]:
@@ -131,7 +163,8 @@ def message_content(message: Any, file: str, key: str, line: int | None) -> dict
         raise ConfigError(file, f"{key}.role", f"unknown role {role!r}", f"use one of {', '.join(ROLES)}", line)
     content = message.get("content")
     if isinstance(content, list):
-        content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
+        content = "\n".join(p["text"] for p in content if isinstance(p, dict) and p.get("type", "text") == "text"
+                            and isinstance(p.get("text"), str))
     if not isinstance(content, str):
         raise ConfigError(file, f"{key}.content", "content must be a string or a list of text parts",
                           "write \"content\": \"...\"", line)

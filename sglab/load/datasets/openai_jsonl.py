@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sglab.errors import ConfigError
-from sglab.load.datasets.model import (CategorySource, Dataset, PromptRecord, message_content, positive_int,
-                                       words_to_tokens)
+from sglab.load.datasets.model import (CategorySource, Dataset, PromptRecord, derived_tokens, message_content,
+                                       positive_int)
 from sglab.load.jsonl import jsonl_rows
 
 DEFAULT_OUTPUT_TOKENS = 256
@@ -25,7 +25,7 @@ def load_openai_jsonl(path: Path | str, *, categories: CategorySource | None = N
     path = Path(path)
     categories = categories or CategorySource()
     if text is None:
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(path, None, "dataset file not found",
                               "give a JSONL file with one {\"messages\": [...]} object per line")
     records: list[PromptRecord] = []
@@ -55,7 +55,7 @@ def record_from_row(row: object, file: str, line: int, categories: CategorySourc
     if "output_tokens" in row:
         output_tokens = positive_int(row["output_tokens"], file, "output_tokens", line)
     elif reply is not None:
-        output_tokens = words_to_tokens(reply)
+        output_tokens = derived_tokens(reply, file, "messages", line)
     else:
         output_tokens = max_tokens or default_output_tokens
     record_id = row.get("id")

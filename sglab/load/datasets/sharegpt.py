@@ -8,12 +8,15 @@ Conversations with no human turn are skipped (as bench_serving does) and counted
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from sglab.errors import ConfigError
-from sglab.load.datasets.model import CategorySource, Dataset, PromptRecord, positive_int, words_to_tokens
+from sglab.load.datasets.model import (SHAREGPT_LIMITS, CategorySource, Dataset, PromptRecord, derived_tokens,
+                                       positive_int)
+from sglab.load.jsonl import JSONL_LIMITS, jsonl_rows
+from sglab.untrusted_json import decode, loads, read_bytes
 
 ROLE_OF = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
            "bard": "assistant", "bing": "assistant", "model": "assistant", "system": "system"}
@@ -24,10 +27,10 @@ def load_sharegpt(path: Path | str, *, categories: CategorySource | None = None,
                   default_output_tokens: int = DEFAULT_OUTPUT_TOKENS, limit: int | None = None) -> Dataset:
     path = Path(path)
     categories = categories or CategorySource()
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(path, None, "ShareGPT file not found",
                           "give a JSON array of {\"conversations\": [{\"from\": \"human\", \"value\": \"...\"}]}")
-    text = path.read_text(encoding="utf-8")
+    text = decode(read_bytes(path, SHAREGPT_LIMITS), path, SHAREGPT_LIMITS)
     records: list[PromptRecord] = []
     for row, line, where in _rows(path, text):
         record = _record(row, str(path), line, where, categories, default_output_tokens)
@@ -44,22 +47,13 @@ def load_sharegpt(path: Path | str, *, categories: CategorySource | None = None,
 def _rows(path: Path, text: str):
     """(row, line or None, key prefix) per conversation, from a JSON array or JSONL."""
     if text.lstrip().startswith("["):
-        try:
-            rows = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(path, None, f"not valid JSON: {exc.msg}", "fix the JSON syntax (a ShareGPT file is "
-                              "one JSON array, or one conversation object per line)", exc.lineno) from None
-        for i, row in enumerate(rows):
+        for i, row in enumerate(loads(text, path, SHAREGPT_LIMITS)):
             yield row, None, f"[{i}]"
         return
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield json.loads(line), number, f"line {number}"
-        except json.JSONDecodeError as exc:
-            raise ConfigError(path, None, f"line {number} is not JSON: {exc.msg}",
-                              "write a JSON array, or one conversation object per line", number) from None
+    limits = replace(JSONL_LIMITS, what=SHAREGPT_LIMITS.what, fix="write a JSON array, or one conversation object "
+                     "per line")
+    for number, row in jsonl_rows(path, key=None, text=text, objects=False, limits=limits):
+        yield row, number, f"line {number}"
 
 
 def _record(row: Any, file: str, line: int | None, where: str, categories: CategorySource,
@@ -83,7 +77,7 @@ def _record(row: Any, file: str, line: int | None, where: str, categories: Categ
     if last_user is None:
         return None
     reply = next((m["content"] for m in messages[last_user + 1:] if m["role"] == "assistant"), None)
-    output_tokens = words_to_tokens(reply) if reply else default_output_tokens
+    output_tokens = derived_tokens(reply, file, where, line) if reply else default_output_tokens
     max_tokens = positive_int(row["max_tokens"], file, f"{where}.max_tokens", line) if "max_tokens" in row else None
     record_id = row.get("id")
     return PromptRecord(id=str(record_id) if record_id is not None else where,

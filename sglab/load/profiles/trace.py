@@ -14,15 +14,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from sglab.errors import ConfigError
-from sglab.load.datasets.model import message_content, positive_int
-from sglab.load.jsonl import jsonl_rows
+from sglab.load.datasets.model import category_label, message_content, positive_int
+from sglab.load.jsonl import FIX, MAX_LINE_CHARS, jsonl_rows
 from sglab.load.profiles.base import LoadProfile, Pacing
 from sglab.load.profiles.registry import register
 from sglab.load.prompts import Prompt
 from sglab.paths import project_root
+from sglab.untrusted_json import MiB, JsonLimits
 
 KEY = "load.trace.file"
 LEVEL = 1  # the trace as recorded (time-scaled)
+# Every round of every arm replays the whole trace, so it is held in memory and scheduled in full.
+TRACE_LIMITS = JsonLimits("a trace", max_bytes=512 * MiB, max_depth=16, max_lines=100_000,
+                          max_line_chars=MAX_LINE_CHARS, fix=FIX)
+# A trace spans at most a day from its first request: a longer one is a unit mistake (ms or ns for s), and a
+# round would wait that long for its next arrival.
+MAX_SPAN_S = 86_400.0
 
 
 class TraceSchedule(Pacing):
@@ -38,16 +45,21 @@ class TraceSchedule(Pacing):
 
 def read_trace(path: Path) -> list[tuple[float, Prompt]]:
     """(timestamp_s, Prompt) per line; ConfigError naming the file, line and fix on bad input."""
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(path, KEY, "trace file not found",
                           'give a JSONL file with one {"timestamp_s": 0.0, "prompt": "...", "output_tokens": 128} '
                           "object per line")
     rows: list[tuple[float, Prompt]] = []
-    for number, row in jsonl_rows(path, key=KEY):
+    for number, row in jsonl_rows(path, key=KEY, limits=TRACE_LIMITS):
         stamp = row.get("timestamp_s")
-        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not stamp >= 0 or stamp == float("inf"):
+        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not stamp >= 0:
             raise ConfigError(path, f"{KEY}:timestamp_s", f"line {number}: timestamp_s must be a number >= 0, "
-                              f"got {stamp!r}", "write the request's arrival time in seconds", number)
+                              f"got {str(stamp)[:40]}", "write the request's arrival time in seconds", number)
+        if rows and stamp - rows[0][0] > MAX_SPAN_S:
+            raise ConfigError(path, f"{KEY}:timestamp_s", f"line {number}: timestamp_s {stamp:g} is "
+                              f"{stamp - rows[0][0]:g} s after the first request, more than the {MAX_SPAN_S:g} s "
+                              "(a day) a trace may span", "write timestamps in seconds (not ms or ns), or split "
+                              "the trace", number)
         if rows and stamp < rows[-1][0]:
             raise ConfigError(path, f"{KEY}:timestamp_s", f"line {number}: timestamp_s {stamp} is before the "
                               f"previous line's {rows[-1][0]}", "sort the trace by timestamp_s", number)
@@ -68,6 +80,8 @@ def read_trace(path: Path) -> list[tuple[float, Prompt]]:
                                   'write "prompt": "..."', number)
             chat, text = None, prompt
         category = row.get("category")
+        if isinstance(category, str):
+            category = category_label(category, str(path), f"{KEY}:category", number)
         rows.append((float(stamp), Prompt(len(rows), text, len(text.split()), output_tokens=tokens, messages=chat,
                                           category=category if isinstance(category, str) else None)))
     if not rows:

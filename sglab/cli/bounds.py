@@ -1,0 +1,116 @@
+"""Command-line numbers checked by the config model's own fields, where they enter.
+
+An option that overrides a stack value (`--rounds`, `--round-s`, `--concurrency`, ...) is parsed with
+`model_option(Model, "field", key)`: argparse validates the text as the stack file's key is validated
+(type, range, finite), so each bound is declared once, on the pydantic field (sglab/config/), and a bad
+value is refused before anything starts, naming the option (argparse), the key and the limit; exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from functools import lru_cache
+from typing import Any, Callable
+
+from pydantic import TypeAdapter, ValidationError
+
+from sglab.untrusted import printable
+
+
+def _unwrap(annotation: Any) -> Any:
+    """`Annotated[X, ...]` -> X, `X | None` -> X, `list[X]` -> list."""
+    while True:
+        origin = typing.get_origin(annotation)
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if origin is typing.Annotated or (origin in (typing.Union, types.UnionType) and len(args) == 1):
+            annotation = args[0]
+        else:
+            return origin or annotation
+
+
+@lru_cache(maxsize=None)
+def _field(model: type, name: str) -> tuple[TypeAdapter, Any, Any]:
+    """(adapter of the field's whole type, its base type, a list field's item base type or None)."""
+    info = model.model_fields[name]
+    annotation = typing.Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+    base = _unwrap(annotation)
+    item = None
+    if base is list:
+        inner = info.annotation
+        while typing.get_origin(inner) is not list:
+            inner = next(a for a in typing.get_args(inner) if a is not type(None))
+        item = _unwrap(typing.get_args(inner)[0])
+    return TypeAdapter(annotation), base, item
+
+
+def _scalar(text: str, kind: Any, key: str) -> Any:
+    try:
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{printable(text, limit=40)!r}: give a "
+                                         f"{'whole number' if kind is int else 'number'} ({key})") from None
+    return text
+
+
+_WORDS = (("Input should be", "must be"), ("Value error, ", ""), ("less than or equal to", "at most"),
+          ("greater than or equal to", "at least"), ("List should have at most", "give at most"))
+
+
+def _refusal(exc: ValidationError, key: str, shown: str) -> argparse.ArgumentTypeError:
+    err = exc.errors(include_url=False)[0]
+    message = str(err["msg"])
+    for old, new in _WORDS:
+        message = message.replace(old, new)
+    return argparse.ArgumentTypeError(f"{printable(shown, limit=40)!r}: {message} (the limit of {key})")
+
+
+def model_option(model: type, field: str, key: str, *, item: bool = False) -> Callable[[str], Any]:
+    """argparse `type=`: the option's text as `model.field` accepts it; a list field takes comma-separated
+    items (`--concurrency 1,4,16`), or with `item` one value as an item of it (`--users 8`)."""
+
+    def parse(text: str) -> Any:
+        value = _parse(text)
+        if item and len(value) != 1:
+            raise argparse.ArgumentTypeError(f"{printable(text, limit=40)!r}: give one value ({key})")
+        return value[0] if item else value
+
+    def _parse(text: str) -> Any:
+        adapter, base, item_type = _field(model, field)
+        if item_type is None:
+            try:
+                return adapter.validate_python(_scalar(text.strip(), base, key))
+            except ValidationError as exc:
+                raise _refusal(exc, key, text) from None
+        values = [_scalar(x.strip(), item_type, key) for x in text.split(",") if x.strip()]
+        if not values:
+            raise argparse.ArgumentTypeError(f"{printable(text, limit=40)!r}: give comma-separated values, "
+                                             f"e.g. 1,4,16 ({key})")
+        try:
+            return adapter.validate_python(values)
+        except ValidationError as exc:
+            where = next((p for p in exc.errors()[0]["loc"] if isinstance(p, int)), None)
+            raise _refusal(exc, key, str(values[where]) if where is not None else text) from None
+
+    parse.__name__ = key  # argparse names the type in "invalid <name> value" messages
+    return parse
+
+
+def bound(model: type, field: str, which: str = "le") -> Any:
+    """A field's declared bound (`le`, `ge`, `gt`, `lt`; a list field's items'), for help texts."""
+    info = model.model_fields[field]
+    metadata, types_ = list(info.metadata), [info.annotation]
+    while types_:
+        current = types_.pop()
+        metadata += getattr(current, "__metadata__", ())
+        types_.extend(typing.get_args(current))
+    while metadata:
+        meta = metadata.pop(0)
+        if getattr(meta, which, None) is not None:
+            return getattr(meta, which)
+        metadata += getattr(meta, "metadata", [])
+    return None

@@ -1,0 +1,42 @@
+"""What every plot of a run shares: the arms' colours, the outcome colours, saving a figure, the judged SLO.
+
+Its own module so that plots.py (per-metric plots) and curves.py (latency-throughput curves, categories) both
+read it without importing each other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from sglab import metrics  # noqa: E402
+from sglab.results.verdict import Verdict  # noqa: E402
+
+COLORS = {"baseline": "#4C72B0", "candidate": "#DD8452", "baseline+confounds": "#55A868",
+          "candidate-confounds": "#C44E52", "baseline-b": "#8172B3"}
+OUTCOME_COLORS = {"promote": "#2E7D32", "reject": "#C62828", "inconclusive": "#EF6C00"}
+
+
+def arm_color(arm: str) -> str:
+    return COLORS.get(arm, "#555555")
+
+
+def save_figure(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def verdict_slo(verdict: Verdict) -> metrics.SloTargets | None:
+    """The SLO the verdict judged under (its policy, as the stack spells it)."""
+    slo = verdict.policy.get("slo") if verdict.policy else None
+    if not isinstance(slo, dict):
+        return None
+    get = lambda key: slo.get(key, slo.get(key.replace("-", "_")))  # noqa: E731
+    return metrics.SloTargets(ttft_ms=get("ttft-ms"), tpot_ms=get("tpot-ms"), itl_ms=get("itl-ms"),
+                              itl_quantile=get("itl-quantile") or 0.99)
