@@ -40,8 +40,13 @@ DEMO_BENCH ?= --time-scale 3 --round-s 4 --own-gate-only
 demo: install
 	$(BIN)/sglab validate --stack $(STACK)
 	$(BIN)/sglab bench --stack $(STACK) --target sim $(DEMO_BENCH)
-	@# a refused promotion (reject/inconclusive) is an answer, not a failure of the demo
-	-$(BIN)/sglab promote --stack $(STACK) --dry-run
+	@# The dry run must refuse, because the evidence comes from simulators and production runs SGLang on GPUs: that
+	@# refusal (exit 2) is the demo's expected answer, checked here; any other outcome, a write included, fails it.
+	@echo "$(BIN)/sglab promote --stack $(STACK) --dry-run"
+	@err=$$(mktemp); $(BIN)/sglab promote --stack $(STACK) --dry-run 2>$$err; status=$$?; cat $$err >&2; \
+	if [ $$status -eq 2 ] && grep -q 'comes from simulators' $$err; then rm -f $$err; \
+	echo "demo: promotion refused, as it must be for simulator evidence (above: why, and the command that measures the real servers)"; \
+	else rm -f $$err; echo "demo: expected the dry run to refuse simulator evidence (exit 2), got exit $$status" >&2; exit 1; fi
 
 # The project image (sglab + Locust + loadtests/: the benchmark Job, Locust, the disruption guard, the simulator).
 # `make image` builds it with the local tag kind/minikube load for the sim stack and the default name GPU stacks

@@ -3,8 +3,10 @@
 Only on evidence: the newest complete A/B result of the stack, its verdict recomputed (never read),
 and the stack's arms still hashing to what was benchmarked. The target file keeps its other keys and
 its comments (ruamel round-trip); the write is atomic (temp file + rename) and serialised by a file
-lock, and each promotion appends its evidence to stacks/promotions.jsonl. The target's candidate arm
-must come out identical (image, args, env) to the benchmarked candidate, or nothing is written.
+lock, and each promotion appends its evidence to stacks/promotions.jsonl. The evidence must come from what
+the target runs (simulator evidence only into a simulator stack: promote_evidence.check_producer), and the
+target's candidate arm must come out identical (command, image, args, env, secret references) to the
+benchmarked candidate, or nothing is written.
 """
 
 from __future__ import annotations
@@ -30,16 +32,14 @@ from sglab.results.records import Confound
 from sglab.results.schema import RunResult
 from sglab.results.store import RESULT_FILE, git_commit, latest_complete, load_result, results_root, utc_now_iso
 from sglab.analysis.verdict import policy_of
-from sglab.promote_evidence import (PromotionRefused, check_evidence, check_launch_commands, check_seal,
-                                   judge_under_policies, refuse_on_verdict)
+from sglab.promote_evidence import (PromotionRefused, check_evidence, check_launch_commands, check_producer,
+                                   check_seal, judge_under_policies, refuse_on_verdict)
 from sglab.promotion_log import LOG_NAME
-from sglab.sglang import sim_knobs
 
 # The keys a promotion owns in the target stack; everything else there is the target's own.
 PROMOTED_KEYS = ("image", "model", "server", "env", "nccl", "candidate")
 # Sub-keys of owned keys that stay the target's: how the weights reach its pods is its own business.
 TARGET_OWNED = {"model": ("volume",)}
-SIM_ENV_PREFIX = sim_knobs.SIM_ENV_PREFIX
 
 
 @dataclass
@@ -158,9 +158,25 @@ def apply_promotion(text: str, values: dict[str, Any], namespace: str = "sglab")
     return out.getvalue()
 
 
-def _serving(arm: ArmSpec) -> dict[str, Any]:
-    return {"image": arm.image, "args": list(arm.args),
-            "env": {k: v for k, v in arm.env.items() if not k.startswith(SIM_ENV_PREFIX)}}
+def _launch(arm: ArmSpec) -> dict[str, Any]:
+    """The whole launch of an arm: what the fidelity check compares (the simulator's knobs included: on a
+    simulator stack they are its machine)."""
+    return {"command": list(arm.command), "image": arm.image, "args": list(arm.args), "env": dict(arm.env),
+            "secret references": list(arm.secret_env)}
+
+
+# What to change in the target when part of the launch differs (the rest: its non-promoted keys).
+_LAUNCH_FIXES = {"command": "sglab:backend", "secret references": "sglab:hf-token (pulumi config set --secret "
+                 "sglab:hf-token <token> --stack {target}, or remove it)", "env": "sglab:sim (a simulator's knobs) or "
+                 "its other keys"}
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Two stack paths that are one file: a symlink, a hard link, `..` components, another spelling."""
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
 
 
 def _sha256(text: str) -> str:
@@ -171,9 +187,7 @@ def find_evidence(stack: str, *, results_base: Path | None, result_path: Path | 
     if result_path is not None:
         result = load_result(result_path)
         path = result_path if result_path.is_dir() else result_path.parent
-        if result.stack != stack:
-            raise PromotionRefused(f"{result_path} is a result of stack '{result.stack}', not '{stack}'",
-                                   f"pass a result of {stack}, or promote --stack {result.stack}")
+        _check_stack(stack, result, result_path)
         if not result.complete:
             raise PromotionRefused(f"{result_path} is an incomplete run ({result.incomplete_reason or 'no reason'})",
                                    f"run `sglab bench --stack {stack}` to completion")
@@ -183,7 +197,14 @@ def find_evidence(stack: str, *, results_base: Path | None, result_path: Path | 
         where = (results_base or results_root()) / stack
         raise PromotionRefused(f"no complete A/B run of stack '{stack}' under {where}",
                                f"run `sglab bench --stack {stack}` first")
+    _check_stack(stack, found[1], found[0])  # a run copied into this stack's directory is not its run
     return found
+
+
+def _check_stack(stack: str, result: RunResult, where: Path) -> None:
+    if result.stack != stack:
+        raise PromotionRefused(f"{where} is a result of stack '{result.stack}', not '{stack}'",
+                               f"pass a result of {stack}, or promote --stack {result.stack}")
 
 
 def promote(stack: str, *, target: str | None = None, root: Path | None = None, results_base: Path | None = None,
@@ -197,8 +218,9 @@ def promote(stack: str, *, target: str | None = None, root: Path | None = None, 
         target = load_stack(stack, root).config.promote_to
     if results_base is None and root != project_root():
         results_base = root / "results"
-    if target == stack:
-        raise PromotionRefused(f"the target stack '{target}' is the stack being promoted",
+    if target == stack or _same_file(stack_path(target, root), stack_path(stack, root)):
+        same = "" if target == stack else f" ({stack_path(target, root).name} is {stack_path(stack, root).name})"
+        raise PromotionRefused(f"the target stack '{target}' is the stack being promoted{same}",
                                "promote into another stack, e.g. --to production")
     source = load_stack(stack, root)
     run_dir, result = find_evidence(stack, results_base=results_base, result_path=result_path)
@@ -219,6 +241,13 @@ def promote(stack: str, *, target: str | None = None, root: Path | None = None, 
         raise PromotionRefused(f"run {result.run_id} continues a sequence whose {problem}",
                                f"restore that run, or re-run `sglab bench --stack {stack} --fresh-sequence` (a new "
                                "sequence, recorded as such)")
+    target_path = stack_path(target, root)
+    try:
+        target_stack = load_stack(target, root)
+    except ConfigError as exc:
+        raise PromotionRefused(f"the target stack is not usable: {exc}",
+                               f"create or fix {target_path} (see stacks/Pulumi.production.yaml)") from None
+    producer = check_producer(source, result, target_stack)  # simulator evidence never changes a GPU stack
 
     benchmarked = {name: result.config_hash.get(name) for name in ("baseline", "candidate")}
     now = {"baseline": baseline_arm(source.config).config_hash, "candidate": candidate_arm(source.config).config_hash}
@@ -236,12 +265,6 @@ def promote(stack: str, *, target: str | None = None, root: Path | None = None, 
     result_file = result_path if result_path is not None and result_path.is_file() else run_dir / RESULT_FILE
     seal = check_seal(stack, result, result_file, accept_unkeyed=accept_unkeyed_seal)
 
-    target_path = stack_path(target, root)
-    try:
-        target_stack = load_stack(target, root)
-    except ConfigError as exc:
-        raise PromotionRefused(f"the target stack is not usable: {exc}",
-                               f"create or fix {target_path} (see stacks/Pulumi.production.yaml)") from None
     from sglab.analysis.target_gate import target_gate_refusal  # the target's own gate, on the same evidence
 
     if (refusal := target_gate_refusal(result, target_stack, stack)) is not None:
@@ -260,11 +283,15 @@ def promote(stack: str, *, target: str | None = None, root: Path | None = None, 
                 raise PromotionRefused(f"the promoted {target} config would not be valid: {exc.problem} "
                                        f"({exc.key})", f"make {target_path.name}'s own keys compatible with "
                                        f"stack '{stack}' (e.g. placement vs server.tp-size)") from None
-        want, got = _serving(candidate_arm(source.config)), _serving(candidate_arm(promoted.config))
+        want, got = _launch(candidate_arm(source.config)), _launch(candidate_arm(promoted.config))
         if want != got:
             differs = [k for k in want if want[k] != got[k]]
+            shown = "; ".join(f"{k}: benchmarked {want[k]!r}, {target} {got[k]!r}" for k in differs
+                              if k in ("command", "secret references"))
+            fixes = [_LAUNCH_FIXES.get(k, "its non-promoted keys").format(target=target) for k in differs]
             raise PromotionRefused(f"the {target} candidate would not run what was benchmarked (differs in "
-                                   f"{', '.join(differs)})", f"check {target_path.name}'s non-promoted keys")
+                                   f"{', '.join(differs)}{': ' + shown if shown else ''})",
+                                   f"check {target_path.name}'s {'; '.join(dict.fromkeys(fixes))}")
         diff = "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                             fromfile=f"a/{target_path.name}", tofile=f"b/{target_path.name}"))
         return after, diff
@@ -282,7 +309,7 @@ def promote(stack: str, *, target: str | None = None, root: Path | None = None, 
                         "break_even_accept_length": lv.economics.break_even_accept_length} for lv in verdict.levels],
             "config_hash": benchmarked, "git_commit": git_commit(root), "result_git_commit": result.git_commit,
             "integrity": result.integrity.model_dump(mode="json", include={"algorithm", "digest", "key_id"}),
-            "seal": seal,
+            "seal": seal, "producer": producer,
             "target_sha256_before": _sha256(before), "target_sha256_after": _sha256(after),
             # what the owned keys held before and hold now: `sglab rollback` restores `previous`
             "previous": owned_values(before), "promoted": owned_values(after),

@@ -102,6 +102,55 @@ def check_launch_commands(source: LoadedStack, result: RunResult) -> None:
                 f"'{source.name}' gives, though its config hash is (the result was edited)", _rerun(source.name))
 
 
+def real_evidence_fix(stack: str) -> str:
+    """How to measure a stack on the servers it declares (what a GPU target needs as evidence)."""
+    return (f"measure the real servers: `pulumi up --stack {stack}` runs the benchmark Job against both arms in the "
+            f"cluster, then `sglab results pull --stack {stack}` and `sglab promote --stack {stack}`; or, with both "
+            f"arms already serving, `sglab bench --stack {stack} --baseline-url http://BASELINE:30000 "
+            f"--candidate-url http://CANDIDATE:30000`")
+
+
+def check_producer(source: LoadedStack, result: RunResult, target: LoadedStack) -> dict[str, Any]:
+    """The evidence was produced by what the target runs: simulator evidence only into a simulator stack that
+    requests no GPUs (within the simulator's faithful time scales), real-server evidence only into an SGLang
+    stack, and the target's backend is the benchmarked stack's. Returns the producer for the log."""
+    from sglab.analysis.provenance import producer_of
+    from sglab.sglang.sim_knobs import time_scale_problem
+
+    producer = producer_of(result)
+    run, backend, name = result.run_id, target.config.backend, target.name
+    if backend != source.config.backend:
+        raise PromotionRefused(
+            f"the {name} stack runs backend {backend} ({target.path.name}: sglab:backend), the benchmarked stack "
+            f"'{source.name}' backend {source.config.backend}: its servers would not run what was benchmarked",
+            f"promote into a stack of backend {source.config.backend}, or restore sglab:backend in {target.path.name}")
+    if backend == "sglang" and producer.kind != "sglang":
+        what = (f"comes from simulators, not from GPU servers: {producer.describe()}, whose speed is a timing "
+                "model" if producer.kind == "simulator" else f"does not record what served it ({producer.describe()}), "
+                "so nothing shows it was measured on real SGLang servers")
+        raise PromotionRefused(f"run {run} {what}; the {name} stack runs SGLang on GPUs, and only evidence "
+                               "measured on SGLang servers can change it", real_evidence_fix(source.name))
+    if backend == "sim":
+        if producer.kind != "simulator":
+            raise PromotionRefused(f"run {run} was produced by {producer.describe()}; the {name} stack runs sglab's "
+                                   "simulator (sglab:backend: sim), which that evidence says nothing about",
+                                   f"benchmark stack '{source.name}' with `sglab bench --stack {source.name}`")
+        gpus = target.config.placement.gpus_per_node
+        if gpus:
+            raise PromotionRefused(f"the {name} stack requests {gpus} GPUs per node (placement.gpus-per-node), so it is "
+                                   "a GPU config whatever its backend, and simulator evidence never changes one",
+                                   real_evidence_fix(source.name))
+        closed = (result.loadgen.get("profile") or "concurrency") == "concurrency" and result.levels
+        workers = result.loadgen.get("workers") if isinstance(result.loadgen.get("workers"), int) else 0
+        streams = -(-max(lv.concurrency for lv in result.levels) // max(1, workers)) if closed else None
+        problem = time_scale_problem(producer.time_scale, streams) if producer.time_scale is not None else None
+        if problem is not None:
+            raise PromotionRefused(f"run {run} ran the simulators at time scale {producer.time_scale:g}: {problem}",
+                                   f"re-run `sglab bench --stack {source.name}` within that range")
+    return {"kind": producer.kind, "time_scale": producer.time_scale, "versions": list(producer.versions),
+            "why": producer.why}
+
+
 def refuse_on_verdict(stack: str, verdict: Verdict, under: str = "") -> None:
     if verdict.outcome == "promote":
         return

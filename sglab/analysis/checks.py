@@ -15,6 +15,7 @@ import shlex
 from functools import partial
 
 from sglab.analysis.operating_point import level_label, level_phrase
+from sglab.analysis.provenance import provenance_blockers
 from sglab.analysis.samples import comparison_arms
 from sglab.analysis.accumulate import earlier_log_ratios
 from sglab.analysis.stops import decided_rounds
@@ -119,6 +120,7 @@ def blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: Promoti
     if confounded is not None:
         out.append(confounded)
     out += _live_check(result)
+    out += provenance_blockers(result)  # faked acceptance, machines (sglab/analysis/provenance.py)
     if result.invalid_reason:
         out.append(Check(name="invalid", ok=False, detail=f"the run is invalid: {result.invalid_reason}",
                          fix=f"fix or restart that server, then re-run `sglab bench --stack {stack}`"))
@@ -384,6 +386,10 @@ def policy_weakenings(recorded: PromotionPolicy, now: PromotionPolicy) -> list[s
         was, cap = getattr(recorded, field), getattr(now, field)
         if was is not None and (cap is None or cap > was):
             out.append(f"{_key(field)}: {'no cap' if cap is None else cap} is laxer than the recorded {was}")
+    was, floor = recorded.min_output_parity, now.min_output_parity
+    if was is not None and (floor is None or floor < was):
+        out.append(f"{_key('min_output_parity')}: {'no minimum' if floor is None else floor} is laxer than the "
+                   f"recorded {was}")
     dropped = [lv for lv in recorded.levels if lv not in now.levels]
     if dropped:
         out.append(f"{_key('levels')}: {now.levels} no longer gates {dropped} (recorded {recorded.levels})")

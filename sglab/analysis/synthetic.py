@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from sglab.results.schema import (AcceptLength, ArmInfo, ArmLevelSummary, LevelResult, Percentiles, RequestSample,
-                                  RoundSample, RunResult, Target)
+from sglab.results.schema import (AcceptLength, ArmInfo, ArmLevelSummary, ArmMachine, LevelResult, Percentiles,
+                                  RequestSample, RoundSample, RunResult, Target)
 
 PerLevel = float | Mapping[int, float]
 
@@ -57,9 +57,11 @@ def synthetic_result(
     config_hash: Mapping[str, str] | None = None,
     run_id: str = "20260101T000000Z-synth",
     seed: int = 0,
+    producer: str = "simulator",
 ) -> RunResult:
     """A RunResult whose true relative gain per level is `gain` (or, for kind 'attribute', the
-    (confounds, speculation, interaction) parts in `attribution`)."""
+    (confounds, speculation, interaction) parts in `attribution`). `producer` 'sglang' records it as measured
+    on real servers given by URL (sglab/analysis/provenance.py), 'simulator' as on simulators sglab started."""
     rng = np.random.default_rng(seed)
     error_rate = dict(error_rate or {})
     if kind == "aa":
@@ -154,9 +156,13 @@ def synthetic_result(
         run_id=run_id, stack=stack, kind=kind, started_at="2026-01-01T00:00:00+00:00",
         finished_at="2026-01-01T00:10:00+00:00" if complete else None, complete=complete,
         incomplete_reason=None if complete else "interrupted (SIGINT)", git_commit="0" * 40,
-        target=Target(kind="sim"),
+        target=Target(kind="sim") if producer == "simulator" else
+        Target(kind="urls", urls={name: f"http://{name}:30000" for name, _, _ in arms}, urls_source="sglab"),
         arms=[ArmInfo(name=name, role=role, speculative=spec, config_hash=hashes.get(name, "0" * 64),
-                      launch_command=f"sglab sim ({name})", live_flags_checked=True) for name, role, spec in arms],
+                      launch_command=f"sglab sim ({name})", live_flags_checked=True,
+                      machine=None if producer == "simulator" else ArmMachine(producer="sglang",
+                                                                              server_version="synthetic"))
+              for name, role, spec in arms],
         config_hash=hashes, confounds=list(confounds or []), live_mismatches=list(live_mismatches or []),
         load_plan={"concurrency": list(levels), "rounds": rounds, "round-duration-s": round_duration_s},
         policy=dict(policy or {}), levels=level_results,

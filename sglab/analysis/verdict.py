@@ -23,7 +23,8 @@ from sglab.analysis.accumulate import earlier_log_ratios, recorded
 from sglab.analysis.attribution import attribute
 from sglab.analysis.checks import blockers as _blockers
 from sglab.analysis.checks import guards as _guards
-from sglab.analysis.checks import unable_to_measure
+from sglab.analysis.checks import UNMEASURABLE, unable_to_measure
+from sglab.analysis.parity import output_parity, parity_guard
 from sglab.analysis.categories import category_gains
 from sglab.analysis.economics import crossover, level_economics
 from sglab.analysis.guards import p99_ratio
@@ -144,7 +145,9 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
     levels = {lv.concurrency: _level(lv, base, cand, policy, earlier.get(lv.concurrency))
               for lv in sorted(result.levels, key=lambda x: x.concurrency)}
     blockers = _blockers(result, levels, policy, earlier)
+    parity = output_parity(result)  # sglab/analysis/parity.py: temperature-0 answers, candidate vs baseline
     guards = _guards(levels, policy, level_label(result))
+    guards += [g for g in (parity_guard(parity, policy.min_output_parity, UNMEASURABLE),) if g is not None]
     unmeasured = [g for g in guards if not g.ok and unable_to_measure(g)]
     failed = [g for g in guards if not g.ok and not unable_to_measure(g)]
     blockers += unmeasured
@@ -191,6 +194,7 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
         gating_levels=list(policy.levels), levels=list(levels.values()), guards=guards, blockers=blockers,
         reasons=reasons, crossover=crossover(gains, level_label(result)), more_rounds=more,
         attribution=attribute(result, metric=policy.metric, confidence=policy.confidence, method=policy.method),
+        output_parity=parity,
         policy=policy.model_dump(mode="json", by_alias=True), sequence=_sequence_summary(result, earlier),
         computed_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )

@@ -218,10 +218,39 @@ def _sim_env(pairs: list[str], time_scale: float | None) -> dict[str, str]:
                              + (f" (did you mean {near}?)" if near else f"; knobs: {', '.join(known)}"))
         env[key] = value
     if time_scale is not None:
-        if time_scale <= 0:
-            raise UsageError("--time-scale must be > 0")
         env["SGLAB_SIM_TIME_SCALE"] = f"{time_scale:g}"
+    if "SGLAB_SIM_TIME_SCALE" in env:
+        _check_time_scale(env["SGLAB_SIM_TIME_SCALE"], "--time-scale" if time_scale is not None else "--sim-env")
     return env
+
+
+def _check_streams(loaded, plan, sim_env: dict[str, str], workers: int) -> None:
+    """A closed-loop run's streams per load-generator process x the simulators' time scale, bounded like the
+    scale itself (sglab/sglang/sim_knobs.py): past it the client, not the servers, sets the speed."""
+    from sglab.load.profiles import profile_for
+    from sglab.sglang.sim_knobs import time_scale_problem
+
+    profile = profile_for(plan)
+    if profile.name != "concurrency":
+        return  # open loop: the client's load follows the arrival rate, and the scale's own range applies
+    scale = float(sim_env.get("SGLAB_SIM_TIME_SCALE") or loaded.config.sim.time_scale)
+    streams = -(-max(profile.levels()) // max(1, workers))  # per Locust process
+    problem = time_scale_problem(scale, streams)
+    if problem is not None:
+        raise UsageError(f"--time-scale: {problem}")
+
+
+def _check_time_scale(text: str, option: str) -> None:
+    """The simulators' time scale, bounded to what they model faithfully (sglab/sglang/sim_knobs.py)."""
+    from sglab.sglang.sim_knobs import time_scale_problem
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{option}: time scale {text!r} is not a number") from None
+    problem = time_scale_problem(value)
+    if problem is not None:
+        raise UsageError(f"{option}: {problem}")
 
 
 def _refuse_ungated_run(loaded, plan) -> None:
@@ -286,6 +315,8 @@ def build_request(args: argparse.Namespace):
     sim_env = _sim_env(args.sim_env, args.time_scale) if target == "sim" else {}
     if args.quick and target == "sim" and "SGLAB_SIM_TIME_SCALE" not in sim_env:
         sim_env["SGLAB_SIM_TIME_SCALE"] = f"{QUICK_SIM_TIME_SCALE:g}"
+    if target == "sim":
+        _check_streams(loaded, plan, sim_env, args.workers)
     if args.result_configmap and target == "urls":
         target = "in-cluster"  # the benchmark Job, against the arms' Services
     return BenchRequest(loaded=loaded, plan=plan, kind=kind, target_kind=target, urls=urls,

@@ -60,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     rehearsal.add_argument("--users", type=model_option(LoadPlan, "concurrency", "load.concurrency", item=True),
                            default=8, help="concurrent Locust users in all")
     rehearsal.add_argument("--time-scale", type=_positive(float, 1000), default=4.0,
-                           help="simulator speed-up (gains and accept lengths do not depend on it)")
+                           help="simulator speed-up, 0.25 to 10 and at most 48 users x scale (within them gains "
+                                "and accept lengths do not depend on it)")
     rehearsal.add_argument("--window-s", type=_positive(float, bound(CanaryJudge, "window_s")), default=5.0,
                            help="window length (default 5 s)")
     rehearsal.add_argument("--max-windows", type=model_option(CanaryJudge, "max_windows", "serving.canary.max-windows"),
@@ -146,6 +147,10 @@ def _rehearse(args: argparse.Namespace, spec, loaded, log):
 
     if args.weight >= 100:
         raise UsageError("--weight must be below 100 (the stable serves the rest)")
+    from sglab.sglang.sim_knobs import time_scale_problem  # bounded like every entry (docs/simulator.md)
+
+    if (problem := time_scale_problem(args.time_scale, args.users)) is not None:
+        raise UsageError(f"--time-scale: {problem}")
     stable, canary = default_revisions(loaded, args.root)
     if args.stable:
         stable = resolve(args.stable, "stable", args.root)

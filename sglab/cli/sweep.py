@@ -21,6 +21,7 @@ from sglab.config.placement import Placement
 from sglab.config.sweep import SweepSpec
 from sglab.untrusted import printable
 from sglab.config.loader import load_stack
+from sglab.sglang.sim_knobs import time_scale_problem
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -274,8 +275,8 @@ def _plan(loaded, args):
         object.__setattr__(loaded.config.sweep, "max_rounds", args.max_rounds)
     sim_env = {}
     if args.time_scale is not None:
-        if args.time_scale <= 0:
-            raise UsageError("--time-scale must be > 0")
+        if (problem := time_scale_problem(args.time_scale)) is not None:  # sglab/sglang/sim_knobs.py
+            raise UsageError(f"--time-scale: {problem}")
         sim_env["SGLAB_SIM_TIME_SCALE"] = f"{args.time_scale:g}"
     elif args.quick:
         sim_env["SGLAB_SIM_TIME_SCALE"] = f"{QUICK_SIM_TIME_SCALE:g}"

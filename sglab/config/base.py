@@ -10,6 +10,7 @@ from pydantic import AliasGenerator, BaseModel, ConfigDict, ValidationInfo, fiel
 from sglab.config.strict import SECRETS_FIX, text_problem, type_problem
 from sglab.sglang.env import NCCL_ENV_PREFIX, is_hf_token_env
 from sglab.sglang.secret_names import secret_word
+from sglab.sglang.honesty import faked_acceptance, refusal
 from sglab.sglang.sim_knobs import is_sim_env
 from sglab.untrusted import printable
 
@@ -99,6 +100,8 @@ def check_env(env: Any, nccl_key: str) -> Any:
         return env
     for key in env:
         key = str(key)
+        if faked := faked_acceptance({printable(key, limit=80): ""}, ()):  # sglab/sglang/honesty.py: any backend
+            raise KeyedValueError((key,), refusal(faked, "the stack"))
         if is_hf_token_env(key):
             raise KeyedValueError((key,), f"{key} carries the Hugging Face token, which must not be plain text "
                                           "(validate and render would print it, and it would be stored in the "

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from sglab.config.strict import SECRETS_FIX
-from sglab.sglang import flags
+from sglab.sglang import flags, honesty
 from sglab.sglang.secret_names import secret_word
 
 SPECULATIVE_PREFIX = "--speculative-"
@@ -24,6 +24,8 @@ def check_extra_args(args: list[str], *, speculative: bool = False) -> list[str]
         flags.decode(args)
     except flags.FlagError as exc:
         raise ValueError(f"{exc}; fix the argument list (SGLang's launch_server would refuse it)") from None
+    if faked := honesty.lossy_args(args):  # before the other checks: say it is lossy, not only who renders it
+        raise ValueError(honesty.refusal(faked, "extra-args"))
     conflict = flags.secret_conflict(args) or _secret_shaped(args) or flags.managed_conflict(args) or \
         _misplaced(args, speculative)
     if conflict:

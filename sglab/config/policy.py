@@ -36,6 +36,9 @@ class PromotionPolicy(Model):
     # measures them). sequential: the anytime-valid confidence sequence, and `sglab bench` stops a gated
     # level once it decides (--max-rounds); paired-t / bootstrap: fixed-n intervals, read once.
     method: Literal["paired-t", "bootstrap", "sequential"] = "sequential"
+    # The least share of temperature-0 answers the candidate must give exactly as the baseline does (a guard;
+    # sglab/analysis/parity.py). Unset: shown, not gated. Real GPUs differ a little by themselves: see the A/A.
+    min_output_parity: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
     # What a good request is, for the goodput metrics (goodput_tok_per_s, goodput_req_per_s).
     slo: Slo | None = None
     # Set from sglab:traffic by the stack (write sglab:traffic, not this): the gate runs at its levels.

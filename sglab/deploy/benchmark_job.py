@@ -143,6 +143,8 @@ class BenchmarkPlan:
     job: dict[str, Any]
     await_timeout_min: int
     wave: Wave | None = None  # a sweep wave: the Job runs `sglab sweep` against its arms
+    node_role: dict[str, Any] | None = None  # ClusterRole + binding: get nodes (the arms' GPU labels)
+    node_role_binding: dict[str, Any] | None = None
 
     @property
     def result_configmap(self) -> dict[str, Any]:
@@ -150,8 +152,30 @@ class BenchmarkPlan:
         return self.result_configmaps[0]
 
     def manifests(self) -> list[dict[str, Any]]:
-        return [self.service_account, self.role, self.role_binding, self.stack_configmap, *self.result_configmaps,
-                self.job]
+        nodes = [m for m in (self.node_role, self.node_role_binding) if m is not None]
+        return [self.service_account, self.role, *nodes, self.role_binding, self.stack_configmap,
+                *self.result_configmaps, self.job]
+
+
+def arm_read_rules(services: list[str]) -> list[dict[str, Any]]:
+    """For the machine in the evidence (sglab/load/machine.py): get the arms' Services by name and list the pods
+    they select; no other verb, no other resource."""
+    return [{"apiGroups": [""], "resources": ["services"], "resourceNames": list(services), "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+
+
+def node_reader(meta_labels: dict[str, str], namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ClusterRole that may only get nodes (their GPU Feature Discovery labels: nodes are cluster-scoped, so a
+    Role cannot grant it; `get` needs the name, which the pod gives) and its binding to the Job's account."""
+    name = f"{namespace}-{SERVICE_ACCOUNT}-nodes"
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": meta_labels},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": name, "labels": meta_labels},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}]}
+    return role, binding
 
 
 def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
@@ -180,8 +204,16 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     wave = plan_wave(stack, stack_name) if stack.sweep is not None else None
     budgets = arm_budgets(stack, stack_name)
     access.role["rules"] = role_rules(n.result_configmap, budgets)
+    if wave is not None:
+        return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,
+                             access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave)
+    from sglab.deploy.plan import arm_releases  # the arms' Services are named after their releases
+
+    access.role["rules"] += arm_read_rules([r.release for r in arm_releases(stack, stack_name)])
+    nodes, nodes_binding = node_reader(labels, ns)
     return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,
-                         access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave)
+                         access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave, nodes,
+                         nodes_binding)
 
 
 def arm_budgets(stack: StackConfig, stack_name: str) -> list[str]:
@@ -233,6 +265,13 @@ class InClusterBenchmark(pulumi.ComponentResource):
         self.plan = plan
         self.stack_name = plan.job["metadata"]["labels"]["sglab/stack"]
         access = declare_job_access(self, name, plan, foundation)
+        if plan.node_role is not None:  # the arms' nodes, for the machine in the evidence
+            access += [k8s.rbac.v1.ClusterRole(f"{name}-nodes", metadata=plan.node_role["metadata"],
+                                               rules=plan.node_role["rules"], opts=child),
+                       k8s.rbac.v1.ClusterRoleBinding(f"{name}-nodes-binding",
+                                                      metadata=plan.node_role_binding["metadata"],
+                                                      role_ref=plan.node_role_binding["roleRef"],
+                                                      subjects=plan.node_role_binding["subjects"], opts=child)]
         stack_cm = k8s.core.v1.ConfigMap(f"{name}-stack", metadata=plan.stack_configmap["metadata"],
                                          data=plan.stack_configmap["data"], opts=child)
         timeout = f"{plan.await_timeout_min}m"

@@ -12,6 +12,7 @@ In distributed mode workers forward their samples to the master's collector with
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import asdict, dataclass, replace
 
@@ -25,6 +26,11 @@ REPORT_KEY = "sglab_samples"
 PHASE_MESSAGE = "sglab_phase"
 SETTINGS_MESSAGE = "sglab_settings"
 IDLE_MESSAGE = "sglab_idle"
+TEXT_KEY = "_output_text"  # a forwarded sample's answer (kept in the collector, not in the sample)
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class SampleCollector:
         self._issued: dict[str, int] = {}
         self.in_flight = 0
         self._outbox: list[dict] = []
+        self._texts: dict[str, str] = {}
         self.event = _sample_hook(environment)
 
     # ---- phase control (the bench runner) -------------------------------------------------
@@ -108,14 +115,27 @@ class SampleCollector:
     def issued(self, arm: str) -> int:
         return self._issued.get(arm, 0)
 
-    def record(self, sample: RequestSample, *, forward: bool = False) -> None:
-        """Keep a sample (with its registry metrics filled in) and announce it; on a worker, also queue it
-        for the master."""
+    def record(self, sample: RequestSample, *, forward: bool = False, text: str | None = None) -> None:
+        """Keep a sample (with its registry metrics filled in) and its answer's text, and announce it; on a
+        worker, also queue both for the master."""
         fill_request_metrics(sample)
         self._samples.append(sample)
+        if text is not None and sample.output_sha256 is not None:
+            self._texts[sample.output_sha256] = text
         if forward:
-            self._outbox.append(sample.model_dump(mode="json"))
+            self._outbox.append({**sample.model_dump(mode="json"), TEXT_KEY: text})
         self.event.fire(sample=sample)
+
+    def record_forwarded(self, raw: dict) -> None:
+        """A sample a worker forwarded (take_outbox's form: the sample's JSON and its answer's text)."""
+        raw = dict(raw)
+        text = raw.pop(TEXT_KEY, None)
+        self.record(RequestSample.model_validate(raw), text=text if isinstance(text, str) else None)
+
+    def texts(self, samples: list[RequestSample]) -> dict[str, str]:
+        """The answers' texts of these samples, each distinct text once (RunResult.output_texts)."""
+        return {s.output_sha256: self._texts[s.output_sha256] for s in samples
+                if s.output_sha256 is not None and s.output_sha256 in self._texts}
 
     # ---- reading --------------------------------------------------------------------------
     def samples(self, arm: str | None = None, *, level: int | None = None, round_index: int | None = None,
@@ -134,6 +154,7 @@ class SampleCollector:
     def clear(self) -> None:
         self._samples = []
         self._outbox = []
+        self._texts = {}
 
     def take_outbox(self) -> list[dict]:
         out, self._outbox = self._outbox, []
@@ -173,7 +194,7 @@ def _wire_distributed(environment, collector: SampleCollector) -> None:
 
     def on_worker_report(client_id, data, **_kw):
         for raw in data.get(REPORT_KEY, ()):
-            collector.record(RequestSample.model_validate(raw))
+            collector.record_forwarded(raw)
 
     environment.events.report_to_master.add_listener(on_report_to_master)
     environment.events.worker_report.add_listener(on_worker_report)

@@ -21,7 +21,6 @@ import gevent
 from sglab.load.collector import (IDLE_MESSAGE, PHASE_MESSAGE, SETTINGS_MESSAGE, Phase, get_collector,
                                   is_worker)
 from sglab.load.settings import LoadSettings
-from sglab.results.schema import RequestSample
 
 WATCH_INTERVAL_S = 0.02
 WORKER_TOKEN_ENV = "SGLAB_WORKER_TOKEN"
@@ -156,7 +155,7 @@ class MasterControl:
         if not self.expected.accepts(msg.node_id):
             return
         for raw in msg.data.get("samples", ()):
-            self.collector.record(RequestSample.model_validate(raw))
+            self.collector.record_forwarded(raw)  # the sample and its answer's text (output parity)
         self.idle.setdefault(msg.data["serial"], set()).add(msg.node_id)
 
     def workers(self) -> list[str]:

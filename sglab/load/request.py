@@ -69,6 +69,22 @@ def check_live_flags(request: BenchRequest, urls: dict[str, str], infos: list[Ar
     return found
 
 
+def record_machines(request: BenchRequest, urls: dict[str, str], infos: list[ArmInfo]) -> None:
+    """What served each arm (sglab/load/machine.py), on its ArmInfo: the evidence says which machine produced it."""
+    from sglab.load.machine import arm_machine
+
+    for arm, info in zip(request.arms, infos):
+        url = urls.get(arm.name)
+        live, error = None, None
+        if url:
+            try:
+                live = get_server_info(url)
+            except ServerInfoError as exc:
+                error = str(exc)
+        info.machine = arm_machine(url=url, target_kind=request.target_kind, declared_image=arm.image, info=live,
+                                   info_error=error)
+
+
 def stack_sim_env(loaded: LoadedStack) -> dict[str, str]:
     """The stack's `sim:` knobs as SGLAB_SIM_* env (arms of a `backend: sim` stack carry them already)."""
     stack = loaded.config
@@ -94,6 +110,7 @@ def reached_arms(request: BenchRequest, log_dir: Path) -> Iterator[tuple[object,
         with stop_signals_interrupt():
             infos = arm_infos(request, targets.urls)
             mismatches = check_live_flags(request, targets.urls, infos) if request.check_live_flags else []
+            record_machines(request, targets.urls, infos)
         if mismatches:
             raise RefusedError(
                 "refusing to benchmark: the live servers differ from what stack "

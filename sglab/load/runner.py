@@ -101,6 +101,10 @@ class BenchRun:
     def save(self, result: RunResult) -> None:
         assert self.run_dir is not None
         result.levels = list(self.levels)
+        kept = [r for lv in result.levels for r in lv.requests]
+        result.output_texts = {**{k: v for k, v in result.output_texts.items()
+                                  if k in {r.output_sha256 for r in kept}}, **self.collector.texts(kept)} \
+            if self.collector is not None else result.output_texts
         write_result(result, self.run_dir, overwrite=(self.run_dir / "result.json").exists())
 
     # ---- locust ---------------------------------------------------------------------------

@@ -70,6 +70,8 @@ class LoadSettings:
             return None if 1 <= got <= cap else f"wrong token count: got {got}, expected 1 to {cap}"
         return None if got == cap else f"wrong token count: got {got}, expected {cap}"
 
+    temperature = 0.0  # greedy on both arms: their answers must then be the same (output parity)
+
     def payload(self, prompt: Prompt) -> dict:
         """Greedy sampling, the same on both arms: a fixed length with ignore_eos, or natural stopping at a cap."""
         tokens = self.token_cap(prompt)
@@ -77,7 +79,8 @@ class LoadSettings:
         if self.endpoint == "generate":
             return {
                 "text": prompt.text,
-                "sampling_params": {"max_new_tokens": tokens, "ignore_eos": ignore_eos, "temperature": 0.0},
+                "sampling_params": {"max_new_tokens": tokens, "ignore_eos": ignore_eos,
+                                    "temperature": self.temperature},
                 "stream": True,
             }
         messages = [dict(m) for m in prompt.messages] if prompt.messages else [{"role": "user", "content": prompt.text}]
@@ -86,7 +89,7 @@ class LoadSettings:
             "messages": messages,
             "max_tokens": tokens,
             "ignore_eos": ignore_eos,
-            "temperature": 0.0,
+            "temperature": self.temperature,
             "stream": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
             "return_spec_tokens_details": True,  # per-request accept length (sglext.spec_tokens_details)

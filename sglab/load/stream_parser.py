@@ -60,6 +60,7 @@ class StreamMetrics:
     error: str | None = None
     chunks: int = 0
     bytes_received: int = 0
+    text: str = ""  # the answer: chat deltas joined; /generate's last (cumulative) text
 
     @property
     def decode_tok_per_s(self) -> float | None:
@@ -77,6 +78,7 @@ class StreamParser:
         self._partial = b""
         self._last_token_s: float | None = None
         self._last_event_s: float | None = None
+        self._text: list[str] = []
 
     def feed_bytes(self, data: bytes, at_s: float) -> None:
         """Convenience for tests and raw transports: split into lines and feed each at `at_s`."""
@@ -117,6 +119,8 @@ class StreamParser:
             self._pending = []
             self._event(data, at_s)
         m = self.metrics
+        if self._text:
+            m.text = "".join(self._text)
         if m.spec_verify_ct and m.output_tokens:
             m.accept_length = m.output_tokens / m.spec_verify_ct  # the details may precede the last count
         if m.e2e_s is None:
@@ -135,6 +139,8 @@ class StreamParser:
         if m.done:
             return
         chunk = _generate_fast_path(data) if self.endpoint == "generate" else None
+        if chunk is not None and chunk["meta_info"].get("finish_reason"):
+            chunk = None  # the last chunk is parsed whole, for its text (cumulative: the whole answer)
         try:
             chunk = chunk if chunk is not None else json.loads(data)
         except json.JSONDecodeError:
@@ -175,6 +181,8 @@ class StreamParser:
             self._add_tokens(completion - m.output_tokens, at_s)
         elif chunk.get("text"):
             self._add_tokens(1, at_s)
+        if isinstance(chunk.get("text"), str):
+            self._text = [chunk["text"]]
         if isinstance(meta.get("prompt_tokens"), int):
             m.prompt_tokens = meta["prompt_tokens"]
         finish = meta.get("finish_reason")
@@ -253,6 +261,8 @@ class StreamParser:
             self._add_tokens(usage["completion_tokens"] - m.output_tokens, at_s)
         elif content:
             self._add_tokens(1, at_s)
+        if isinstance(content, str) and content:
+            self._text.append(content)
         if finish:
             m.finish_reason = str(finish)
             meta = chunk.get("meta_info")

@@ -25,7 +25,7 @@ from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 from locust.exception import StopUser
 
-from sglab.load.collector import SampleCollector, Ticket, get_collector
+from sglab.load.collector import SampleCollector, Ticket, get_collector, text_sha256
 from sglab.load.profiles import CLOSED_LOOP, Pacing
 from sglab.load.settings import LoadSettings
 from sglab.load.stream_parser import StreamMetrics, StreamParser
@@ -223,10 +223,14 @@ class StreamingUser(FastHttpUser):
             timeout.close()
         sample = _sample(ticket, prompt.index, metrics, expected, error, self.collector)
         sample.category = prompt.category  # per-category results (sglab/analysis/categories.py)
+        sample.temperature = settings.temperature
+        text = metrics.text if not error else None
+        if text is not None:  # output parity (sglab/analysis/parity.py)
+            sample.output_sha256 = text_sha256(text)
         if not error and not ticket.warmup:
             self._fire_token_rows(ticket.arm, metrics)
         touch(self.environment, ticket.arm)
-        self.collector.record(sample, forward=_on_worker(self.environment))
+        self.collector.record(sample, forward=_on_worker(self.environment), text=text)
         return sample
 
     def _fire_token_rows(self, arm: str, m: StreamMetrics) -> None:

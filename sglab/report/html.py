@@ -10,7 +10,9 @@ from sglab import metrics
 from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.sequential import method_sentence
 from sglab.analysis.verdict import next_step
+from sglab.analysis.provenance import producer_of
 from sglab.report.plot_style import OUTCOME_COLORS
+from sglab.report.provenance import machine_text, parity_line, parity_rows
 from sglab.report.table import level_label
 from sglab.results.schema import RunResult
 from sglab.results.verdict import LOSS_PREFIX, LevelVerdict, Verdict
@@ -114,10 +116,26 @@ def _run_details(result: RunResult) -> str:
             ("complete", "yes" if result.complete else f"no ({result.incomplete_reason or 'no reason'})"),
             ("target", result.target.kind), ("git commit", result.git_commit or "–")]
     rows += [(f"arm {a.name} ({a.role})", f"{a.config_hash[:12]} · {a.launch_command}") for a in result.arms]
+    rows.append(("produced by", producer_of(result).describe()))
+    rows += [(f"machine {a.name}", machine_text(a.machine)) for a in result.arms]
     if result.confounds:
         rows.append(("confounds", "; ".join(c.describe() for c in result.confounds)))
     body = "".join(f"<tr><th class='l'>{_e(k)}</th><td class='l'><code>{_e(v)}</code></td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
+
+
+def _parity(verdict: Verdict) -> str:
+    """Temperature-0 answers: the candidate's against the baseline's, and the baseline's A/A, per level."""
+    rows = parity_rows(verdict.output_parity)
+    if not rows:
+        return ""
+    body = "".join(f"<tr><td>{level}</td><td class='l'>{_e(cand)}</td><td class='l'>{_e(aa)}</td></tr>"
+                   for level, cand, aa in rows)
+    return (f"<h2>Output parity</h2><p>{_e(parity_line(verdict.output_parity))}. Speculative decoding is lossless: "
+            "at temperature 0 the candidate should answer as the baseline does; on real GPUs batch-variant numerics "
+            "make a few differences normal, and the A/A column shows how many the baseline has by itself.</p>"
+            f"<table><tr><th>level</th><th>candidate = baseline</th><th>A/A: baseline = itself, other rounds</th>"
+            f"</tr>{body}</table>")
 
 
 def _loss_banner(verdict: Verdict) -> str:
@@ -201,6 +219,7 @@ def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> 
 {_levels_table(verdict)}
 {inline}
 {_categories(verdict)}
+{_parity(verdict)}
 <h2>Speculation economics</h2><ul>{economics or "<li class='muted'>no accept length measured</li>"}</ul>
 <h2>Guards and blockers</h2>{_checks(verdict)}
 {f"<ul>{notes}</ul>" if notes else ""}

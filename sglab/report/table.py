@@ -12,6 +12,7 @@ from sglab import metrics
 from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.sequential import method_phrase
 from sglab.analysis.verdict import next_step
+from sglab.report.provenance import parity_line
 from sglab.results.verdict import LOSS_PREFIX, Gain, Verdict, pct
 
 # Column titles of the built-in metrics, as the table has always written them.
@@ -86,6 +87,9 @@ def format_table(v: Verdict, lints: Iterable[Any] = ()) -> str:
         lines.append(f"economics @{lv.concurrency}: baseline step {e.baseline_step_ms:.2f} ms/token, verify cycle "
                      f"{e.verify_cycle_ms:.2f} ms ({e.candidate_itl_ms:.2f} ms x accept {e.accept_length:.2f}), "
                      f"break-even accept length {e.break_even_accept_length:.2f} vs measured {e.accept_length:.2f}")
+    parity = parity_line(v.output_parity)  # sglab/report/provenance.py (none for results without answers)
+    if parity:
+        lines.append(parity)
     lines.append(f"crossover: {v.crossover.note}")
     if v.attribution is not None:
         for la in v.attribution.levels:

@@ -118,6 +118,9 @@ class RequestSample(Schema):
                                             "per-cycle accept length without the prefill's token")
     accept_length: float | None = None
     category: str | None = Field(None, description="the prompt's category (datasets with labels; None: unlabelled)")
+    temperature: float | None = Field(None, description="the sampling temperature the request asked for")
+    output_sha256: str | None = Field(None, description="sha256 of the output text (RunResult.output_texts holds "
+                                      "the text); None: not recorded or the request failed")
     error: str | None = None
     metrics: dict[str, float] = Field(default_factory=dict, description="per-request values of registry metrics "
                                       "without a field of their own (sglab/metrics)")
@@ -138,6 +141,28 @@ class LevelResult(Schema):
     requests: list[RequestSample] = Field(default_factory=list)
 
 
+ProducerKind = Literal["simulator", "sglang"]
+
+
+class ArmMachine(Schema):
+    """What served one arm: as the server described itself (/get_server_info) and, in the cluster, as the
+    Kubernetes API saw its pod and node (sglab/load/machine.py). None: not known to the run."""
+
+    producer: ProducerKind | None = Field(None, description="'simulator' when the server's info carries the "
+                                          "simulator's sglab_sim block (or sglab started it), else 'sglang'")
+    server_version: str | None = Field(None, description="the `version` of the server's /get_server_info")
+    time_scale: float | None = Field(None, description="the simulator's time scale as it reported it")
+    image: str | None = Field(None, description="the image: the pod's (in the cluster), else the stack's")
+    image_digest: str | None = Field(None, description="'sha256:...': the pod's imageID, or the image's @digest")
+    image_source: Literal["pod", "stack"] | None = Field(None, description="where `image` was read")
+    pod: str | None = Field(None, description="the pod that served the arm (in the cluster)")
+    node_name: str | None = Field(None, description="the node of that pod")
+    node_labels: dict[str, str] = Field(default_factory=dict, description="the node's GPU Feature Discovery and "
+                                        "accelerator labels (nvidia.com/gpu.product, nvidia.com/cuda.driver.*, "
+                                        "nvidia.com/cuda.runtime.*, cloud.google.com/gke-accelerator, ...)")
+    notes: list[str] = Field(default_factory=list, description="what could not be read, and why")
+
+
 class ArmInfo(Schema):
     name: str
     role: Literal["baseline", "candidate"]
@@ -147,6 +172,8 @@ class ArmInfo(Schema):
     launch_command: str
     live_flags_checked: bool = False
     live_mismatches: list[str] = Field(default_factory=list)
+    machine: ArmMachine | None = Field(None, description="what served the arm (None in files written before it "
+                                       "was recorded: promotion then treats the producer as unknown)")
 
 
 class Target(Schema):
@@ -202,6 +229,8 @@ class RunResult(Schema):
                                     "its confidence sequence (sglab.analysis.sequential.SequentialRecord)")
     sweep: dict | None = Field(None, description="a sweep's confirmation A/B: the sweep run and the arm it confirms "
                                "(sglab/sweep/evidence.py); promote rebuilds that arm from the stack")
+    output_texts: dict[str, str] = Field(default_factory=dict, description="output_sha256 -> text of every distinct "
+                                         "output of the request samples: output parity (sglab/analysis/parity.py)")
     integrity: IntegrityRecord | None = Field(None, description="digest (or HMAC) over the document and the "
                                               "planned schedule, set on every save (sglab/results/integrity.py)")
 

@@ -165,6 +165,33 @@ class LevelVerdict(BaseModel):
         return {"decode_tok_per_s": self.decode, "output_tok_per_s": self.output, **self.extra_gains}
 
 
+class ParityCount(BaseModel):
+    """Pairs of temperature-0 answers to the same request, and how many are the same text (sglab/analysis/parity.py)."""
+
+    pairs: int = 0
+    equal: int = 0
+    first_difference_chars_mean: float | None = Field(None, description="over the pairs that differ: the mean "
+                                                      "character position of the first difference (0-based)")
+
+    @property
+    def share(self) -> float | None:
+        return self.equal / self.pairs if self.pairs else None
+
+
+class LevelParity(BaseModel):
+    concurrency: int
+    candidate: ParityCount
+    aa: ParityCount
+
+
+class OutputParity(BaseModel):
+    """The candidate's answers against the baseline's, and the baseline's against its own in other rounds (A/A)."""
+
+    candidate: ParityCount
+    aa: ParityCount
+    levels: list[LevelParity] = Field(default_factory=list)
+
+
 class Verdict(BaseModel):
     run_id: str
     stack: str
@@ -191,6 +218,8 @@ class Verdict(BaseModel):
                                            "requests carry one")
     sequence: dict[str, Any] | None = Field(None, description="the sequence this verdict judged: earlier runs of "
                                             "the same pair it continues (sglab/analysis/accumulate.py)")
+    output_parity: OutputParity | None = Field(None, description="temperature-0 answers: candidate vs baseline, "
+                                               "and A/A; None when the run recorded no output text")
     policy: dict[str, Any]  # the policy applied, as the stack spells it (kebab-case keys)
     computed_at: str
     # A sweep's confirmation run: the directory its promotion must name (`--result`; it is never the newest run)

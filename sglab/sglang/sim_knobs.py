@@ -26,6 +26,7 @@ class SimKnob:
     ge: float | None = None
     gt: float | None = None
     le: float | None = None
+    why_bounded: str = ""  # said with a bound's message: why the bound is there
 
     @property
     def flag(self) -> str:
@@ -40,20 +41,54 @@ class SimKnob:
         return f"{value:g}" if isinstance(value, float) else str(value)
 
     def check(self, value: Any) -> None:
-        """ValueError when a value is outside the knob's bounds."""
-        if self.ge is not None and value < self.ge:
-            raise ValueError(f"{self.name} ({self.flag} / {self.env}) must be >= {self.ge:g}, got {value}")
-        if self.gt is not None and value <= self.gt:
-            raise ValueError(f"{self.name} ({self.flag} / {self.env}) must be > {self.gt:g}, got {value}")
-        if self.le is not None and value > self.le:
-            raise ValueError(f"{self.name} ({self.flag} / {self.env}) must be <= {self.le:g}, got {value}")
+        """ValueError when a value is outside the knob's bounds (NaN is outside every bound)."""
+        why = f" ({self.why_bounded})" if self.why_bounded else ""
+        if self.ge is not None and not value >= self.ge:
+            raise ValueError(f"{self.name} ({self.flag} / {self.env}) must be >= {self.ge:g}, got {value}{why}")
+        if self.gt is not None and not value > self.gt:
+            raise ValueError(f"{self.name} ({self.flag} / {self.env}) must be > {self.gt:g}, got {value}{why}")
+        if self.le is not None and not value <= self.le:
+            raise ValueError(f"{self.name} ({self.flag} / {self.env}) must be <= {self.le:g}, got {value}{why}")
+
+
+# The time scales at which the simulator's gains and accept lengths stay what they are at 1 (within the noise
+# of a benchmark: benchmarks/time_scale_fidelity.py, docs/simulator.md "Time scale"). Faster, the client's and
+# the event loop's fixed costs per streamed chunk stop being negligible against the modelled step and favour
+# the arm with fewer, fuller chunks (the candidate); slower, a 1,000-token request outlasts request timeouts.
+TIME_SCALE_MIN = 0.25
+TIME_SCALE_MAX = 10.0
+# A closed-loop client's load is its streams x the time scale: above this product (16 streams at 3x, 4 at 10x)
+# one Locust process on 2 cores no longer keeps up and the gains drift (measured, docs/simulator.md).
+MAX_STREAMS_X_TIME_SCALE = 48.0
+
+
+def time_scale_problem(value: float, streams: int | None = None) -> str | None:
+    """Why a simulator time scale is outside what the simulator models faithfully (None: inside); `streams`:
+    the most concurrent streams the run keeps (its highest closed-loop level)."""
+    if not (value == value and TIME_SCALE_MIN <= value <= TIME_SCALE_MAX):
+        return (f"time scale {value:g} is outside {TIME_SCALE_MIN:g} to {TIME_SCALE_MAX:g}, the range where the "
+                "simulator's gains and accept lengths stay the same (beyond it client and event-loop overheads, "
+                "not the timing model, decide the speed); use a time scale from "
+                f"{TIME_SCALE_MIN:g} to {TIME_SCALE_MAX:g} (1 = real time)")
+    if streams and value * streams > MAX_STREAMS_X_TIME_SCALE:
+        most = MAX_STREAMS_X_TIME_SCALE / streams
+        return (f"time scale {value:g} with {streams} concurrent streams is {value * streams:g} streams x scale, "
+                f"beyond the {MAX_STREAMS_X_TIME_SCALE:g} at which the load generator still keeps up (past it the "
+                f"candidate's fewer, fuller chunks win by the client's overhead); use a time scale of at most "
+                f"{most:.3g} with concurrency {streams}, or leave that level out")
+    return None
 
 
 SIM_KNOBS: tuple[SimKnob, ...] = (
     SimKnob("profile", str, "default", "timing profile: a built-in name or a YAML/JSON file"),
     SimKnob("set", str, "", "profile overrides NAME=VALUE[,NAME=VALUE...]", group="cli"),
     SimKnob("seed", int, 0, "seed of acceptance draws, EOS lengths and faults"),
-    SimKnob("time_scale", float, 1.0, "divide every modelled duration by this", gt=0),
+    SimKnob("time_scale", float, 1.0, "divide every modelled duration by this", ge=TIME_SCALE_MIN,
+            le=TIME_SCALE_MAX, why_bounded="the range where the simulator's gains and accept lengths stay the same; "
+            f"use {TIME_SCALE_MIN:g} to {TIME_SCALE_MAX:g}, 1 = real time (docs/simulator.md, 'Time scale')"),
+    SimKnob("allow_unfaithful_time_scale", int, 0, "1: accept a time scale outside the faithful range, for tests "
+            "of behaviour only (the server reports time_scale_faithful false, and no result of it promotes)",
+            group="cli", ge=0, le=1),
     SimKnob("warmup_s", float, 0.0, "seconds of 503 from /health* after start", ge=0),
     SimKnob("spin_ms", float, 1.0, "busy-wait this close to each deadline (sleep alone is up to 1 ms late); "
             "at most 10%% of an iteration", group="cli", ge=0),

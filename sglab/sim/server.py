@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from sglab.sglang import sim_knobs
 from sglab.sim import generate_api, openai_api, timing
 from sglab.sim.cli_args import SimConfig
 from sglab.sim.state import STATE_KEY, SimState
@@ -86,6 +87,7 @@ def sim_block(state: SimState) -> dict[str, Any]:
         "profile_overrides": config.profile_overrides,
         "seed": config.seed,
         "time_scale": config.time_scale,
+        "time_scale_faithful": sim_knobs.time_scale_problem(config.time_scale) is None,
         "warmup_s": config.warmup_s,
         "nccl_env": config.nccl_env,
         "comm_factor": config.comm_factor,

@@ -22,6 +22,9 @@ import httpx
 from sglab.children import spawn, stop
 from sglab.netutil import free_port
 from sglab.sglang.env import without_server_env
+from sglab.sglang.sim_knobs import knob
+
+ALLOW_FAST = knob("allow_unfaithful_time_scale").env
 
 __all__ = ["free_port", "running_sim", "strip_host_port"]
 
@@ -53,6 +56,7 @@ def running_sim(args: list[str], env: Mapping[str, str] | None = None, *, port: 
     argv = [sys.executable, "-m", "sglab.sim", *strip_host_port(list(args)),
             "--host", "127.0.0.1", "--port", str(port)]
     child_env = without_server_env(os.environ)
+    child_env[ALLOW_FAST] = "1"  # tests of behaviour run simulators faster than their timing stays faithful
     child_env.update(env or {})
     log = open(log_path, "wb") if log_path else subprocess.DEVNULL
     proc = spawn(argv, env=child_env, stdout=log, stderr=subprocess.STDOUT if log_path else subprocess.PIPE)

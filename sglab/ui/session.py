@@ -280,6 +280,7 @@ class UiSession:
 
     def check_live_flags(self, run: LiveRun) -> None:
         """Compare each server's live flags with the stack (as `sglab bench` does); mismatches block promotion."""
+        from sglab.load.machine import arm_machine
         from sglab.load.server_info import ServerInfoError, get_server_info, live_mismatches
 
         for index, arm in enumerate(run.arms):
@@ -287,11 +288,14 @@ class UiSession:
             if spec is None or not arm.url:
                 continue
             try:
-                found = live_mismatches(spec, get_server_info(arm.url))
+                info = get_server_info(arm.url)
+                found = live_mismatches(spec, info)
             except (ServerInfoError, ValueError) as exc:
                 logger.warning("sglab: live-flag check of %s failed: %s", arm.name, exc)
                 continue
-            run.arms[index] = arm.model_copy(update={"live_flags_checked": True, "live_mismatches": found})
+            machine = arm_machine(url=arm.url, target_kind=run.target_kind, declared_image=spec.image, info=info)
+            run.arms[index] = arm.model_copy(update={"live_flags_checked": True, "live_mismatches": found,
+                                                     "machine": machine})  # what served it (promotion)
             for mismatch in found:
                 logger.warning("sglab: live flags differ from the stack: %s", mismatch)
 

@@ -30,7 +30,7 @@ def _evidence(root: Path, gain: dict[int, float], levels=(1, 4, 16), rounds: int
     arms = {"baseline": baseline_arm(config), "candidate": candidate_arm(config)}
     result = synthetic_result(stack="eagle-nccl-ll", gain=gain, levels=levels, rounds=rounds,
                               config_hash={n: a.config_hash for n, a in arms.items()},
-                              policy=config.policy.model_dump(mode="json"), **QUIET)
+                              policy=config.policy.model_dump(mode="json"), producer="sglang", **QUIET)
     for info in result.arms:
         info.launch_command = arms[info.name].launch_command
     try:

@@ -62,7 +62,7 @@ def test_the_candidate_env_is_checked_by_shape_too(name, stacks, capsys):
 
 
 # Names that contain a secret-looking word but are known not to be secrets (SGLang's own variables among them).
-SAFE_NAMES = ["SGLANG_SIMULATE_ACC_TOKEN_MODE", "SGLANG_INIT_NEW_TOKEN_RATIO", "SGLANG_SYNC_TOKEN_IDS_ACROSS_TP",
+SAFE_NAMES = ["SGLANG_MINIMAX_VIT_TOKEN_BLOCK", "SGLANG_INIT_NEW_TOKEN_RATIO", "SGLANG_SYNC_TOKEN_IDS_ACROSS_TP",
               "SGLANG_LOG_DECODE_GRAPH_KEY", "TOKENIZERS_PARALLELISM", "SGLANG_MAX_THINK_TOKENS",
               "SGLANG_DIAG_BYPASS_HEALTH_GENERATE", "SGLANG_PATCH_TOKENIZER", "KEYBOARD_LAYOUT", "PASSTHROUGH_MODE",
               "SPATIAL_INDEX"]

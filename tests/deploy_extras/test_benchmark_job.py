@@ -13,7 +13,7 @@ from ruamel.yaml import YAML
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import load_stack, stack_path
 from sglab.config.models import StackConfig
-from sglab.deploy.benchmark_job import (SERVICE_ACCOUNT, STACKS_MOUNT, benchmark_plan, names, role_rules,
+from sglab.deploy.benchmark_job import (SERVICE_ACCOUNT, STACKS_MOUNT, arm_read_rules, benchmark_plan, names, role_rules,
                                         stack_file_text)
 from sglab.deploy.result_sink import RESULT_PARTS
 
@@ -25,6 +25,8 @@ JOB = "kubernetes:batch/v1:Job"
 ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
 BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 SA = "kubernetes:core/v1:ServiceAccount"
+CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
+CLUSTER_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 CHART = "kubernetes:helm.sh/v4:Chart"
 
@@ -176,6 +178,7 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
     stack = load_stack(STACK).config
     n = names(stack, STACK)
     (role,) = program.of_type(ROLE)
+    # the result ConfigMaps, and for the machine in the evidence the arms' two Services by name and their pods
     assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
                                      "resourceNames": [n.result_configmap] + [f"{n.result_configmap}-{i}"
                                                                               for i in range(1, RESULT_PARTS)],
@@ -183,8 +186,13 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
                                     # the disruption guard: the arms' budgets, by name (docs/deploy.md)
                                     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
                                      "resourceNames": ["sglang-baseline", "sglang-candidate"],
-                                     "verbs": ["get", "patch"]}]
-    assert role.inputs["rules"] == role_rules(n.result_configmap, ["sglang-baseline", "sglang-candidate"])
+                                     "verbs": ["get", "patch"]},
+                                    # the machine in the evidence: the arms' Services by name, and their pods
+                                    {"apiGroups": [""], "resources": ["services"],
+                                     "resourceNames": ["sglang-baseline", "sglang-candidate"], "verbs": ["get"]},
+                                    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    assert role.inputs["rules"] == role_rules(n.result_configmap, ["sglang-baseline", "sglang-candidate"]) + \
+        arm_read_rules(["sglang-baseline", "sglang-candidate"])
     (binding,) = program.of_type(BINDING)
     assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                          "name": role.inputs["metadata"]["name"]}
@@ -192,7 +200,11 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
                                            "namespace": stack.namespace}]
     (sa,) = program.of_type(SA)
     assert sa.inputs["automountServiceAccountToken"] is False
-    assert not [r for r in program.resources if "ClusterRole" in r.typ]
+    (nodes,) = program.of_type(CLUSTER_ROLE)  # the only cluster-wide grant: get nodes (their GPU labels)
+    assert nodes.inputs["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    (node_binding,) = program.of_type(CLUSTER_BINDING)
+    assert node_binding.inputs["subjects"] == binding.inputs["subjects"]
+    assert node_binding.inputs["roleRef"]["name"] == nodes.inputs["metadata"]["name"]
     pod = bench_jobs(program)[0].inputs["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == SERVICE_ACCOUNT and pod["automountServiceAccountToken"] is True
     precreated = [c for c in program.of_type(CONFIGMAP) if c.inputs["metadata"]["name"].startswith(n.result_configmap)]
@@ -254,7 +266,8 @@ def test_stack_file_in_the_configmap_reloads_to_the_same_arms_without_secrets(tm
 def test_job_and_rbac_objects_are_schema_valid(program, version):
     kinds = {JOB: ("batch/v1", "Job"), ROLE: ("rbac.authorization.k8s.io/v1", "Role"),
              BINDING: ("rbac.authorization.k8s.io/v1", "RoleBinding"), SA: ("v1", "ServiceAccount"),
-             CONFIGMAP: ("v1", "ConfigMap")}
+             CONFIGMAP: ("v1", "ConfigMap"), CLUSTER_ROLE: ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+             CLUSTER_BINDING: ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")}
     checked = 0
     for typ, (api_version, kind) in kinds.items():
         for resource in program.of_type(typ):
@@ -264,7 +277,7 @@ def test_job_and_rbac_objects_are_schema_valid(program, version):
                         **{k: v for k, v in resource.inputs.items() if k not in ("apiVersion", "kind")}}
             kubernetes_validate.validate(manifest, version, strict=True)
             checked += 1
-    assert checked == 5 + RESULT_PARTS
+    assert checked == 7 + RESULT_PARTS
     bad = benchmark_plan(load_stack(STACK).config, STACK).job
     bad["spec"]["template"]["spec"]["containers"][0]["resourcez"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):

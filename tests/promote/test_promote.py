@@ -33,11 +33,13 @@ def root(tmp_path: Path) -> Path:
 
 
 def bench(root: Path, stack: str, *, gain: float = 0.06, run_id: str = "20260101T000000Z-aaaaaa", **kw) -> Path:
-    """A synthetic result for `stack` whose config hashes match the stack as it is now."""
+    """A synthetic result for `stack` whose config hashes match the stack as it is now, measured (as its
+    record says) on servers of the stack's backend: real SGLang servers, or simulators for a `sim` stack."""
     config = load_stack(stack, root).config
     arms = {"baseline": baseline_arm(config), "candidate": candidate_arm(config)}
     hashes = {name: arm.config_hash for name, arm in arms.items()}
     kw.setdefault("policy", config.policy.model_dump(mode="json"))
+    kw.setdefault("producer", "simulator" if config.backend == "sim" else "sglang")
     result = synthetic_result(stack=stack, gain=gain, config_hash=hashes, run_id=run_id, levels=(1, 4),
                               **{**QUIET, "rounds": 12, **kw})  # the sequence promotes from 10 rounds on
     for info in result.arms:  # as the bench runner records them

@@ -98,7 +98,7 @@ def test_sglab_sim_console_path_serves(tmp_path):
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "sglab.cli", "sim", *CHART_COMMON[:2], "--host", "127.0.0.1",
-                             "--port", str(port), "--sim-time-scale", "50"],
+                             "--port", str(port), "--sim-time-scale", "10"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60

@@ -23,7 +23,7 @@ def test_dead_scheduler_turns_health_503(monkeypatch):
 
     async def scenario() -> list[int]:
         port = free_port()
-        runner = web.AppRunner(build_app(parse_sim_args(["--model-path", "m", "--sim-time-scale", "50"], env={})))
+        runner = web.AppRunner(build_app(parse_sim_args(["--model-path", "m", "--sim-time-scale", "10"], env={})))
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", port).start()
         base = f"http://127.0.0.1:{port}"

@@ -10,6 +10,8 @@ from ruamel.yaml import YAML
 from sglab.config import project_root
 
 REPO_STACKS = project_root() / "stacks"
+# What makes a sweep stack a simulator stack, like the production of `root` (simulator evidence promotes only there).
+SIM_STACK = {"backend": "sim", "placement": {"gpus-per-node": 0}}
 
 
 def write_stack(root: Path, name: str, sweep: dict | None, **keys) -> Path:
@@ -33,12 +35,16 @@ def write_stack(root: Path, name: str, sweep: dict | None, **keys) -> Path:
 @pytest.fixture()
 def root(tmp_path: Path) -> Path:
     """With a production target that gates at concurrency 1 only, on output tok/s (the shipped one also gates
-    at 4, where the simulator's speculation loses, so it would rightly refuse every arm of these grids)."""
+    at 4, where the simulator's speculation loses, so it would rightly refuse every arm of these grids), and
+    runs the simulator (`sim_stack` keys make a sweep stack one too)."""
     (tmp_path / "stacks").mkdir()
     yaml = YAML()
     doc = yaml.load((REPO_STACKS / "Pulumi.production.yaml").read_text())
     doc["config"]["sglab:policy"]["levels"] = [1]
     doc["config"]["sglab:policy"]["metric"] = "output_tok_per_s"
+    # A simulator production: sweep evidence measured on simulators promotes only into one (docs/promotion.md)
+    doc["config"]["sglab:backend"] = "sim"
+    doc["config"]["sglab:placement"] = {"gpus-per-node": 0}
     with open(tmp_path / "stacks" / "Pulumi.production.yaml", "w") as fh:
         yaml.dump(doc, fh)
     return tmp_path

@@ -1,0 +1,157 @@
+"""Checks on what produced the evidence, recomputed from what the result recorded (never from its verdict).
+
+- faked or lossy acceptance in either arm's recorded launch command (sglab/sglang/honesty.py): a blocker;
+- the arms measured on different machines: GPU product, driver or CUDA runtime of their nodes, or a
+  different server version (sglab/results/schema.py ArmMachine): a blocker, like any other confound;
+- output parity below `policy.min-output-parity` (sglab/analysis/parity.py): a guard.
+Registered in sglab/analysis/checks.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sglab.analysis.samples import comparison_arms
+from sglab.results.schema import ArmMachine, RunResult
+from sglab.results.verdict import Check
+from sglab.sglang.flags import FlagError
+from sglab.sglang.honesty import faked_acceptance, launch_env_and_args
+
+
+def faked_acceptance_check(result: RunResult) -> Check | None:
+    """Either compared arm launched with a setting that fakes or loosens acceptance (both may carry it, so
+    it is no confound: it is checked on each arm's own recorded command)."""
+    try:
+        names = comparison_arms(result)
+    except ValueError:
+        return None
+    found: dict[str, list[str]] = {}
+    for name in names:
+        info = result.arm(name)
+        try:
+            env, args = launch_env_and_args(info.launch_command)
+            fakes = faked_acceptance(env, args)
+        except (ValueError, FlagError) as exc:  # unreadable: the confounds check says so too
+            return Check(name="faked-acceptance", ok=False,
+                         detail=f"the recorded launch command of {name} cannot be checked for faked acceptance "
+                                f"({exc})", fix=f"re-run `sglab bench --stack {result.stack}`")
+        for fake in fakes:
+            found.setdefault(fake.key, []).append(name)
+    if not found:
+        return None
+    keys = ", ".join(f"{key} ({' and '.join(arms)})" for key, arms in found.items())
+    settings = ", ".join(key.split(" ", 1)[1] for key in found)
+    return Check(name="faked-acceptance", ok=False,
+                 detail=f"the servers ran with settings that fake or loosen speculative acceptance ({keys}), so "
+                        "their speed is not what real verification gives",
+                 fix=f"remove {settings} from the stack and re-run `sglab bench --stack {result.stack}`")
+
+
+def _joined(labels: dict[str, str], *keys: str) -> str | None:
+    parts = [labels.get(k) for k in keys]
+    return ".".join(p for p in parts if p) if all(parts) else None
+
+
+def machine_facts(machine: ArmMachine | None) -> dict[str, str]:
+    """What must be the same on both arms' machines (only the facts recorded), each from the first label that
+    is there: GFD publishes `cuda.driver-version.full` and, deprecated, `cuda.driver.major/minor/rev`; GKE
+    names its accelerator and driver."""
+    if machine is None:
+        return {}
+    labels = machine.node_labels
+    facts = {
+        "GPU product": labels.get("nvidia.com/gpu.product") or labels.get("cloud.google.com/gke-accelerator"),
+        "GPU driver": labels.get("nvidia.com/cuda.driver-version.full")
+        or _joined(labels, "nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor", "nvidia.com/cuda.driver.rev")
+        or labels.get("cloud.google.com/gke-gpu-driver-version"),
+        "CUDA runtime": labels.get("nvidia.com/cuda.runtime-version.full")
+        or _joined(labels, "nvidia.com/cuda.runtime.major", "nvidia.com/cuda.runtime.minor"),
+        "GPU count": labels.get("nvidia.com/gpu.count"),
+        "server version": machine.server_version,
+        "image digest": machine.image_digest,
+        "producer": machine.producer,
+    }
+    return {k: v for k, v in facts.items() if v}
+
+
+def machine_confounds(result: RunResult) -> list[tuple[str, str, str]]:
+    """(fact, baseline's, candidate's) for every machine fact both compared arms recorded and that differs."""
+    try:
+        base, cand = comparison_arms(result)
+    except ValueError:
+        return []
+    facts = {name: machine_facts(info.machine) if (info := result.arm(name)) is not None else {}
+             for name in (base, cand)}
+    return [(key, facts[base][key], facts[cand][key]) for key in facts[base]
+            if key in facts[cand] and facts[base][key] != facts[cand][key]]
+
+
+def machine_check(result: RunResult) -> Check | None:
+    """A baseline and candidate measured on different GPUs, drivers, CUDA or server versions: the gain could be
+    the machine's. A blocker, recomputed from the arms' recorded machines."""
+    found = machine_confounds(result)
+    if not found:
+        return None
+    shown = "; ".join(f"{key}: baseline {b}, candidate {c}" for key, b, c in found)
+    return Check(name="machines", ok=False,
+                 detail=f"the arms ran on different machines ({shown}), so the gain cannot be credited to speculation",
+                 fix="pin both arms to the same GPU product and driver (placement.node-selector, e.g. "
+                     "nvidia.com/gpu.product) and the same image digest (image@sha256:...), redeploy and re-run "
+                     f"`sglab bench --stack {result.stack}`")
+
+
+@dataclass(frozen=True)
+class Producer:
+    """What produced a run's numbers: 'simulator', 'sglang' (real servers) or 'unknown' (not recorded)."""
+
+    kind: Literal["simulator", "sglang", "unknown"]
+    time_scale: float | None = None  # simulators: the scale their durations were divided by
+    versions: tuple[str, ...] = ()  # the server versions the arms reported
+    why: str = ""
+
+    def describe(self) -> str:
+        if self.kind == "simulator":
+            scale = f" at time scale {self.time_scale:g}" if self.time_scale is not None else ""
+            return f"sglab's simulator{scale}, {self.why}"
+        if self.kind == "sglang":
+            shown = ", ".join(self.versions) or "version not reported"
+            return f"real SGLang servers, version {shown}, {self.why}"
+        return f"an unknown producer: {self.why}"
+
+
+def producer_of(result: RunResult) -> Producer:
+    """The producer, recomputed from what the run recorded: sglab started simulators (target 'sim'), or the
+    servers described themselves as the simulator or as SGLang (ArmInfo.machine, from /get_server_info).
+    A file written before the machine was recorded, against URLs, is 'unknown'."""
+    try:
+        names = comparison_arms(result)
+    except ValueError:
+        names = tuple(a.name for a in result.arms)
+    machines = [m for name in names if (info := result.arm(name)) is not None and (m := info.machine) is not None]
+    reported = {m.producer for m in machines if m.producer is not None}
+    versions = tuple(sorted({m.server_version for m in machines if m.server_version}))
+    scales = {m.time_scale for m in machines if m.time_scale is not None}
+    if result.target.kind == "sim" or "simulator" in reported:
+        why = ("started by sglab (target sim)" if result.target.kind == "sim"
+               else "as the servers reported themselves")
+        recorded = result.target.time_scale
+        scale = recorded if recorded is not None else (max(scales) if scales else None)
+        if scale is None and result.target.kind == "sim":
+            scale = 1.0  # no SGLAB_SIM_TIME_SCALE given: the simulator's default
+        if len(scales | ({recorded} if recorded is not None else set())) > 1:
+            why += f"; the arms disagree on the time scale ({', '.join(f'{s:g}' for s in sorted(scales))})"
+            scale = max(scales | {recorded or 0.0})
+        return Producer("simulator", scale, versions, why)
+    if len(machines) == len(names) and reported == {"sglang"}:
+        return Producer("sglang", None, versions, "as their /get_server_info says")
+    missing = [n for n in names if (info := result.arm(n)) is None or info.machine is None
+               or info.machine.producer is None]
+    return Producer("unknown", None, versions,
+                    f"target {result.target.kind}, no server identity recorded for {', '.join(missing) or 'the arms'} "
+                    "(a result written before sglab recorded it)")
+
+
+def provenance_blockers(result: RunResult) -> list[Check]:
+    """The blockers of this module, in the order the verdict lists them."""
+    return [check for check in (faked_acceptance_check(result), machine_check(result)) if check is not None]
