@@ -30,7 +30,7 @@ def sweep_command(stack: StackConfig, stack_name: str, result_configmap: str, wa
 
 def summarize_sweep(summary_json: str | None) -> dict[str, Any]:
     """A sweep wave's outputs from the summary its Job wrote (`sglab sweep --result-configmap`: the result's
-    verdict is sglab.sweep.run.sweep_verdict): status, ranking, the leader and its config hash."""
+    verdict is sglab.sweep.outputs.sweep_verdict): status, ranking, the leader and its config hash."""
     empty = {"status": PENDING, "sentence": "", "run_id": "", "ranking": [], "leader": None,
              "leader_config_hash": None, "leader_cleared_min": False}
     summary = read_summary(summary_json)
