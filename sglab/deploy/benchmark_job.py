@@ -28,7 +28,7 @@ import pulumi_kubernetes as k8s
 from ruamel.yaml import YAML
 
 from sglab.config.arms import baseline_arm, candidate_arm
-from sglab.config.loader import NAMESPACE
+from sglab.config.loader import NAMESPACE, ConfigError, load_stack
 from sglab.config.models import StackConfig
 from sglab.deploy.benchmark_outputs import summarize_result
 from sglab.deploy.benchmark_pod import (RESULTS_DIR, SERVICE_ACCOUNT, STACKS_MOUNT, held_budgets, job_image,  # noqa: F401
@@ -98,7 +98,9 @@ def names(stack: StackConfig, stack_name: str) -> BenchmarkNames:
 
 def stack_file_text(stack: StackConfig) -> str:
     """The stack file the pod loads: the validated config under `sglab:`, secrets as markers."""
-    dumped = stack.model_dump(mode="json", by_alias=True)
+    # promote-to only where the stack sets it: the default target may be absent, which the pod's bench then says
+    dumped = stack.model_dump(mode="json", by_alias=True,
+                              exclude=None if "promote_to" in stack.model_fields_set else {"promote_to"})
     config = {}
     for key, value in dumped.items():
         if key in SECRET_KEYS:
@@ -112,6 +114,25 @@ def stack_file_text(stack: StackConfig) -> str:
     yaml.default_flow_style = False
     yaml.dump({"config": config}, buffer)
     return buffer.getvalue()
+
+
+def stack_files(stack: StackConfig, stack_name: str) -> dict[str, str]:
+    """The pod's stacks/: its own stack file and its promotion target's (sglab:promote-to), so the bench in the
+    cluster runs the gate the evidence is going to, as `sglab bench` does on a checkout (sglab/load/sequential.py).
+    A default target that does not exist is left out (the bench then says it runs only the stack's own gate)."""
+    from sglab.paths import stack_path
+
+    files = {f"Pulumi.{stack_name}.yaml": stack_file_text(stack)}
+    target = stack.promote_to
+    if target == stack_name:
+        return files
+    path = stack_path(target)
+    if path.is_file():
+        files[f"Pulumi.{target}.yaml"] = stack_file_text(load_stack(target, path=path).config)
+    elif "promote_to" in stack.model_fields_set:
+        raise ConfigError(f"stack {stack_name}", "sglab:promote-to", f"names stack '{target}', but {path} does not "
+                          "exist", "name an existing stack (stacks/Pulumi.<name>.yaml) or leave sglab:promote-to out")
+    return files
 
 
 def bench_command(stack: StackConfig, stack_name: str, result_configmap: str) -> list[str]:
@@ -190,7 +211,7 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     access = job_access(meta, ns, SERVICE_ACCOUNT, part_names(n.result_configmap, RESULT_PARTS), index_label=INDEX,
                         job=n.job)  # sglab/deploy/jobs.py: shared with the probe Job
     stack_configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(n.stack_configmap),
-                       "data": {f"Pulumi.{stack_name}.yaml": stack_file_text(stack)}}
+                       "data": stack_files(stack, stack_name)}
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
