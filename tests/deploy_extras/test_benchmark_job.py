@@ -247,8 +247,11 @@ def test_stack_file_in_the_configmap_reloads_to_the_same_arms_without_secrets(tm
     assert run.error is None
     stack = load_stack(STACK).config
     (stack_cm,) = [c for c in run.of_type(CONFIGMAP) if c.inputs["metadata"]["name"].startswith("sglab-stack-")]
-    (filename, text), = stack_cm.inputs["data"].items()
-    assert "test-secret-" not in text
+    files = stack_cm.inputs["data"]  # its own stack file and its promotion target's (production)
+    assert sorted(files) == sorted({f"Pulumi.{STACK}.yaml", "Pulumi.production.yaml"})
+    assert not any("test-secret-" in t for t in files.values())
+    filename = f"Pulumi.{STACK}.yaml"
+    text = files[filename]
     job = bench_jobs(run)[0].inputs["spec"]["template"]["spec"]
     assert job["volumes"][0]["configMap"]["name"] == stack_cm.inputs["metadata"]["name"]
     assert {"name": "SGLAB_STACKS_DIR", "value": STACKS_MOUNT} in job["containers"][0]["env"]
