@@ -131,7 +131,7 @@ def stop_signals_interrupt() -> Iterator[None]:
     import gevent
 
     main = gevent.getcurrent()
-    handlers = [gevent.signal_handler(sig, gevent.kill, main, KeyboardInterrupt, False)
+    handlers = [gevent.signal_handler(sig, gevent.kill, main, KeyboardInterrupt)  # asynchronous: never blocks
                 for sig in (signal.SIGTERM, signal.SIGHUP)]
     try:
         yield

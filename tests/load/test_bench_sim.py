@@ -139,9 +139,10 @@ def test_broken_streams_and_errors_become_failures_with_reasons(out):
                   "--warmup-requests", "0", "--max-new-tokens", "16", "--time-scale", "5",
                   "--sim-env", "SGLAB_SIM_DISCONNECT_RATE=0.3", "--sim-env", "SGLAB_SIM_ERROR_RATE=0.2",
                   "--sim-env", "SGLAB_SIM_STALL_RATE=0.2", "--sim-env", "SGLAB_SIM_STALL_S=3",
-                  "--request-timeout-s", "1"], out)
+                  "--request-timeout-s", "1", "--own-gate-only"], out)  # only concurrency 1, not production's 4
     (run_dir,) = run_dirs(out, STACK)
     result = load(run_dir)
+    assert [lv["concurrency"] for lv in result["levels"]] == [1]
     samples = [s for lv in result["levels"] for s in lv["requests"]]
     errors = [s["error"] for s in samples if s["error"]]
     assert errors, "fault injection should have produced failures"

@@ -77,8 +77,8 @@ def test_what_rbac_forbids_is_a_note_not_a_failure(step: str, words: str) -> Non
 
 
 def test_the_servers_identity() -> None:
-    sim = server_info_of({"version": "0.5.3", "sglab_sim": {"simulator": True, "time_scale": 3.0}})
-    assert server_identity(sim) == {"producer": "simulator", "server_version": "0.5.3", "time_scale": 3.0}
+    sim = server_info_of({"version": "0.5.23", "sglab_sim": {"simulator": True, "time_scale": 3.0}})
+    assert server_identity(sim) == {"producer": "simulator", "server_version": "0.5.23", "time_scale": 3.0}
     real = server_info_of({"version": "0.5.23", "tp_size": 8})
     assert server_identity(real) == {"producer": "sglang", "server_version": "0.5.23", "time_scale": None}
 

@@ -84,7 +84,7 @@ def test_a_guard_within_its_margin_but_not_yet_shown_holds_a_promotion_back():
     rng = random.Random(3)
     ws = [Window(end=w.end, window_s=60, arms={**w.arms, "canary": ArmWindow(**{
         **w.arms["canary"].__dict__, "ttft_p99_s": 0.5 * 1.25 * (1 + rng.gauss(0, 0.3))})})
-        for w in windows(6, {}, gain=0.08)]
+        for w in windows(12, {}, gain=0.08)]  # past the sequence's 10-round floor
     d = decide(ws, SPEC)
     (ttft,) = [g for g in d.guards if g.name == "ttft-p99"]
     assert ttft.status == "pending" and ttft.estimate > 0.2, ttft

@@ -49,7 +49,7 @@ def test_a_worse_canary_is_aborted(capsys, tmp_path):
     """The article's 5-step EAGLE-3 (stacks/Pulumi.eagle-default.yaml) at concurrency 16 per pod, against the
     same server without speculation (what production served before it)."""
     code, lines, records = rehearse(capsys, tmp_path, "--stable", "eagle-default:baseline", "--canary",
-                                    "eagle-default", "--users", "32", "--max-windows", "20")
+                                    "eagle-default", "--users", "32", "--time-scale", "1.5", "--max-windows", "20")
     assert lines[-1].startswith("canary: abort"), "\n".join(lines[-6:])
     assert code == 1
     assert records[-1]["gain"] < 0 and records[-1]["gain_low"] is not None

@@ -42,6 +42,10 @@ def root(tmp_path: Path) -> Path:
     doc = yaml.load((REPO_STACKS / "Pulumi.production.yaml").read_text())
     doc["config"]["sglab:policy"]["levels"] = [1]
     doc["config"]["sglab:policy"]["metric"] = "output_tok_per_s"
+    # The simulator's 3-step arms start their first token 20-30% later at concurrency 1 on two shared cores, so
+    # production's +20% TTFT cap is undecided by chance here (measured [+17.8%, +48.5%] once); these tests are
+    # about the sweep, the guard has its own (tests/analysis): the policy's default cap, +50%.
+    del doc["config"]["sglab:policy"]["ttft-p99-max-increase"]
     # A simulator production: sweep evidence measured on simulators promotes only into one (docs/promotion.md)
     doc["config"]["sglab:backend"] = "sim"
     doc["config"]["sglab:placement"] = {"gpus-per-node": 0}
