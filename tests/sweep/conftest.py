@@ -12,6 +12,10 @@ from sglab.config import project_root
 REPO_STACKS = project_root() / "stacks"
 # What makes a sweep stack a simulator stack, like the production of `root` (simulator evidence promotes only there).
 SIM_STACK = {"backend": "sim", "placement": {"gpus-per-node": 0}}
+# The TTFT p99 guard off: a confirmation of ~80 requests per arm gives the p99 ratio an interval about ±30% wide
+# (measured [-2.1%, +63.3%] around +17.6%, and [+17.8%, +48.5%]), so a +20% or +50% cap is undecided by chance;
+# these tests are about the sweep, the guard's decisions have their own (tests/analysis/test_guards.py).
+NO_TTFT_GUARD = None
 
 
 def write_stack(root: Path, name: str, sweep: dict | None, **keys) -> Path:
@@ -42,10 +46,7 @@ def root(tmp_path: Path) -> Path:
     doc = yaml.load((REPO_STACKS / "Pulumi.production.yaml").read_text())
     doc["config"]["sglab:policy"]["levels"] = [1]
     doc["config"]["sglab:policy"]["metric"] = "output_tok_per_s"
-    # The simulator's 3-step arms start their first token 20-30% later at concurrency 1 on two shared cores, so
-    # production's +20% TTFT cap is undecided by chance here (measured [+17.8%, +48.5%] once); these tests are
-    # about the sweep, the guard has its own (tests/analysis): the policy's default cap, +50%.
-    del doc["config"]["sglab:policy"]["ttft-p99-max-increase"]
+    doc["config"]["sglab:policy"]["ttft-p99-max-increase"] = NO_TTFT_GUARD
     # A simulator production: sweep evidence measured on simulators promotes only into one (docs/promotion.md)
     doc["config"]["sglab:backend"] = "sim"
     doc["config"]["sglab:placement"] = {"gpus-per-node": 0}

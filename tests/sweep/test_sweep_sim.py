@@ -20,7 +20,7 @@ from sglab.results.store import latest_complete, load_result
 from sglab.sglang.env import without_server_env
 from sglab.sweep.grid import expand
 
-from .conftest import SIM_STACK, write_stack
+from .conftest import NO_TTFT_GUARD, SIM_STACK, write_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -55,7 +55,7 @@ def test_known_best_wins_after_a_resume_and_its_confirmation_promotes(root: Path
                                "confirm-rounds": 10,
                                "nccl-variants": {"default": {}, "LL": {"NCCL_PROTO": "LL"}},
                                "quick-arms": ["s1-k1-d2", "s1-k1-d2-LL", "s3-k1-d4-LL"]},
-                policy={"metric": "output_tok_per_s"}, **SIM_STACK)
+                policy={"metric": "output_tok_per_s", "ttft-p99-max-increase": NO_TTFT_GUARD}, **SIM_STACK)
     # The gate is the round's aggregate output tok/s: on a shared 2-core machine a starved client reads a
     # request's first token late and its per-request decode tok/s comes out many times too high (docs/sweep.md).
     gains = model_gains(load_stack("pick", root))
