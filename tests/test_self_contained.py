@@ -1,6 +1,6 @@
 """The repository stands alone: no tracked file builds a path that leaves the checkout.
 
-A user's clone has nothing beside it (no `../shared`), so a test, script or Makefile target that reads
+A user's clone has nothing beside it (no shared folder one level up), so a test, script or Makefile target that reads
 from above the repository root fails for every user but this project's CI (issue 21).
 """
 
@@ -16,8 +16,8 @@ REPO = project_root()
 
 # A `shared/` folder beside the checkout, by any spelling of the way up.
 _SHARED_BESIDE = [
-    re.compile(r"\.\.[/\\]+shared\b"),                                  # "../shared", ..\shared
-    re.compile(r"""["']\.\.["']\s*[/,]\s*["']shared["']"""),             # ".." / "shared", join("..", "shared")
+    re.compile(r"\.\.[/\\]+shared\b"),                                  # dot-dot, a slash, shared (either slash)
+    re.compile(r"""["']\.\.["']\s*[/,]\s*["']shared["']"""),             # a quoted dot-dot joined to a quoted shared
     re.compile(r"""\.parent\s*/\s*["']shared["']"""),                    # root.parent / "shared"
 ]
 # A step above a root-like base: REPO / "..", project_root() / "..", os.path.join(ROOT, "..").
@@ -77,12 +77,13 @@ def test_no_tracked_file_builds_a_path_outside_the_checkout():
 
 def test_the_check_can_fail():
     """Each way out seen or plausible is caught; paths inside the checkout are not."""
+    up, shared = "..", "shared"  # spelled apart, so this file itself reads nothing from beside the checkout
     outside = {
-        "tests/deploy/test_x.py": 'SCHEMA = REPO / ".." / "shared" / "data" / "schema.json"',
+        "tests/deploy/test_x.py": f'SCHEMA = REPO / "{up}" / "{shared}" / "data" / "schema.json"',
         "tests/test_y.py": 'DATA = Path(__file__).resolve().parents[2] / "data"',
         "benchmarks/z.py": 'os.path.join(ROOT, "..", "other", "file")',
-        "Makefile": "\tcp ../shared/data/x.json tests/data/",
-        "tools/a.sh": 'python3 "$here/../shared/tools/import-circles.py"',
+        "Makefile": f"\tcp {up}/{shared}/data/x.json tests/data/",
+        "tools/a.sh": f'python3 "$here/{up}/{shared}/tools/import-circles.py"',
         "sglab/b.py": 'here = Path(__file__).parent.parent.parent / "x"',
         "sglab/c.py": 'p = project_root().parent / "shared" / "data"',
     }
