@@ -63,6 +63,22 @@ def load_stack(name: str, root: Path | None = None, *, path: Path | None = None)
     return load_mapping(name, path, namespaced)
 
 
+def promotion_target_path(stack: StackConfig, stack_name: str, directory: Path, where: Path | str) -> Path | None:
+    """The file of `sglab:promote-to` beside the stack in `directory`: None when the target is the stack itself or
+    is the default and absent; a target named on purpose that does not exist is a ConfigError (`where`: the stack's
+    file, for the message). Read by bench (its target's gate) and by the benchmark Job (the file it carries)."""
+    target = stack.promote_to
+    if target == stack_name:
+        return None
+    path = directory / f"Pulumi.{target}.yaml"
+    if path.is_file():
+        return path
+    if "promote_to" in stack.model_fields_set:
+        raise ConfigError(where, "sglab:promote-to", f"names stack '{target}', but {path} does not exist",
+                          "name an existing stack (stacks/Pulumi.<name>.yaml) or leave sglab:promote-to out")
+    return None
+
+
 def load_mapping(name: str, path: Path, namespaced: dict[str, Any]) -> LoadedStack:
     """Validate the keys of the `sglab:` namespace (already stripped of the prefix)."""
     with warnings.catch_warnings(record=True) as caught:

@@ -28,8 +28,9 @@ import pulumi_kubernetes as k8s
 from ruamel.yaml import YAML
 
 from sglab.config.arms import baseline_arm, candidate_arm
-from sglab.config.loader import NAMESPACE, ConfigError, load_stack
+from sglab.config.loader import NAMESPACE, load_stack, promotion_target_path
 from sglab.config.models import StackConfig
+from sglab.paths import stacks_dir
 from sglab.deploy.benchmark_outputs import summarize_result
 from sglab.deploy.benchmark_pod import (RESULTS_DIR, SERVICE_ACCOUNT, STACKS_MOUNT, held_budgets, job_image,  # noqa: F401
                                         pod_labels, pod_template as _pod_template, role_rules)
@@ -120,18 +121,10 @@ def stack_files(stack: StackConfig, stack_name: str) -> dict[str, str]:
     """The pod's stacks/: its own stack file and its promotion target's (sglab:promote-to), so the bench in the
     cluster runs the gate the evidence is going to, as `sglab bench` does on a checkout (sglab/load/sequential.py).
     A default target that does not exist is left out (the bench then says it runs only the stack's own gate)."""
-    from sglab.paths import stack_path
-
     files = {f"Pulumi.{stack_name}.yaml": stack_file_text(stack)}
-    target = stack.promote_to
-    if target == stack_name:
-        return files
-    path = stack_path(target)
-    if path.is_file():
-        files[f"Pulumi.{target}.yaml"] = stack_file_text(load_stack(target, path=path).config)
-    elif "promote_to" in stack.model_fields_set:
-        raise ConfigError(f"stack {stack_name}", "sglab:promote-to", f"names stack '{target}', but {path} does not "
-                          "exist", "name an existing stack (stacks/Pulumi.<name>.yaml) or leave sglab:promote-to out")
+    path = promotion_target_path(stack, stack_name, stacks_dir(), f"stack {stack_name}")
+    if path is not None:
+        files[path.name] = stack_file_text(load_stack(stack.promote_to, path=path).config)
     return files
 
 

@@ -164,19 +164,15 @@ def run_sequential(request: BenchRequest, *, max_rounds: int | None = None, roun
 def promotion_target(loaded) -> tuple[str | None, object | None, str | None]:
     """(target stack name, its policy, a note) for `sglab:promote-to`: the stack the evidence is going to. A target
     named on purpose must exist (ConfigError); the default (production) may be absent, said in the note."""
-    from sglab.config.loader import ConfigError, load_stack
+    from sglab.config.loader import load_stack, promotion_target_path
 
     name = loaded.config.promote_to
     if name == loaded.name:
         return None, None, None
-    path = loaded.path.parent / f"Pulumi.{name}.yaml"
-    if not path.is_file():
-        if "promote_to" in loaded.config.model_fields_set:
-            raise ConfigError(loaded.path, "sglab:promote-to", f"names stack '{name}', but {path} does not exist",
-                              "name an existing stack (stacks/Pulumi.<name>.yaml) or leave sglab:promote-to out")
+    path = promotion_target_path(loaded.config, loaded.name, loaded.path.parent, loaded.path)
+    if path is None:
         return name, None, f"no stack '{name}' next to {loaded.path.name}: only this stack's own gate is run"
-    target = load_stack(name, path=path)
-    return name, target.config.policy, None
+    return name, load_stack(name, path=path).config.policy, None
 
 
 def with_levels(request: BenchRequest, levels: list[int]) -> BenchRequest:

@@ -59,6 +59,8 @@ def test_a_named_target_that_does_not_exist_stops_the_program_naming_the_key(tmp
     with pytest.raises(ConfigError) as err:
         stack_files(load_stack("eagle-nccl-ll").config, "eagle-nccl-ll")
     assert err.value.key == "sglab:promote-to" and "staging" in str(err.value)
+    with pytest.raises(ConfigError, match="staging"):  # the bench on a checkout refuses it the same way
+        promotion_target(load_stack("eagle-nccl-ll"))
 
 
 def test_a_named_target_that_exists_travels_with_the_stack(tmp_path, monkeypatch):
