@@ -17,7 +17,8 @@ sequence, promotion from round 3, the old futility stop). (a) false promotions o
 rounds and rounds saved against the fixed-n t of the same power; (c) re-running an inconclusive pair up to 10
 times at a true gain equal to min-gain, fresh sequences vs one continued sequence
 (sglab/analysis/accumulate.py); (d) the TTFT p99 guard at +5% and +35% against a +20% cap
-(sglab/analysis/guards.py). Rates come with 95% Wilson intervals. `--mode sweep` (needs a real run's noise,
+(sglab/analysis/guards.py); (e) the trade-off at the first looks; (f) the shipped checks against later promotion
+floors (sglab/analysis/assumptions.py, SHIPPED and STRICT). Rates come with 95% Wilson intervals. `--mode sweep` (needs a real run's noise,
 --from-result) compares successive elimination with the exhaustive grid.
 
 Run: .venv/bin/python benchmarks/decision_quality.py --mode sequential   (docs/verdict.md: the tables, wall time)
@@ -36,6 +37,7 @@ import numpy as np
 from scipy import stats
 
 from sglab.analysis import judge
+from sglab.analysis.assumptions import SHIPPED, STRICT, Checks
 from sglab.analysis.elimination import eliminate
 from sglab.analysis.guards import ratio_interval
 from sglab.analysis.samples import comparison_arms, paired
@@ -295,11 +297,12 @@ def _first(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(any_hit, first + 1, 0), np.where(any_hit, picked, NONE)
 
 
-def rule(x: np.ndarray, threshold: float, policy: PromotionPolicy, max_rounds: int = MAX_ROUNDS
-         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def rule(x: np.ndarray, threshold: float, policy: PromotionPolicy, max_rounds: int = MAX_ROUNDS,
+         checks: Checks = SHIPPED) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The bench's rule as sglab/load/sequential.py runs it: (first decision round, code, held-at-the-end)."""
     st, lower, upper, code, held = look_codes(x, threshold_log=threshold, confidence=policy.confidence,
-                                              min_rounds=policy.min_rounds, max_rounds=max_rounds, futility=True)
+                                              min_rounds=policy.min_rounds, max_rounds=max_rounds, futility=True,
+                                              checks=checks)
     rounds, picked = _first(code)
     last = np.where(rounds == 0, x.shape[-1], rounds) - 1
     return rounds, picked, np.take_along_axis(held, last[:, None], axis=1)[:, 0]
@@ -493,6 +496,45 @@ def tradeoff_table(policy: PromotionPolicy, trials: int, seed: int) -> list[str]
     return lines
 
 
+def checks_table(policy: PromotionPolicy, trials: int, seed: int) -> list[str]:
+    """(f) The frontier of the checks: the shipped floor (10 rounds) and dependence hold (1%) against later floors
+    and a 5% hold, on the same simulated runs: every A/A row, power at +3%, rounds and rounds saved against the
+    fixed-n t of the same power at +3% and +5.9%. Only a floor near 20 rounds keeps AR(0.8) at <= 2%."""
+    thr = math.log1p(policy.min_gain)
+    rng = np.random.default_rng(seed)
+    designs = (("shipped (10, 1%)", SHIPPED), ("floor 16, 5%", Checks(promote_min_rounds=16, dependent_z=1.645)),
+               ("STRICT (20, 5%)", STRICT))
+    aa = [(label, draw(rng, (trials, MAX_ROUNDS))) for label, draw in noise_models()]
+    gains = {g: math.log1p(g) + rng.normal(0.0, SD, (trials, 120)) for g in (0.03, 0.059)}
+    fixed = {g: fixed_power(x, thr, policy) for g, x in gains.items()}
+    short = {"i.i.d. Gaussian": "iid", "AR(1), rho 0.5": "AR .5", "AR(1), rho 0.8": "AR .8", "left skew -2": "skew",
+             "stragglers (5% of rounds -10%)": "stragglers", "candidate-only trend +1.5% -> -1.5%": "trend"}
+    lines = [f"(f) the checks' frontier: A/A false promotions per noise model, then power and rounds on i.i.d. "
+             f"rounds; {trials} runs per cell, same runs for every design; goals: A/A <= 2%, power >= 90% at +3%, "
+             "saved >= 30% at +3% and +5.9%",
+             f"  {'design':<18} " + " ".join(f"{short[label]:>10}" for label, _ in aa)
+             + f" {'+3%: power':>11} {'rounds':>6} {'saved':>6} {'+5.9%: rounds':>14} {'saved':>6} {'AR .8 held':>10}"]
+    for name, checks in designs:
+        cells, held_ar8 = [], 0.0
+        for label, x in aa:
+            _, code, held = rule(x, thr, policy, checks=checks)
+            cells.append(f"{float((code == PROMOTE).mean()):>10.2%}")
+            if label == "AR(1), rho 0.8":
+                held_ar8 = float((held > 0).mean())
+        tail = []
+        for g, x in gains.items():
+            rounds, code, _ = rule(x[:, :MAX_ROUNDS], thr, policy, checks=checks)
+            used = float(np.where(rounds == 0, MAX_ROUNDS, rounds).mean())
+            promote = float((code == PROMOTE).mean())
+            n_same = same_power_n(fixed[g], promote)
+            saved = "-" if n_same is None else f"{1 - used / n_same:+.0%}"
+            tail.append((promote, used, saved))
+        (p3, r3, s3), (_, r6, s6) = tail
+        lines.append(f"  {name:<18} " + " ".join(cells)
+                     + f" {p3:>11.1%} {r3:>6.1f} {s3:>6} {r6:>14.1f} {s6:>6} {held_ar8:>10.1%}")
+    return lines
+
+
 def rule_modes(args: argparse.Namespace, modes: tuple[str, ...]) -> list[str]:
     policy = StackConfig.model_fields["policy"].default_factory()
     out = [f"the bench's sequential rule (sglab/analysis/sequential.py) with the default policy: min-gain "
@@ -501,6 +543,7 @@ def rule_modes(args: argparse.Namespace, modes: tuple[str, ...]) -> list[str]:
         out += false_promotion_table(policy, args.seq_trials, seed=1018)
         out += power_table(policy, args.seq_trials, seed=2018)
         out += tradeoff_table(policy, args.seq_trials, seed=5018)
+        out += checks_table(policy, args.seq_trials, seed=6018)
     if "reruns" in modes:
         out += rerun_table(policy, args.seq_trials, seed=3018)
     if "guards" in modes:

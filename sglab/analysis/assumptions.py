@@ -19,6 +19,10 @@ What the checks do, per look, from the rounds so far:
 - and no promotion before PROMOTE_MIN_ROUNDS rounds, the fewest from which these checks can see anything
   (before it, a dependent or skewed run of rounds looks like a clear gain: the measured table).
 
+The floor and the dependence hold are one `Checks` value: SHIPPED is the bench's; STRICT (promotion from 20
+rounds, dependence refused at 5% significance) is the design that also keeps AR(0.8) rounds at <= 2% false
+promotions, at the price of every early stop (docs/verdict.md (f) measures both).
+
 Every statistic is computed for all looks at once (last axis = rounds, leading axes = independent runs).
 """
 
@@ -35,6 +39,8 @@ DEPENDENT_Z = 2.33  # and the lag-1 autocorrelation significant at one-sided 1%:
 RHO_CAP = 0.9
 SKEW_NULL_SDS = 1.0
 FALLING_T = -3.0
+
+
 
 HELD_NONE, HELD_ROUNDS, HELD_DEPENDENT, HELD_FALLING = 0, 1, 2, 3
 HELD_NAMES = {HELD_ROUNDS: "rounds", HELD_DEPENDENT: "dependence", HELD_FALLING: "drift"}
@@ -66,12 +72,31 @@ class RoundStats:
         return np.minimum(self.skew + SKEW_NULL_SDS * null_sd, 0.0)
 
     def held(self) -> np.ndarray:
-        """Why a promotion must wait at each look (HELD_*), whatever the bounds say."""
-        checked = self.n >= CHECK_MIN_ROUNDS
-        dependent = (self.rho > DEPENDENT) & ((self.r1 + 1.0 / self.n) * np.sqrt(self.n) > DEPENDENT_Z)
-        return np.where(self.n < PROMOTE_MIN_ROUNDS, HELD_ROUNDS,
+        """Why a promotion must wait at each look under the bench's checks (HELD_*), whatever the bounds say."""
+        return SHIPPED.held(self)
+
+
+@dataclass(frozen=True)
+class Checks:
+    """When a promotion must wait, whatever the bounds say."""
+
+    promote_min_rounds: int = PROMOTE_MIN_ROUNDS
+    dependent: float = DEPENDENT
+    dependent_z: float = DEPENDENT_Z
+
+    def held(self, stats: RoundStats) -> np.ndarray:
+        """Why a promotion must wait at each look (HELD_*)."""
+        n = stats.n
+        checked = n >= CHECK_MIN_ROUNDS
+        dependent = (stats.rho > self.dependent) & ((stats.r1 + 1.0 / n) * np.sqrt(n) > self.dependent_z)
+        return np.where(n < self.promote_min_rounds, HELD_ROUNDS,
                         np.where(checked & dependent, HELD_DEPENDENT,
-                                 np.where(checked & (self.slope_t < FALLING_T), HELD_FALLING, HELD_NONE)))
+                                 np.where(checked & (stats.slope_t < FALLING_T), HELD_FALLING, HELD_NONE)))
+
+
+
+SHIPPED = Checks()
+STRICT = Checks(promote_min_rounds=20, dependent_z=1.645)
 
 
 def round_stats(values: np.ndarray) -> RoundStats:

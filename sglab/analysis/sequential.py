@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from sglab.analysis import assumptions, sequence_bounds
-from sglab.analysis.assumptions import HELD_NAMES, HELD_NONE, RoundStats, round_stats
+from sglab.analysis.assumptions import HELD_NAMES, HELD_NONE, SHIPPED, Checks, RoundStats, round_stats
 
 Decision = Literal["promote", "reject", "futile", "continue", "inconclusive"]
 """promote: the lower bound clears log(1 + min-gain) and no check holds it; reject: the upper bound is below it
@@ -104,19 +104,21 @@ def bounds(values: np.ndarray, *, confidence: float = 0.95) -> tuple[RoundStats,
 
 
 def look_codes(values: np.ndarray, *, threshold_log: float, confidence: float = 0.95, min_rounds: int = 2,
-               max_rounds: int | np.ndarray | None = None, futility: bool = False, method: str = METHOD
-               ) -> tuple[RoundStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+               max_rounds: int | np.ndarray | None = None, futility: bool = False, method: str = METHOD,
+               checks: Checks = SHIPPED) -> tuple[RoundStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(stats, lower, upper, code, held) after each round: code PROMOTE, REJECT, FUTILE or NONE; held the check
     (assumptions.HELD_*) that keeps a lower bound above the threshold from promoting. `max_rounds` may differ
     per sequence (an array over the leading axes: continued sequences whose runs end at different rounds).
-    `method` LAI_METHOD: Lai's i.i.d. sequence without the checks (the sweep's race decides on it)."""
+    `method` LAI_METHOD: Lai's i.i.d. sequence without the checks (the sweep's race decides on it). `checks`: the
+    holds (assumptions.SHIPPED, the bench's; assumptions.STRICT, the design benchmarks/decision_quality.py
+    measures beside it)."""
     if method == LAI_METHOD:
         stats = round_stats(_finite_rounds(values))
         _, lower, upper = cs_bounds(values, confidence=confidence)
         held = np.zeros(lower.shape, dtype=int)
     elif method == METHOD:
         stats, lower, upper = bounds(values, confidence=confidence)
-        held = np.where(lower > threshold_log, stats.held(), HELD_NONE)
+        held = np.where(lower > threshold_log, checks.held(stats), HELD_NONE)
     else:
         raise ValueError(f"unknown sequence method {method!r} (use {METHOD!r} or {LAI_METHOD!r})")
     n = stats.n
@@ -234,11 +236,12 @@ def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float
 
 
 def first_decision(values: np.ndarray, *, threshold_log: float, confidence: float = 0.95, min_rounds: int = 2,
-                   max_rounds: int | None = None, futility: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                   max_rounds: int | None = None, futility: bool = False, checks: Checks = SHIPPED
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """For many sequences at once (trials x rounds): the round count at the first decision (0 = none by
     the last round) and its code (PROMOTE, REJECT, FUTILE; NONE). For benchmarks and tests."""
     *_, code, _ = look_codes(values, threshold_log=threshold_log, confidence=confidence, min_rounds=min_rounds,
-                             max_rounds=max_rounds, futility=futility)
+                             max_rounds=max_rounds, futility=futility, checks=checks)
     hit = code != NONE
     any_hit = hit.any(axis=-1)
     first = np.where(any_hit, hit.argmax(axis=-1), 0)
