@@ -331,7 +331,7 @@ def fixed_checked_power(x: np.ndarray, threshold: float, policy: PromotionPolicy
     with np.errstate(divide="ignore", invalid="ignore"):
         lower_q = q - st.skew_excess() * (1.0 + 2.0 * q * q) / (6.0 * np.sqrt(st.n))
         lower = st.mean - lower_q * st.sd * st.widen / np.sqrt(st.n)
-    power = ((lower > threshold) & (st.held() == HELD_NONE)).mean(axis=0)
+    power = ((lower > threshold) & (SHIPPED.held(st) == HELD_NONE)).mean(axis=0)
     power[: policy.min_rounds - 1] = 0.0
     return power
 

@@ -40,8 +40,6 @@ RHO_CAP = 0.9
 SKEW_NULL_SDS = 1.0
 FALLING_T = -3.0
 
-
-
 HELD_NONE, HELD_ROUNDS, HELD_DEPENDENT, HELD_FALLING = 0, 1, 2, 3
 HELD_NAMES = {HELD_ROUNDS: "rounds", HELD_DEPENDENT: "dependence", HELD_FALLING: "drift"}
 
@@ -70,10 +68,6 @@ class RoundStats:
         with np.errstate(divide="ignore", invalid="ignore"):
             null_sd = np.sqrt(6.0 / np.maximum(self.n, 1.0))
         return np.minimum(self.skew + SKEW_NULL_SDS * null_sd, 0.0)
-
-    def held(self) -> np.ndarray:
-        """Why a promotion must wait at each look under the bench's checks (HELD_*), whatever the bounds say."""
-        return SHIPPED.held(self)
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def _sequence_ci(d: np.ndarray, confidence: float) -> MeanCI:
     from sglab.analysis.sequential import bounds
 
     stats, lower, upper = bounds(d, confidence=confidence)
-    held = int(stats.held()[-1])
+    held = int(assumptions.SHIPPED.held(stats)[-1])
     notes = tuple(s for s in (assumptions.held_sentence(held, stats), assumptions.widen_sentence(stats)) if s)
     low, high = float(lower[-1]), float(upper[-1])
     return MeanCI(int(d.size), float(stats.mean[-1]), float(stats.sd[-1]), low if math.isfinite(low) else None,
