@@ -18,7 +18,7 @@ rounds and rounds saved against the fixed-n t of the same power; (c) re-running 
 times at a true gain equal to min-gain, fresh sequences vs one continued sequence
 (sglab/analysis/accumulate.py); (d) the TTFT p99 guard at +5% and +35% against a +20% cap
 (sglab/analysis/guards.py); (e) the trade-off at the first looks; (f) the shipped checks against later promotion
-floors (sglab/analysis/assumptions.py, SHIPPED and STRICT). Rates come with 95% Wilson intervals. `--mode sweep` (needs a real run's noise,
+floors (sglab/analysis/assumptions.py: policy.checks standard and strict). Rates come with 95% Wilson intervals. `--mode sweep` (needs a real run's noise,
 --from-result) compares successive elimination with the exhaustive grid.
 
 Run: .venv/bin/python benchmarks/decision_quality.py --mode sequential   (docs/verdict.md: the tables, wall time)
@@ -37,7 +37,7 @@ import numpy as np
 from scipy import stats
 
 from sglab.analysis import judge
-from sglab.analysis.assumptions import SHIPPED, STRICT, Checks
+from sglab.analysis.assumptions import STANDARD, STRICT, Checks
 from sglab.analysis.elimination import eliminate
 from sglab.analysis.guards import ratio_interval
 from sglab.analysis.samples import comparison_arms, paired
@@ -298,7 +298,7 @@ def _first(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def rule(x: np.ndarray, threshold: float, policy: PromotionPolicy, max_rounds: int = MAX_ROUNDS,
-         checks: Checks = SHIPPED) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+         checks: Checks = STANDARD) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The bench's rule as sglab/load/sequential.py runs it: (first decision round, code, held-at-the-end)."""
     st, lower, upper, code, held = look_codes(x, threshold_log=threshold, confidence=policy.confidence,
                                               min_rounds=policy.min_rounds, max_rounds=max_rounds, futility=True,
@@ -331,7 +331,7 @@ def fixed_checked_power(x: np.ndarray, threshold: float, policy: PromotionPolicy
     with np.errstate(divide="ignore", invalid="ignore"):
         lower_q = q - st.skew_excess() * (1.0 + 2.0 * q * q) / (6.0 * np.sqrt(st.n))
         lower = st.mean - lower_q * st.sd * st.widen / np.sqrt(st.n)
-    power = ((lower > threshold) & (SHIPPED.held(st) == HELD_NONE)).mean(axis=0)
+    power = ((lower > threshold) & (STANDARD.held(st) == HELD_NONE)).mean(axis=0)
     power[: policy.min_rounds - 1] = 0.0
     return power
 
@@ -502,7 +502,7 @@ def checks_table(policy: PromotionPolicy, trials: int, seed: int) -> list[str]:
     fixed-n t of the same power at +3% and +5.9%. Only a floor near 20 rounds keeps AR(0.8) at <= 2%."""
     thr = math.log1p(policy.min_gain)
     rng = np.random.default_rng(seed)
-    designs = (("shipped (10, 1%)", SHIPPED), ("floor 16, 5%", Checks(promote_min_rounds=16, dependent_z=1.645)),
+    designs = (("standard (10, 1%)", STANDARD), ("floor 16, 5%", Checks("floor-16", promote_min_rounds=16, dependent_z=1.645)),
                ("STRICT (20, 5%)", STRICT))
     aa = [(label, draw(rng, (trials, MAX_ROUNDS))) for label, draw in noise_models()]
     gains = {g: math.log1p(g) + rng.normal(0.0, SD, (trials, 120)) for g in (0.03, 0.059)}

@@ -27,12 +27,13 @@ import json
 from pathlib import Path
 
 from sglab.analysis.stops import level_log_ratios
+from sglab.config.policy import PromotionPolicy
 from sglab.results import integrity
 from sglab.results.schema import RunResult
 from sglab.errors import ConfigError
 from sglab.results.store import RESULT_FILE, list_runs, load_result, results_root
 
-POLICY_KEYS = ("metric", "min_gain", "confidence", "min_rounds", "levels", "method", "slo", "traffic")
+POLICY_KEYS = ("metric", "min_gain", "confidence", "min_rounds", "levels", "method", "checks", "slo", "traffic")
 PLAN_KEYS = ("profile", "round_duration_s", "round_requests", "max_new_tokens", "endpoint", "natural_stop",
              "prompts", "rate", "trace", "warmup_requests")
 
@@ -50,8 +51,11 @@ def key_of(*, kind: str, config_hash: dict, policy: dict, plan: dict, target_kin
     """The identity of a pair's sequence (None for runs that cannot continue one: A/A, four arms, fixed-n)."""
     if kind != "ab" or policy.get("method") != "sequential":
         return None
+    # a result recorded before policy.checks existed was judged with its default, and continues that sequence
+    recorded_policy = {"checks": PromotionPolicy.model_fields["checks"].default,
+                       **{k: v for k, v in policy.items() if v is not None}}
     body = {"config_hash": {k: config_hash.get(k) for k in ("baseline", "candidate")},
-            "policy": {k: policy.get(k) for k in POLICY_KEYS}, "plan": {k: plan.get(k) for k in PLAN_KEYS},
+            "policy": {k: recorded_policy.get(k) for k in POLICY_KEYS}, "plan": {k: plan.get(k) for k in PLAN_KEYS},
             "target": {"kind": target_kind, "time_scale": time_scale, "sim_env": dict(sorted(sim_env.items()))}}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]

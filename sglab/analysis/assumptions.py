@@ -16,12 +16,13 @@ What the checks do, per look, from the rounds so far:
   skewness term of the t statistic, gamma (1 + 2 b^2) / (6 sqrt(n)) in units of sd / sqrt(n).
 - drift: a least-squares slope of the rounds over their index with t < -3 (from 6 rounds) holds a promotion:
   the gain is clearly falling while it is measured.
-- and no promotion before PROMOTE_MIN_ROUNDS rounds, the fewest from which these checks can see anything
+- and no promotion before the checks' floor (10 rounds, STANDARD; 20, STRICT), the fewest from which these checks can see anything
   (before it, a dependent or skewed run of rounds looks like a clear gain: the measured table).
 
-The floor and the dependence hold are one `Checks` value: SHIPPED is the bench's; STRICT (promotion from 20
-rounds, dependence refused at 5% significance) is the design that also keeps AR(0.8) rounds at <= 2% false
-promotions, at the price of every early stop (docs/verdict.md (f) measures both).
+The floor and the dependence hold are one `Checks` value, chosen by policy.checks (CHECKS, by name):
+STANDARD promotes from round 10; STRICT (promotion from 20 rounds, dependence refused at 5% significance)
+also keeps AR(0.8) rounds at <= 2% false promotions, at the price of every early stop (docs/verdict.md (f)
+measures both; stacks/Pulumi.production.yaml gates with STRICT).
 
 Every statistic is computed for all looks at once (last axis = rounds, leading axes = independent runs).
 """
@@ -72,8 +73,9 @@ class RoundStats:
 
 @dataclass(frozen=True)
 class Checks:
-    """When a promotion must wait, whatever the bounds say."""
+    """When a promotion must wait, whatever the bounds say; `name` is its policy.checks value."""
 
+    name: str = "standard"
     promote_min_rounds: int = PROMOTE_MIN_ROUNDS
     dependent: float = DEPENDENT
     dependent_z: float = DEPENDENT_Z
@@ -88,9 +90,18 @@ class Checks:
                                  np.where(checked & (stats.slope_t < FALLING_T), HELD_FALLING, HELD_NONE)))
 
 
+STANDARD = Checks()
+STRICT = Checks("strict", promote_min_rounds=20, dependent_z=1.645)
+CHECKS = {c.name: c for c in (STANDARD, STRICT)}
 
-SHIPPED = Checks()
-STRICT = Checks(promote_min_rounds=20, dependent_z=1.645)
+
+def checks_named(checks: "Checks | str") -> Checks:
+    """The Checks a policy.checks value (or a recorded one) names; ValueError for an unknown name."""
+    if isinstance(checks, Checks):
+        return checks
+    if checks not in CHECKS:
+        raise ValueError(f"unknown checks {checks!r} (use {' or '.join(map(repr, CHECKS))})")
+    return CHECKS[checks]
 
 
 def round_stats(values: np.ndarray) -> RoundStats:
@@ -119,16 +130,16 @@ def round_stats(values: np.ndarray) -> RoundStats:
                       skew=np.nan_to_num(g1), slope=np.nan_to_num(slope), slope_t=np.nan_to_num(slope_t))
 
 
-def held_sentence(code: int, stats: RoundStats, index: int = -1) -> str | None:
+def held_sentence(code: int, stats: RoundStats, index: int = -1, checks: Checks = STANDARD) -> str | None:
     """Why a promotion waits, in words (None when nothing holds it), at one look of a single run."""
     n = int(stats.n[index])
     if code == HELD_ROUNDS:
-        return (f"no promotion before {PROMOTE_MIN_ROUNDS} rounds ({n} so far): fewer cannot show whether the "
-                "rounds are independent")
+        return (f"no promotion before {checks.promote_min_rounds} rounds ({n} so far; {checks.name} checks): fewer "
+                "cannot show whether the rounds are independent")
     if code == HELD_DEPENDENT:
         return (f"the rounds are strongly dependent (lag-1 autocorrelation {float(stats.rho[index]):+.2f} over {n} "
-                f"rounds, above {DEPENDENT:+.2f}): a node drifting on its own makes a run of rounds say far less "
-                "than it seems, so the sequence cannot promote on them")
+                f"rounds, above {checks.dependent:+.2f}): a node drifting on its own makes a run of rounds say far "
+                "less than it seems, so the sequence cannot promote on them")
     if code == HELD_FALLING:
         return (f"the gain falls while it is measured ({float(np.expm1(stats.slope[index])) * 100:+.2f} points "
                 f"per round, t = {float(stats.slope_t[index]):.1f}): the early rounds overstate it")

@@ -12,7 +12,8 @@ The rule (`sequential_test`, vectorised in `look_codes`), docs/verdict.md "The r
   (sglab/analysis/sequence_bounds.py): exact at every look for i.i.d. Gaussian rounds of any spread;
 - checks of that assumption (sglab/analysis/assumptions.py), which only ever widen or hold: dependent rounds
   widen both bounds by the AR(1) long-run variance and, strongly dependent, refuse a promotion; left skew
-  lowers the lower bound; a falling gain holds a promotion; no promotion before 10 rounds.
+  lowers the lower bound; a falling gain holds a promotion; no promotion before the checks' floor (policy.checks:
+  standard from 10 rounds, strict from 20 and a stricter dependence hold).
 
 `cs_bounds` / `radius_factor` keep Lai's t-mixture sequence (Lai 1976; Wang & Ramdas 2023), which assumes
 i.i.d. Gaussian rounds and nothing more: the live plot's band and the sweep's elimination use it.
@@ -28,7 +29,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from sglab.analysis import assumptions, sequence_bounds
-from sglab.analysis.assumptions import HELD_NAMES, HELD_NONE, SHIPPED, Checks, RoundStats, round_stats
+from sglab.analysis.assumptions import HELD_NAMES, HELD_NONE, STANDARD, Checks, RoundStats, checks_named, round_stats
 
 Decision = Literal["promote", "reject", "futile", "continue", "inconclusive"]
 """promote: the lower bound clears log(1 + min-gain) and no check holds it; reject: the upper bound is below it
@@ -105,20 +106,19 @@ def bounds(values: np.ndarray, *, confidence: float = 0.95) -> tuple[RoundStats,
 
 def look_codes(values: np.ndarray, *, threshold_log: float, confidence: float = 0.95, min_rounds: int = 2,
                max_rounds: int | np.ndarray | None = None, futility: bool = False, method: str = METHOD,
-               checks: Checks = SHIPPED) -> tuple[RoundStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+               checks: Checks = STANDARD) -> tuple[RoundStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(stats, lower, upper, code, held) after each round: code PROMOTE, REJECT, FUTILE or NONE; held the check
     (assumptions.HELD_*) that keeps a lower bound above the threshold from promoting. `max_rounds` may differ
     per sequence (an array over the leading axes: continued sequences whose runs end at different rounds).
     `method` LAI_METHOD: Lai's i.i.d. sequence without the checks (the sweep's race decides on it). `checks`: the
-    holds (assumptions.SHIPPED, the bench's; assumptions.STRICT, the design benchmarks/decision_quality.py
-    measures beside it)."""
+    holds (assumptions.STANDARD or assumptions.STRICT, as policy.checks names them)."""
     if method == LAI_METHOD:
         stats = round_stats(_finite_rounds(values))
         _, lower, upper = cs_bounds(values, confidence=confidence)
         held = np.zeros(lower.shape, dtype=int)
     elif method == METHOD:
         stats, lower, upper = bounds(values, confidence=confidence)
-        held = np.where(lower > threshold_log, checks.held(stats), HELD_NONE)
+        held = np.where(lower > threshold_log, checks_named(checks).held(stats), HELD_NONE)
     else:
         raise ValueError(f"unknown sequence method {method!r} (use {METHOD!r} or {LAI_METHOD!r})")
     n = stats.n
@@ -170,6 +170,7 @@ class SequentialRecord(BaseModel):
     min_rounds: int
     max_rounds: int | None
     futility: bool = False
+    checks: str = STANDARD.name  # assumptions.CHECKS: the floor and holds it was judged with
     decision: Decision
     rounds: int
     looks: list[Look]
@@ -187,7 +188,8 @@ def _finite(x: float) -> float | None:
 
 def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float, confidence: float = 0.95,
                     min_rounds: int = 2, max_rounds: int | None = None, futility: bool = False,
-                    earlier_rounds: int = 0, method: str = METHOD) -> SequentialRecord:
+                    earlier_rounds: int = 0, method: str = METHOD, checks: Checks | str = STANDARD
+                    ) -> SequentialRecord:
     """Look after every round of `log_ratios` (log(candidate / baseline) per paired round) and stop at the
     first decision; fewer rounds than needed end `continue`. A pure function of its arguments.
 
@@ -195,7 +197,9 @@ def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float
     they were looked at then, so decisions start after them, and `max_rounds` counts this run's rounds only.
     Rounds beyond the limit are ignored. Recomputing from all rounds at each call is cheap (n <= a few
     hundred), so a caller can simply call this again after each new round. `method` LAI_METHOD: Lai's i.i.d.
-    sequence without the checks, the one the sweep's race decides on (sglab/analysis/best_arm.py)."""
+    sequence without the checks, the one the sweep's race decides on (sglab/analysis/best_arm.py). `checks`:
+    the floor and holds (policy.checks: a name of assumptions.CHECKS, or a Checks)."""
+    checks = checks_named(checks)
     x = np.asarray(log_ratios, dtype=float).ravel()
     if earlier_rounds < 0:
         raise ValueError(f"earlier_rounds must be >= 0, got {earlier_rounds}")
@@ -212,7 +216,7 @@ def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float
     if x.size:
         stats, lower, upper, code, held = look_codes(x, threshold_log=threshold, confidence=confidence,
                                                      min_rounds=min_rounds, max_rounds=limit, futility=futility,
-                                                     method=method)
+                                                     method=method, checks=checks)
         for i in range(x.size):
             decision = _NAMES.get(int(code[i]), "continue") if i >= earlier_rounds else "continue"
             if decision == "continue" and limit is not None and i + 1 >= limit:
@@ -227,16 +231,17 @@ def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float
             if decision != "continue":
                 break
         last = len(looks) - 1
-        notes = [s for s in (assumptions.held_sentence(int(held[last]), stats, last),
+        notes = [s for s in (assumptions.held_sentence(int(held[last]), stats, last, checks),
                              assumptions.widen_sentence(stats, last)) if s]
     return SequentialRecord(method=method, mixture_g=DEFAULT_MIXTURE_G if method == LAI_METHOD else None,
                             confidence=confidence, min_gain=min_gain, threshold_log=threshold,
-                            min_rounds=min_rounds, max_rounds=max_rounds, futility=futility, decision=decision,
+                            min_rounds=min_rounds, max_rounds=max_rounds, futility=futility, checks=checks.name,
+                            decision=decision,
                             rounds=len(looks), looks=looks, earlier_rounds=earlier_rounds, notes=notes)
 
 
 def first_decision(values: np.ndarray, *, threshold_log: float, confidence: float = 0.95, min_rounds: int = 2,
-                   max_rounds: int | None = None, futility: bool = False, checks: Checks = SHIPPED
+                   max_rounds: int | None = None, futility: bool = False, checks: Checks = STANDARD
                    ) -> tuple[np.ndarray, np.ndarray]:
     """For many sequences at once (trials x rounds): the round count at the first decision (0 = none by
     the last round) and its code (PROMOTE, REJECT, FUTILE; NONE). For benchmarks and tests."""

@@ -52,8 +52,9 @@ def log_ratio_ci(baseline: np.ndarray, candidate: np.ndarray, *, confidence: flo
 
 
 def mean_ci(values: np.ndarray, *, confidence: float = 0.95, method: CiMethod = "paired-t",
-            seed: int = 0) -> MeanCI:
-    """Interval for the mean of per-round values (already differences or log-ratios)."""
+            seed: int = 0, checks: str | None = None) -> MeanCI:
+    """Interval for the mean of per-round values (already differences or log-ratios). `checks`: the sequence's
+    floor and holds (policy.checks; None: assumptions.STANDARD), for method sequential."""
     d = np.asarray(values, dtype=float)
     n = int(d.size)
     if n == 0:
@@ -63,7 +64,7 @@ def mean_ci(values: np.ndarray, *, confidence: float = 0.95, method: CiMethod = 
     if n < 2:
         return MeanCI(n, mean, sd, None, None, confidence, method)
     if method == "sequential":  # anytime-valid: the run may have stopped at this look (analysis/sequential.py)
-        return _sequence_ci(d, confidence)
+        return _sequence_ci(d, confidence, checks)
     if sd == 0.0:
         return MeanCI(n, mean, sd, mean, mean, confidence, method)
     if method == "paired-t":
@@ -84,15 +85,17 @@ def mean_ci(values: np.ndarray, *, confidence: float = 0.95, method: CiMethod = 
     return MeanCI(n, mean, sd, low, high, confidence, method)
 
 
-def _sequence_ci(d: np.ndarray, confidence: float) -> MeanCI:
+def _sequence_ci(d: np.ndarray, confidence: float, checks: str | None) -> MeanCI:
     """The bench's confidence sequence at its last look, checks applied; a side the sequence cannot bound yet
     is None (a zero-spread run too: no spread is no evidence of bounds before the sequence has any)."""
     from sglab.analysis import assumptions
     from sglab.analysis.sequential import bounds
 
     stats, lower, upper = bounds(d, confidence=confidence)
-    held = int(assumptions.SHIPPED.held(stats)[-1])
-    notes = tuple(s for s in (assumptions.held_sentence(held, stats), assumptions.widen_sentence(stats)) if s)
+    rule = assumptions.checks_named(checks or assumptions.STANDARD)
+    held = int(rule.held(stats)[-1])
+    notes = tuple(s for s in (assumptions.held_sentence(held, stats, checks=rule), assumptions.widen_sentence(stats))
+                  if s)
     low, high = float(lower[-1]), float(upper[-1])
     return MeanCI(int(d.size), float(stats.mean[-1]), float(stats.sd[-1]), low if math.isfinite(low) else None,
                   high if math.isfinite(high) else None, confidence, "sequential",

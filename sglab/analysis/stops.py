@@ -9,12 +9,22 @@ its sequence says it should have measured.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from sglab import metrics
 from sglab.analysis.operating_point import slo_targets
+from sglab.analysis.assumptions import CHECKS
 from sglab.analysis.samples import paired
 from sglab.analysis.sequential import Look, SequentialRecord, sequential_test
 from sglab.results.schema import LevelResult, RunResult
+
+
+class StopLine(NamedTuple):
+    """What a sequentially run level is judged against: the gain to clear and the checks (policy.checks) of the
+    policy that gates it there (the stack's own, or its promotion target's)."""
+
+    gain: float
+    checks: str
 
 
 def threshold_for(policy, level: int) -> float:
@@ -22,6 +32,20 @@ def threshold_for(policy, level: int) -> float:
     traffic = getattr(policy, "traffic", None)
     margin = traffic.non_inferiority.get(level) if traffic is not None else None
     return -margin if margin is not None else policy.min_gain
+
+
+def line_for(policy, level: int) -> StopLine:
+    return StopLine(threshold_for(policy, level), policy.checks)
+
+
+def recorded_line(value) -> StopLine | None:
+    """A line as result.sequential["stop_rule"] records it: [gain, checks], or a bare gain (runs before policy.checks
+    were judged with the standard checks); None for anything else (a tampered record is no line: the schedule
+    check then finds the rounds that do not match)."""
+    gain, checks = (value[0], value[1]) if isinstance(value, (list, tuple)) and len(value) == 2 else (value, "standard")
+    if isinstance(gain, bool) or not isinstance(gain, (int, float)) or not math.isfinite(gain) or checks not in CHECKS:
+        return None
+    return StopLine(float(gain), checks)
 
 
 def level_log_ratios(level: LevelResult, metric: str, policy=None) -> list[float]:
@@ -43,6 +67,8 @@ def stop_reason(level: int, record: SequentialRecord, label: str = "c") -> str:
     look: Look | None = record.last
     limit = record.max_rounds if record.max_rounds is None else record.earlier_rounds + record.max_rounds
     head = f"{label}={level}: {record.decision} at round {record.rounds} of at most {limit}"
+    if record.checks != "standard":
+        head += f" ({record.checks} checks)"
     if record.earlier_rounds:
         head += f" (the first {record.earlier_rounds} from earlier runs of this pair)"
     if look is None:
@@ -90,25 +116,28 @@ def decided_rounds(result: RunResult, policy, earlier: dict[int, list[float]] | 
         ratios = before + level_log_ratios(level, policy.metric, policy)
         stops = []
         for line in lines:
-            record = sequential_test(ratios, min_gain=line, confidence=policy.confidence, min_rounds=policy.min_rounds,
-                                     max_rounds=limit, futility=True, earlier_rounds=len(before))
+            record = sequential_test(ratios, min_gain=line.gain, confidence=policy.confidence,
+                                     min_rounds=policy.min_rounds, max_rounds=limit, futility=True,
+                                     earlier_rounds=len(before), checks=line.checks)
             stops.append(record.rounds - len(before) if record.decision != "continue" else limit)
         out[level.concurrency] = max(stops)  # a level runs until every line it is judged against has decided
     return out
 
 
-def stop_thresholds(result: RunResult, policy) -> dict[int, list[float]]:
-    """level -> the gains a sequentially run level stopped against: the policy's own at its gated levels, plus
+def stop_thresholds(result: RunResult, policy) -> dict[int, list[StopLine]]:
+    """level -> the lines a sequentially run level stopped against: the policy's own at its gated levels, plus
     those the run recorded for its promotion target's gate (result.stop_rule, checked against its policy)."""
-    out: dict[int, list[float]] = {lv: [threshold_for(policy, lv)] for lv in policy.levels}
+    out: dict[int, list[StopLine]] = {lv: [line_for(policy, lv)] for lv in policy.levels}
     recorded = (result.sequential or {}).get("stop_rule") if isinstance(result.sequential, dict) else None
-    for key, lines in (recorded or {}).items():
+    for key, lines in (recorded if isinstance(recorded, dict) else {}).items():
         try:
             level = int(key)
         except ValueError:
             continue
         out.setdefault(level, [])
-        out[level] += [float(x) for x in lines if float(x) not in out[level]]
+        for line in map(recorded_line, lines if isinstance(lines, list) else []):
+            if line is not None and line not in out[level]:
+                out[level].append(line)
     return out
 
 

@@ -8,7 +8,7 @@ under the target's policy and refuses with the reason and the fix when that gate
 
 from __future__ import annotations
 
-from sglab.analysis.assumptions import PROMOTE_MIN_ROUNDS
+from sglab.analysis.assumptions import checks_named
 from sglab.analysis.operating_point import level_phrase, level_label
 from sglab.analysis.verdict import judge
 from sglab.results.verdict import pct
@@ -41,7 +41,8 @@ def target_gate_refusal(result: RunResult, target: LoadedStack, source_stack: st
                f"stack '{source_stack}' with the levels {target.name} serves so its own verdict gates them, and "
                "re-run the benchmark")
     elif undecided := [lv for lv in verdict.levels if lv.gating and lv.outcome == "undecided"]:
-        fix = "; ".join([_undecided_fix(lv, verdict, label, target.name, source_stack) for lv in undecided]
+        floor = checks_named(policy.checks).promote_min_rounds
+        fix = "; ".join([_undecided_fix(lv, verdict, label, target.name, source_stack, floor) for lv in undecided]
                         + [b.fix for b in verdict.blockers if b.fix])
     elif verdict.blockers:
         fix = "; ".join(b.fix for b in verdict.blockers if b.fix) or f"re-run `sglab bench --stack {source_stack}`"
@@ -51,13 +52,13 @@ def target_gate_refusal(result: RunResult, target: LoadedStack, source_stack: st
     return reason, fix
 
 
-def _undecided_fix(lv, verdict, label: str, target: str, source_stack: str) -> str:
+def _undecided_fix(lv, verdict, label: str, target: str, source_stack: str, floor: int) -> str:
     """Why a level of the target's gate is undecided, and what decides it: the real reason, not a bystander."""
     gain = lv.gain(verdict.metric)
     where = level_phrase(label, lv.concurrency)
     if gain.low is None and gain.high is None:
         return (f"{where} has only {gain.rounds} rounds, too few for the confidence sequence to bound (a promotion "
-                f"needs at least {PROMOTE_MIN_ROUNDS}): it was measured as an ungated level; re-run `sglab bench --stack "
+                f"needs at least {floor} under {target}'s checks): it was measured as an ungated level; re-run `sglab bench --stack "
                 f"{source_stack}`, which runs the levels {target} gates sequentially until they decide "
                 f"(sglab:promote-to)")
     if gain.held:

@@ -71,7 +71,7 @@ def _gain(level: LevelResult, metric: str, base: str, cand: str, policy: Promoti
         return Gain(metric=metric, rounds=0), None
     worse, better = metrics.get(metric).improvement(data[:, 0], data[:, 1]) if rounds else ([], [])
     d = np.concatenate([before, np.log(np.asarray(better, dtype=float) / np.asarray(worse, dtype=float))])
-    ci = mean_ci(d, confidence=policy.confidence, method=method)
+    ci = mean_ci(d, confidence=policy.confidence, method=method, checks=policy.checks)
     estimate, low, high = ci.as_gain()
     return Gain(metric=metric, rounds=ci.n, baseline_mean=float(data[:, 0].mean()) if rounds else None,
                 candidate_mean=float(data[:, 1].mean()) if rounds else None, estimate=estimate, low=low, high=high,
@@ -120,7 +120,8 @@ def _level(level: LevelResult, base: str, cand: str, policy: PromotionPolicy,
     if outcome == "undecided" and decisive.mean_log is not None and decisive.sd_log is not None:
         more = rounds_to_decide(mean_log=decisive.mean_log, sd_log=decisive.sd_log,
                                 threshold_log=math.log1p(threshold), rounds_now=decisive.rounds,
-                                confidence=policy.confidence, method=policy.interval_method(level.concurrency))
+                                confidence=policy.confidence, method=policy.interval_method(level.concurrency),
+                                checks=policy.checks)
     return LevelVerdict(
         concurrency=level.concurrency, gating=gating, outcome=outcome, decode=decode, output=output,
         ttft_p99=_latency(level, base, cand, "ttft", bstats.ttft_p99_ms, cstats.ttft_p99_ms, policy,

@@ -82,7 +82,7 @@ def _log_ratio(a: float | None, b: float | None) -> float | None:
 
 def _sequence(values: list[float], spec: JudgeSpec, *, min_gain: float, futility: bool = False) -> SequentialRecord:
     return sequential_test(values, min_gain=min_gain, confidence=spec.confidence, min_rounds=spec.min_windows,
-                           max_rounds=spec.max_windows, futility=futility)
+                           max_rounds=spec.max_windows, futility=futility, checks=spec.checks)
 
 
 def _increase_guard(name: str, values: list[float], margin: float, spec: JudgeSpec, *, log_scale: bool) -> GuardResult:

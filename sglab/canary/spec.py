@@ -42,6 +42,7 @@ class JudgeSpec(BaseModel):
     min_gain: float
     confidence: float
     futility: bool
+    checks: str  # sglab:serving.canary.checks (sglab/analysis/assumptions.py CHECKS)
     ttft_p99_max_increase: float | None
     itl_p99_max_increase: float | None
     error_rate_max_increase: float
@@ -100,7 +101,7 @@ def judge_spec(stack: StackConfig, stack_name: str, *, log_path: Path | None = N
     fields = dict(stack=stack_name, namespace=stack.namespace,
                   prometheus_url=prometheus_url or serving.monitoring.prometheus_url,
                   scrape_interval_s=serving.monitoring.interval_s, window_s=judge.window_s, min_windows=judge.min_windows, max_windows=judge.max_windows,
-                  min_gain=judge.min_gain, confidence=judge.confidence, futility=judge.futility,
+                  min_gain=judge.min_gain, confidence=judge.confidence, futility=judge.futility, checks=judge.checks,
                   ttft_p99_max_increase=judge.ttft_p99_max_increase, itl_p99_max_increase=judge.itl_p99_max_increase,
                   error_rate_max_increase=judge.error_rate_max_increase,
                   accept_length_guard=judge.accept_length_guard,

@@ -93,7 +93,8 @@ def watch_report(windows: list[Window], spec: JudgeSpec) -> WatchReport:
     if len(gains) < 2:
         return report
     report.gain, report.low, report.high = _cs_last(gains, spec)
-    record = sequential_test(gains, min_gain=0.0, confidence=spec.confidence, min_rounds=spec.min_windows)
+    record = sequential_test(gains, min_gain=0.0, confidence=spec.confidence, min_rounds=spec.min_windows,
+                             checks=spec.checks)
     below = record.decision == "reject" or (report.high is not None and report.high < 0)
     if below:
         report.status = "below-zero"

@@ -36,6 +36,11 @@ class PromotionPolicy(Model):
     # measures them). sequential: the anytime-valid confidence sequence, and `sglab bench` stops a gated
     # level once it decides (--max-rounds); paired-t / bootstrap: fixed-n intervals, read once.
     method: Literal["paired-t", "bootstrap", "sequential"] = "sequential"
+    # The sequence's floor and holds (sglab/analysis/assumptions.py CHECKS; docs/verdict.md (f) measures both).
+    # standard: promotion from round 10, fast, but 6% of A/A runs on strongly dependent rounds (AR(1) rho 0.8)
+    # promote; strict: promotion from round 20 and a stricter dependence hold, <= 2% on every measured noise
+    # model, at the price of every early stop. A gate that installs into serving wants strict.
+    checks: Literal["standard", "strict"] = "standard"
     # The least share of temperature-0 answers the candidate must give exactly as the baseline does (a guard;
     # sglab/analysis/parity.py). Unset: shown, not gated. Real GPUs differ a little by themselves: see the A/A.
     min_output_parity: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None

@@ -70,6 +70,9 @@ class CanaryJudge(Model):
     min_gain: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
     confidence: Annotated[float, Field(gt=0.5, lt=1, allow_inf_nan=False)] = 0.95
     futility: bool = True
+    # The sequence's floor and holds, as sglab:policy.checks: standard promotes from the tenth window; strict from
+    # the twentieth, and keeps windows that drift together (AR(1) rho 0.8) at <= 2% false promotions.
+    checks: Literal["standard", "strict"] = "standard"
     # Relative increase of the canary's p99 over the stable's that is still acceptable (None: no guard).
     ttft_p99_max_increase: Ratio | None = 0.2
     itl_p99_max_increase: Ratio | None = 0.2

@@ -7,8 +7,8 @@ runs sequentially, the paired log-ratios of policy.metric go to sglab.analysis.s
 and the promotion target's (`sglab:promote-to`, default production) at the levels that target gates, so the
 evidence can decide the target's gate too. The level stops when every one of them has decided, or at the max
 rounds. A continued sequence (sglab/analysis/accumulate.py) starts from the earlier runs' rounds of the same
-pair. Every look is recorded in result.sequential (level -> record; `stop_rule`: level -> the gains it
-stopped against) and the level's last look is printed with why it stopped; the verdict recomputes all of it
+pair. Every look is recorded in result.sequential (level -> record; `stop_rule`: level -> the lines it
+stopped against, [gain, checks] each: a target may gate with stricter checks, policy.checks) and the level's last look is printed with why it stopped; the verdict recomputes all of it
 from the rounds. Other levels run their fixed load.ungated-rounds (and get the fixed-n interval).
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from sglab.analysis.accumulate import SequenceError, continue_sequence, key_of
 from sglab.analysis.sequential import SequentialRecord, sequential_test
-from sglab.analysis.stops import level_log_ratios, stop_reason, threshold_for
+from sglab.analysis.stops import StopLine, level_log_ratios, line_for, stop_reason, threshold_for
 from sglab.load.request import BenchRequest, RefusedError
 from sglab.results.schema import LevelResult, RunResult
 
@@ -34,15 +34,15 @@ def max_rounds_for(plan_rounds: int, *, max_rounds: int | None = None, rounds_gi
     return plan_rounds if rounds_given else MAX_ROUNDS_FACTOR * plan_rounds
 
 
-def stop_rule(policy, target_policy=None) -> dict[int, list[float]]:
-    """level -> the gains a sequential level is run until it decides: the policy's at its gated levels and the
-    target policy's at the target's (the strictest line first decided last)."""
-    out: dict[int, list[float]] = {}
+def stop_rule(policy, target_policy=None) -> dict[int, list[StopLine]]:
+    """level -> the lines a sequential level is run until it decides: the policy's at its gated levels and the
+    target policy's at the target's, each with its policy's checks (the strictest line first decided last)."""
+    out: dict[int, list[StopLine]] = {}
     # a target judged with a fixed-n interval must get fixed rounds: a sequential stop would be peeking at it
     sources = [policy] + ([target_policy] if target_policy is not None and target_policy.method == "sequential" else [])
     for source in sources:
         for level in source.levels:
-            line = threshold_for(source, level)
+            line = line_for(source, level)
             if line not in out.setdefault(level, []):
                 out[level].append(line)
     return out
@@ -102,13 +102,14 @@ class SequentialBench:
         level only the target gates)."""
         before = self.earlier.get(measured.concurrency, [])
         ratios = before + level_log_ratios(measured, self.policy.metric, self.policy)
-        return [sequential_test(ratios, min_gain=line, confidence=self.policy.confidence,
+        return [sequential_test(ratios, min_gain=line.gain, confidence=self.policy.confidence,
                                 min_rounds=self.policy.min_rounds, max_rounds=self.max_rounds, futility=True,
-                                earlier_rounds=len(before))
+                                earlier_rounds=len(before), checks=line.checks)
                 for line in self.lines[measured.concurrency]]
 
     def annotate(self, result: RunResult) -> None:
-        result.sequential = {**self.records, "stop_rule": {str(lv): lines for lv, lines in self.lines.items()},
+        result.sequential = {**self.records,
+                             "stop_rule": {str(lv): [list(line) for line in lines] for lv, lines in self.lines.items()},
                              "others": {k: v for k, v in self.others.items() if v}}
         if self.sequence is not None:
             result.sequential["sequence"] = self.sequence
@@ -183,15 +184,17 @@ def with_levels(request: BenchRequest, levels: list[int]) -> BenchRequest:
     return replace(request, plan=plan)
 
 
-def plan_sentence(lines: dict[int, list[float]], policy, target: str | None, target_policy) -> str:
-    """`sequential at 1 (+0.5% this stack, +2.0% production) and 4 (+2.0% production)`, for the start line."""
+def plan_sentence(lines: dict[int, list[StopLine]], policy, target: str | None, target_policy) -> str:
+    """`sequential at 1 (+0.5% this stack, +2.0% production, strict checks) and 4 (+2.0% production, strict
+    checks)`, for the start line."""
     parts = []
-    for level, gains in sorted(lines.items()):
+    for level, level_lines in sorted(lines.items()):
         who = []
-        for gain in gains:
+        for line in level_lines:
             owners = [n for n, p in (("this stack", policy), (target, target_policy))
-                      if p is not None and level in p.levels and threshold_for(p, level) == gain]
-            who.append(f"{gain:+.1%} {' and '.join(owners)}")
+                      if p is not None and level in p.levels and line_for(p, level) == line]
+            strict = "" if line.checks == "standard" else f", {line.checks} checks"
+            who.append(f"{line.gain:+.1%} {' and '.join(owners)}{strict}")
         parts.append(f"{level} ({', '.join(who)})")
     return "sequential at " + ", ".join(parts)
 

@@ -77,6 +77,7 @@ class RecordedPolicy(Record):
     min_requests: int | None = None
     confidence: float | None = None
     method: str | None = None
+    checks: str | None = None
     min_output_parity: float | None = None
     slo: dict[str, Any] | None = None
     traffic: dict[str, Any] | None = None

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from sglab.analysis.assumptions import SHIPPED, STRICT, round_stats
+from sglab.analysis.assumptions import STANDARD, STRICT, round_stats
 from sglab.analysis.sequential import FUTILE, PROMOTE, REJECT, first_decision, sequential_test
 from sglab.analysis.stats import mean_ci
 
@@ -124,7 +124,7 @@ def test_the_strict_checks_hold_a_promotion_the_shipped_ones_allow() -> None:
     """assumptions.STRICT (the design that meets AR(0.8), docs/verdict.md (f)) promotes from round 20 and refuses
     dependence on weaker evidence; the shipped checks promote this run at round 10."""
     clear = np.tile([0.05, 0.051, 0.049, 0.05, 0.0505, 0.0502, 0.0499, 0.05, 0.0501, 0.0498], 3)[None, :]
-    rounds, code = first_decision(clear, threshold_log=math.log1p(0.005), checks=SHIPPED)
+    rounds, code = first_decision(clear, threshold_log=math.log1p(0.005), checks=STANDARD)
     assert (int(rounds[0]), int(code[0])) == (10, PROMOTE)
     rounds, code = first_decision(clear, threshold_log=math.log1p(0.005), checks=STRICT)
     assert (int(rounds[0]), int(code[0])) == (STRICT.promote_min_rounds, PROMOTE) and STRICT.promote_min_rounds == 20
@@ -137,4 +137,4 @@ def test_the_strict_checks_hold_a_promotion_the_shipped_ones_allow() -> None:
     st = round_stats(x)
     z = (st.r1[-1] + 1 / 20) * math.sqrt(20)
     assert 1.645 < z < 2.33 and st.rho[-1] > 0.4
-    assert SHIPPED.held(st)[-1] == 0 and STRICT.held(st)[-1] == 2
+    assert STANDARD.held(st)[-1] == 0 and STRICT.held(st)[-1] == 2

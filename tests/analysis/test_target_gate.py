@@ -24,8 +24,8 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _evidence(root: Path, gain: dict[int, float], levels=(1, 4, 16), rounds: int = 12):
-    """12 rounds a level (the sequence promotes from 10 on)."""
+def _evidence(root: Path, gain: dict[int, float], levels=(1, 4, 16), rounds: int = 20):
+    """20 rounds a level (production's strict checks promote from 20 on)."""
     config = load_stack("eagle-nccl-ll", root).config
     arms = {"baseline": baseline_arm(config), "candidate": candidate_arm(config)}
     result = synthetic_result(stack="eagle-nccl-ll", gain=gain, levels=levels, rounds=rounds,
@@ -60,6 +60,17 @@ def test_a_win_at_1_that_loses_at_4_is_refused_for_production(root: Path) -> Non
 def test_evidence_that_passes_production_gate_is_not_refused(root: Path) -> None:
     result = _evidence(root, {1: 0.06, 4: 0.06, 16: 0.03})
     assert target_gate_refusal(result, load_stack("production", root), "eagle-nccl-ll") is None
+
+
+def test_production_judges_with_its_strict_checks_what_the_stack_promotes_with_its_standard_ones(root: Path) -> None:
+    """stacks/Pulumi.production.yaml sets policy.checks strict: 12 rounds of a clear win decide the source stack's
+    gate (standard checks, from 10 rounds) but not production's, and the refusal says why."""
+    result = _evidence(root, {1: 0.06, 4: 0.06, 16: 0.03}, rounds=12)
+    from sglab.analysis.verdict import judge
+
+    assert judge(result, load_stack("eagle-nccl-ll", root).config.policy).outcome == "promote"
+    reason, fix = target_gate_refusal(result, load_stack("production", root), "eagle-nccl-ll")
+    assert "no promotion before 20 rounds (12 so far; strict checks)" in reason + fix
 
 
 def test_a_level_production_gates_on_but_nobody_measured(root: Path) -> None:

@@ -41,7 +41,7 @@ def bench(root: Path, stack: str, *, gain: float = 0.06, run_id: str = "20260101
     kw.setdefault("policy", config.policy.model_dump(mode="json"))
     kw.setdefault("producer", "simulator" if config.backend == "sim" else "sglang")
     result = synthetic_result(stack=stack, gain=gain, config_hash=hashes, run_id=run_id, levels=(1, 4),
-                              **{**QUIET, "rounds": 12, **kw})  # the sequence promotes from 10 rounds on
+                              **{**QUIET, "rounds": 20, **kw})  # production's strict checks promote from 20 rounds on
     for info in result.arms:  # as the bench runner records them
         info.launch_command = arms[info.name].launch_command
     result.integrity = planned({level.concurrency: result.load_plan.rounds for level in result.levels})

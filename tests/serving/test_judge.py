@@ -12,6 +12,7 @@ from sglab.canary.windows import ArmWindow, Window
 
 SPEC = JudgeSpec(stack="production", namespace="prod", prometheus_url="http://p:9090", scrape_interval_s=1,
                  window_s=60, min_windows=5, max_windows=40, min_gain=0.0, confidence=0.95, futility=True,
+                 checks="standard",
                  ttft_p99_max_increase=0.2, itl_p99_max_increase=0.2, error_rate_max_increase=0.01,
                  accept_length_guard=True, break_even_accept_length=1.6, break_even_source="test",
                  category_label="category", category_min_share=0.1, category_max_loss=0.03,
@@ -104,3 +105,9 @@ def test_no_decision_by_max_windows_is_an_abort():
     d = decide(windows(6, {}, gain=0.05), spec)
     assert d.outcome == "abort" and "no decision within max-windows 6" in d.reason
     assert EXIT_CODES == {"promote": 0, "abort": 1, "continue": 3}
+
+
+def test_strict_checks_promote_a_faster_canary_from_the_twentieth_window_only():
+    """sglab:serving.canary.checks strict: the sequence's strict floor (windows that drift together are seen)."""
+    k, d = first_decision(windows(40, {}, gain=0.05), SPEC.model_copy(update={"checks": "strict"}))
+    assert d.outcome == "promote" and k == 20, (k, d.reason)
