@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from sglab import metrics
 from sglab.analysis.operating_point import slo_targets
-from sglab.analysis.assumptions import CHECKS
+from sglab.analysis.assumptions import CHECKS, STANDARD
 from sglab.analysis.samples import paired
 from sglab.analysis.sequential import Look, SequentialRecord, sequential_test
 from sglab.results.schema import LevelResult, RunResult
@@ -42,8 +42,10 @@ def recorded_line(value) -> StopLine | None:
     """A line as result.sequential["stop_rule"] records it: [gain, checks], or a bare gain (runs before policy.checks
     were judged with the standard checks); None for anything else (a tampered record is no line: the schedule
     check then finds the rounds that do not match)."""
-    gain, checks = (value[0], value[1]) if isinstance(value, (list, tuple)) and len(value) == 2 else (value, "standard")
-    if isinstance(gain, bool) or not isinstance(gain, (int, float)) or not math.isfinite(gain) or checks not in CHECKS:
+    pair = isinstance(value, (list, tuple)) and len(value) == 2
+    gain, checks = (value[0], value[1]) if pair else (value, STANDARD.name)
+    if (isinstance(gain, bool) or not isinstance(gain, (int, float)) or not math.isfinite(gain)
+            or not isinstance(checks, str) or checks not in CHECKS):
         return None
     return StopLine(float(gain), checks)
 
@@ -67,7 +69,7 @@ def stop_reason(level: int, record: SequentialRecord, label: str = "c") -> str:
     look: Look | None = record.last
     limit = record.max_rounds if record.max_rounds is None else record.earlier_rounds + record.max_rounds
     head = f"{label}={level}: {record.decision} at round {record.rounds} of at most {limit}"
-    if record.checks != "standard":
+    if record.checks != STANDARD.name:
         head += f" ({record.checks} checks)"
     if record.earlier_rounds:
         head += f" (the first {record.earlier_rounds} from earlier runs of this pair)"

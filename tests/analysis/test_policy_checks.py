@@ -80,7 +80,8 @@ def test_the_target_line_carries_the_targets_checks_through_the_stop_rule_and_it
     assert stop_thresholds(result, own) == lines
 
 
-@pytest.mark.parametrize("tampered", [["x"], [0.02, "lax"], True, float("nan"), {"gain": 0.02}, [0.02, "strict", 1]])
+@pytest.mark.parametrize("tampered", [["x"], [0.02, "lax"], True, float("nan"), {"gain": 0.02}, [0.02, "strict", 1],
+                                      [0.02, ["strict"]]])
 def test_a_tampered_stop_line_is_no_line_and_no_traceback(tampered):
     assert recorded_line(tampered) is None
     result = synthetic_result(levels=(1,), rounds=4, policy={"method": "sequential", "min_gain": 0.005})
