@@ -1,5 +1,5 @@
-"""Pulumi entry point (`pulumi up --stack <name>`): the program lives in sglab/deploy/program.py."""
+"""Pulumi entry point (`pulumi up --stack <name>`): the program lives in sglab/program.py."""
 
-from sglab.deploy.program import run
+from sglab.program import run
 
 run()

@@ -6,7 +6,7 @@
 2. Trials: each trial is a canary of --max-windows windows built by a circular block bootstrap of the real
    A/A windows (blocks of --block windows, so the windows' dependence, skew and drift stay as measured);
    the power case multiplies the canary's decode speed by 1.03 (its ITL sum by 1 / 1.03), every other
-   number (p99s, errors, accept length) stays the measured pair. The whole judge (`sglab.canary.judge.decide`,
+   number (p99s, errors, accept length) stays the measured pair. The whole judge (`sglab.serving.judge.decide`,
    guards included) looks after every window and stops at its first promote or abort, as in the cluster.
    A stress case replaces the measured gain noise by heavy-tailed (t, 3 dof) AR(1) noise, rho 0.3, of the
    same sd.
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sglab.canary.judge import decide, usable
-from sglab.canary.spec import stack_judge_spec
-from sglab.canary.windows import ArmWindow, Window
+from sglab.serving.judge import decide, usable
+from sglab.serving.spec import stack_judge_spec
+from sglab.serving.windows import ArmWindow, Window
 from sglab.config.loader import load_stack
 
 GOAL_FALSE_PROMOTION = 0.02
@@ -40,9 +40,9 @@ GAIN = 0.03
 
 
 def calibrate(n_windows: int, users: int, window_s: float, time_scale: float) -> list[Window]:
-    from sglab.canary.prometheus import Prometheus
-    from sglab.canary.rehearsal import Rehearsal, resolve
-    from sglab.canary.windows import fetch_windows
+    from sglab.serving.prometheus import Prometheus
+    from sglab.serving.rehearsal import Rehearsal, resolve
+    from sglab.serving.windows import fetch_windows
 
     spec = stack_judge_spec(load_stack("production")).model_copy(update={"window_s": window_s,
                                                                          "scrape_interval_s": 1.0})

@@ -299,7 +299,7 @@ def _first(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def rule(x: np.ndarray, threshold: float, policy: PromotionPolicy, max_rounds: int = MAX_ROUNDS,
          checks: Checks = STANDARD) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The bench's rule as sglab/load/sequential.py runs it: (first decision round, code, held-at-the-end)."""
+    """The bench's rule as sglab/bench/sequential.py runs it: (first decision round, code, held-at-the-end)."""
     st, lower, upper, code, held = look_codes(x, threshold_log=threshold, confidence=policy.confidence,
                                               min_rounds=policy.min_rounds, max_rounds=max_rounds, futility=True,
                                               checks=checks)

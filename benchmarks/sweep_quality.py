@@ -1,6 +1,6 @@
 """How good is a sweep's pick, and what does it cost? The best-arm race against a full grid of equal pick accuracy.
 
-Every simulated sweep is decided by the project's own rule, sglab.analysis.best_arm.Race (the class
+Every simulated sweep is decided by the project's own rule, sglab.sweep.race.Race (the class
 `sglab sweep` replays after every round): its plan says which arms (and whether the baseline) run the
 next round, a segment of arm j draws log(1 + gain_j) + a round drift shared by the whole round + its
 own noise, and the race eliminates, picks and stops. Measured per case: P(the best arm is picked), the
@@ -15,7 +15,7 @@ Cases: the shipped grid `stacks/Pulumi.eagle-sweep.yaml` (32 arms) with the simu
 concurrency 1 (sglab.sim timing; an adaptive arm at the tier its EMA settles on for random text, so
 s3 and s5 adaptive equal static s3: a documented synthetic model of the grid, not a measurement); the same
 grid in cluster waves of parallel-arms slots (4: wave 1 the first 4 arms, each later wave 3 new + the
-previous wave's pick, as sglab/deploy/sweep_arms.py deploys them), against waves of full grids; five
+previous wave's pick, as sglab/sweep/arms.py deploys them), against waves of full grids; five
 arms spaced 1%, 2% and 3% apart below a best of +5.9%; the five `quick-arms`; five arms all below the
 baseline (nothing to confirm). Then the stress cases: identical arms at the minimum gain (every
 elimination is a mistake) and the top two 0-2% apart (how the reported P(correct) compares with the
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sglab.analysis.best_arm import CHALLENGERS, NO_WINNER, Race
+from sglab.sweep.race import CHALLENGERS, NO_WINNER, Race
 from sglab.analysis.elimination import eliminate
 from sglab.analysis.sequential import cs_bounds
 from sglab.config.models import StackConfig

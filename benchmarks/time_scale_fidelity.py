@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sglab.analysis.verdict import judge
-from sglab.paths import project_root, stack_path
+from sglab.core.paths import project_root, stack_path
 from sglab.results.store import load_result
 
 Z95 = 1.96

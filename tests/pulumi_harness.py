@@ -1,4 +1,4 @@
-"""Run the real Pulumi program (sglab.deploy.program.run) under Pulumi's official mocks: the one harness of
+"""Run the real Pulumi program (sglab.program.run) under Pulumi's official mocks: the one harness of
 tests/deploy and tests/deploy_extras.
 
 Config is set the way `pulumi up` sets it (strings, JSON for objects, secrets decrypted). `reads` supplies the
@@ -165,7 +165,7 @@ def run_program(stack: str, overrides: dict[str, Any] | None = None, *, config: 
                 outputs: dict[str, dict[str, Any]] | None = None,
                 fail: dict[tuple[str, str], str] | None = None) -> ProgramRun:
     """Run the program for `stack`: config is the stack file's with `overrides`/`secrets`, or `config` verbatim."""
-    from sglab.deploy.program import run
+    from sglab.program import run
 
     _refuse_under_gevent()
     if config is None:

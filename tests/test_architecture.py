@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sglab.paths import project_root
+from sglab.core.paths import project_root
 
 ROOT = project_root()
 
@@ -37,34 +37,44 @@ def offenders(directory: str, forbidden: tuple[str, ...], allowed: tuple[str, ..
     return found
 
 
-def test_the_sglang_contract_imports_nothing_else_from_sglab():
+FEATURES = ("sglab.bench", "sglab.sweep", "sglab.serving", "sglab.probe", "sglab.promotion", "sglab.ui",
+            "sglab.cli", "sglab.program")
+# deploy/'s assembly: the modules that put the features' objects into one Pulumi program. Every other deploy
+# module is a primitive the features build on (names, jobs, objects, namespaces, images).
+DEPLOY_ASSEMBLY = ("plan.py", "render.py", "values.py", "capacity.py", "benchmark_job.py")
+
+
+def test_the_ground_floor_imports_nothing_above_it():
+    assert offenders("sglab/core", ("sglab",), allowed=("sglab.core",)) == []
     assert offenders("sglab/sglang", ("sglab",), allowed=("sglab.sglang",)) == []
 
 
-def test_results_import_neither_config_nor_deploy():
-    assert offenders("sglab/results", ("sglab.config", "sglab.deploy")) == []
+def test_the_result_document_stands_on_the_ground_floor_only():
+    assert offenders("sglab/schema", ("sglab",), allowed=("sglab.schema", "sglab.core", "sglab.sglang")) == []
 
 
-def test_analysis_imports_neither_the_sweep_nor_the_report():
-    """Statistics and the verdict sit below the sweep and the report (issue 18): the console table is
-    sglab.report.table, the bench's sequential runner sglab.load.sequential."""
-    assert offenders("sglab/analysis", ("sglab.sweep", "sglab.report", "sglab.cli")) == []
+def test_the_metric_registry_reads_only_the_result_document():
+    assert offenders("sglab/metrics", ("sglab",), allowed=("sglab.metrics", "sglab.schema.result")) == []
 
 
-def test_the_bench_sequential_runner_lives_with_the_load_runner():
-    assert not (ROOT / "sglab" / "sweep" / "sequential.py").exists()
-    assert (ROOT / "sglab" / "load" / "sequential.py").is_file()
-    assert offenders("sglab/load", ("sglab.sweep", "sglab.report")) == []
+def test_the_layers_import_no_feature_package():
+    """Config, load, analysis, results, report and the simulator sit below every feature that spans layers."""
+    for layer in ("config", "load", "metrics", "analysis", "results", "report", "sim", "schema", "core", "sglang"):
+        assert offenders(f"sglab/{layer}", FEATURES + ("sglab.deploy",)) == [], layer
+
+
+def test_only_the_deploy_assembly_reads_the_features():
+    found = [line for line in offenders("sglab/deploy", FEATURES)
+             if line.split(" imports ")[0].rsplit("/", 1)[1] not in DEPLOY_ASSEMBLY]
+    assert found == []
+
+
+def test_the_package_root_holds_no_feature_module():
+    assert sorted(p.name for p in (ROOT / "sglab").glob("*.py")) == ["__init__.py", "program.py"]
 
 
 def test_loadtests_do_not_import_the_ui():
     assert offenders("loadtests", ("sglab.ui",)) == []
-
-
-def test_no_module_under_sglab_is_over_about_400_lines():
-    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "sglab").rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 450}
-    assert long == {}
 
 
 def test_the_forbidden_import_check_can_fail(tmp_path):

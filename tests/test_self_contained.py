@@ -10,7 +10,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from sglab.paths import project_root
+from sglab.core.paths import project_root
 
 REPO = project_root()
 
@@ -91,7 +91,7 @@ def test_the_check_can_fail():
         assert path_escapes(relative, line), (relative, line)
     inside = {
         "tests/load/conftest.py": "ROOT = Path(__file__).resolve().parents[2]",
-        "sglab/paths.py": "return Path(__file__).resolve().parents[1]",
+        "sglab/core/paths.py": "return Path(__file__).resolve().parents[1]",
         "tests/deploy/test_pulumi_project.py": 'SCHEMA = REPO / "tests" / "data" / "pulumi-project.schema.json"',
         "tests/deploy_extras/test_pull.py": 'escape = json.loads(text) | {"run_id": "../../etc"}',
         "sglab/cli/bench.py": "base_dir = loaded.path.parent.parent",

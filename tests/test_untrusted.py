@@ -1,6 +1,6 @@
-"""sglab.untrusted.printable: nothing a hostile file carries reaches a terminal raw."""
+"""sglab.core.untrusted.printable: nothing a hostile file carries reaches a terminal raw."""
 
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 
 def test_escape_sequences_are_made_visible():

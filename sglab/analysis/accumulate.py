@@ -11,7 +11,7 @@ plan sends (profile, prompts, endpoint, lengths, round length; not the round cou
 target (simulator or servers, time scale). Anything else starts a new sequence by construction; starting
 afresh on purpose is `sglab bench --fresh-sequence`, recorded in the result. A sequence that promoted goes on
 too: the sequence is valid at every look, so a re-run re-judges the union (and keeps deciding the levels a
-promotion target gates at its own, higher min-gain, sglab/load/sequential.py).
+promotion target gates at its own, higher min-gain, sglab/bench/sequential.py).
 
 Evidence is recomputed, never trusted: the earlier runs are found in the stack's results by run id, their
 seals verified (sglab/results/integrity.py) and their per-round log-ratios recomputed from their samples.
@@ -29,8 +29,8 @@ from pathlib import Path
 from sglab.analysis.stops import level_log_ratios
 from sglab.config.policy import PromotionPolicy
 from sglab.results import integrity
-from sglab.results.schema import RunResult
-from sglab.errors import ConfigError
+from sglab.schema.result import RunResult
+from sglab.core.errors import ConfigError
 from sglab.results.store import RESULT_FILE, list_runs, load_result, results_root
 
 POLICY_KEYS = ("metric", "min_gain", "confidence", "min_rounds", "levels", "method", "checks", "slo", "traffic")

@@ -12,8 +12,8 @@ import numpy as np
 
 from sglab.analysis.stats import CiMethod, mean_ci
 from sglab.analysis.samples import paired
-from sglab.results.schema import RunResult
-from sglab.results.verdict import Attribution, Component, LevelAttribution
+from sglab.schema.result import RunResult
+from sglab.schema.verdict import Attribution, Component, LevelAttribution
 
 ATTRIBUTION_ARMS = ("baseline", "baseline+confounds", "candidate-confounds", "candidate")
 

@@ -21,8 +21,8 @@ import numpy as np
 from sglab import metrics
 from sglab.analysis.stats import log_ratio_ci, mean_ci
 from sglab.config.models import PromotionPolicy
-from sglab.results.schema import RequestSample, RunResult
-from sglab.results.verdict import CategoryGain, Gain
+from sglab.schema.result import RequestSample, RunResult
+from sglab.schema.verdict import CategoryGain, Gain
 
 __all__ = ["category_gains", "category_metric"]
 

@@ -21,9 +21,9 @@ from sglab.analysis.accumulate import earlier_log_ratios
 from sglab.analysis.stops import decided_rounds
 from sglab.config.arms import ArmSpec, arm_differences
 from sglab.config.models import PromotionPolicy
-from sglab.results.records import Confound
-from sglab.results.schema import RunResult
-from sglab.results.verdict import Check, LevelVerdict, pct
+from sglab.schema.records import Confound
+from sglab.schema.result import RunResult
+from sglab.schema.verdict import Check, LevelVerdict, pct
 from sglab.sglang.flags import FlagError
 
 UNMEASURABLE = "cannot be checked"

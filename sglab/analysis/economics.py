@@ -12,7 +12,7 @@ from functools import partial
 
 from sglab.analysis.samples import ArmLevelStats
 from sglab.analysis.operating_point import level_phrase
-from sglab.results.verdict import Crossover, Economics
+from sglab.schema.verdict import Crossover, Economics
 
 __all__ = ["Crossover", "Economics", "crossover", "level_economics"]
 

@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from sglab.results.schema import LevelResult, RequestSample
+from sglab.schema.result import LevelResult, RequestSample
 
 RESAMPLES = 1000
 QUANTILE = 99.0

@@ -12,8 +12,8 @@ import math
 
 from sglab import metrics
 from sglab.config.models import PromotionPolicy
-from sglab.results.schema import RunResult
-from sglab.results.verdict import LOSS_PREFIX, Crossover, LevelVerdict, OperatingPoint, pct
+from sglab.schema.result import RunResult
+from sglab.schema.verdict import LOSS_PREFIX, Crossover, LevelVerdict, OperatingPoint, pct
 
 __all__ = ["effective_policy", "level_label", "level_phrase", "operating_point", "slo_targets"]
 

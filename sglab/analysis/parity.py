@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from sglab.analysis.samples import comparison_arms
-from sglab.results.schema import LevelResult, RequestSample, RunResult
-from sglab.results.verdict import Check, LevelParity, OutputParity, ParityCount
+from sglab.schema.result import LevelResult, RequestSample, RunResult
+from sglab.schema.verdict import Check, LevelParity, OutputParity, ParityCount
 
 Key = tuple[int, int, int]  # (round, prompt, occurrence)
 

@@ -2,7 +2,7 @@
 
 - faked or lossy acceptance in either arm's recorded launch command (sglab/sglang/honesty.py): a blocker;
 - the arms measured on different machines: GPU product, driver or CUDA runtime of their nodes, or a
-  different server version (sglab/results/schema.py ArmMachine): a blocker, like any other confound;
+  different server version (sglab/schema/result.py ArmMachine): a blocker, like any other confound;
 - output parity below `policy.min-output-parity` (sglab/analysis/parity.py): a guard.
 Registered in sglab/analysis/checks.py.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sglab.analysis.samples import comparison_arms
-from sglab.results.schema import ArmMachine, RunResult
-from sglab.results.verdict import Check
+from sglab.schema.result import ArmMachine, RunResult
+from sglab.schema.verdict import Check
 from sglab.sglang.flags import FlagError
 from sglab.sglang.honesty import faked_acceptance, launch_env_and_args
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sglab import metrics
-from sglab.results.schema import ArmLevelSummary, LevelResult, RequestSample, RunResult
+from sglab.schema.result import ArmLevelSummary, LevelResult, RequestSample, RunResult
 
 RoundMetric = str  # a registered metric name (sglab.metrics)
 

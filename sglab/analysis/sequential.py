@@ -197,7 +197,7 @@ def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float
     they were looked at then, so decisions start after them, and `max_rounds` counts this run's rounds only.
     Rounds beyond the limit are ignored. Recomputing from all rounds at each call is cheap (n <= a few
     hundred), so a caller can simply call this again after each new round. `method` LAI_METHOD: Lai's i.i.d.
-    sequence without the checks, the one the sweep's race decides on (sglab/analysis/best_arm.py). `checks`:
+    sequence without the checks, the one the sweep's race decides on (sglab/sweep/race.py). `checks`:
     the floor and holds (policy.checks: a name of assumptions.CHECKS, or a Checks)."""
     checks = checks_named(checks)
     x = np.asarray(log_ratios, dtype=float).ravel()

@@ -1,6 +1,6 @@
 """Where a sequential level stopped and why, recomputed from its rounds (never read from the record alone).
 
-The bench's sequential controller (sglab/load/sequential.py) asks `sequential_test` after every round at a
+The bench's sequential controller (sglab/bench/sequential.py) asks `sequential_test` after every round at a
 sequentially run level; these are the pure parts both it and the verdict's evidence checks use: the gain
 that level must clear, its per-round log-ratios, the sentence that says where it stopped, and the rounds
 its sequence says it should have measured.
@@ -16,7 +16,7 @@ from sglab.analysis.operating_point import slo_targets
 from sglab.analysis.assumptions import CHECKS, STANDARD
 from sglab.analysis.samples import paired
 from sglab.analysis.sequential import Look, SequentialRecord, sequential_test
-from sglab.results.schema import LevelResult, RunResult
+from sglab.schema.result import LevelResult, RunResult
 
 
 class StopLine(NamedTuple):
@@ -101,7 +101,7 @@ def decided_rounds(result: RunResult, policy, earlier: dict[int, list[float]] | 
 
     Only a run that says it stopped on its sequence (result.sequential, written by the bench) is checked this
     way; the looks' contents are not trusted, only recomputed: each level's thresholds (the source policy's and
-    any the promotion target's gate added, sglab/load/sequential.py) are recomputed from the recorded policy and
+    any the promotion target's gate added, sglab/bench/sequential.py) are recomputed from the recorded policy and
     stop rule. A run without looks ran its plan's fixed rounds (a fixed-n run judged with the sequence is judged
     validly, only more strictly), and an early-stopped run whose looks were removed misses the rounds its plan
     (the max rounds) names."""

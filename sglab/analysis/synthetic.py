@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from sglab.results.schema import (AcceptLength, ArmInfo, ArmLevelSummary, ArmMachine, LevelResult, Percentiles,
+from sglab.schema.result import (AcceptLength, ArmInfo, ArmLevelSummary, ArmMachine, LevelResult, Percentiles,
                                   RequestSample, RoundSample, RunResult, Target)
 
 PerLevel = float | Mapping[int, float]

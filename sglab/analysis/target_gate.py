@@ -11,9 +11,9 @@ from __future__ import annotations
 from sglab.analysis.assumptions import checks_named
 from sglab.analysis.operating_point import level_phrase, level_label
 from sglab.analysis.verdict import judge
-from sglab.results.verdict import pct
+from sglab.schema.verdict import pct
 from sglab.config.loader import LoadedStack
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 
 __all__ = ["target_gate_refusal"]
 

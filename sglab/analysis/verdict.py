@@ -5,7 +5,7 @@ Per concurrency level: the candidate's relative gain over the baseline on every 
 TTFT/ITL p99 deltas, error rates and the speculation economics. Gating levels (policy.levels) decide
 on policy.metric; the others are reported with the crossover. Anything that makes the evidence unfit
 (sglab/analysis/checks.py) is a blocker: it can never end in `promote`. The verdict's models are in
-sglab/results/verdict.py, its console table in sglab/report/table.py.
+sglab/schema/verdict.py, its console table in sglab/report/table.py.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from sglab.analysis.samples import ArmLevelStats, arm_stats, comparison_arms, pa
 from sglab.analysis.stats import MeanCI, mean_ci, relative_delta
 from sglab.config.loader import ConfigError
 from sglab.config.models import PromotionPolicy
-from sglab.results.schema import LevelResult, RunResult
-from sglab.results.verdict import (Check, Gain, LatencyDelta, LevelOutcome, LevelVerdict, Outcome, Verdict,
+from sglab.schema.result import LevelResult, RunResult
+from sglab.schema.verdict import (Check, Gain, LatencyDelta, LevelOutcome, LevelVerdict, Outcome, Verdict,
                                    pct)
 
 __all__ = ["Check", "Gain", "LatencyDelta", "LevelOutcome", "LevelVerdict", "METRICS", "Outcome", "Verdict",

@@ -11,7 +11,7 @@ import os
 import sys
 
 from sglab.config.loader import ConfigError
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 # subcommand module names under sglab.cli; a module that is not there yet is skipped.
 COMMANDS = ("render", "validate", "sim", "bench", "results", "compare", "report", "promote", "ui", "probe", "sweep",

@@ -16,15 +16,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sglab.children import MAX_LOCUST_WORKERS, worker_count_problem
+from sglab.core.children import MAX_LOCUST_WORKERS, worker_count_problem
 from sglab.cli import UsageError
 from sglab.cli.bounds import model_option
 from sglab.config.lints import raise_blocking, stack_lints
 from sglab.config.loader import load_stack
 from sglab.config.loadplan import LoadPlan, PromptSpec, RateSpec, TraceSpec
-from sglab.errors import guess
+from sglab.core.errors import guess
 from sglab.sglang.sim_knobs import SIM_KNOBS, is_sim_env
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 EXIT_INTERRUPTED = 130
 EXIT_INVALID = 3  # an arm died or froze mid-run: the run is marked invalid (result.invalid_reason)
@@ -182,7 +182,7 @@ def _prompt_overrides(args: argparse.Namespace, stack_prompts) -> dict:
 
 def _check_profile(loaded, plan, workers: int, *, max_new_tokens_given: bool = False) -> None:
     """The profile exists, its requests (a trace, the prompt set) read and it can run as asked (else exit 2)."""
-    from sglab.errors import ConfigError
+    from sglab.core.errors import ConfigError
     from sglab.load.profiles import profile_for, profile_names
 
     try:
@@ -349,7 +349,7 @@ def run(args: argparse.Namespace) -> int:
     notes: list[str] = []
     if sequential:  # stop each gated level (and the promotion target's) at its decision
         from sglab.analysis.stops import stop_lines
-        from sglab.load.sequential import prepare, run_sequential
+        from sglab.bench.sequential import prepare, run_sequential
 
         try:
             request, plan = prepare(request, quick=args.quick, own_gate_only=args.own_gate_only,
@@ -382,7 +382,7 @@ def run(args: argparse.Namespace) -> int:
     if sequential:
         for line in stop_lines(result, "c" if profile.name == "concurrency" else "level"):
             print(f"sequential {line}")
-    from sglab.report.judged import judge_and_report
+    from sglab.bench.judged import judge_and_report
 
     judge_and_report(result, run_dir)
     if args.result_configmap:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from pydantic import TypeAdapter, ValidationError
 
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 
 def _unwrap(annotation: Any) -> Any:

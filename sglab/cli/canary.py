@@ -75,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _spec_and_stack(args: argparse.Namespace):
-    from sglab.canary.spec import spec_from_env, stack_judge_spec
+    from sglab.serving.spec import spec_from_env, stack_judge_spec
     from sglab.config.loader import load_stack
 
     if args.from_env:
@@ -98,12 +98,12 @@ def _log_path(args: argparse.Namespace, stack: str) -> Path | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sglab.canary.judge import decide
-    from sglab.canary.live import DecisionLog, judge_live
-    from sglab.canary.prom_server import PrometheusUnavailable
-    from sglab.canary.prometheus import Prometheus, PrometheusError
-    from sglab.canary.windows import fetch_windows
-    from sglab.untrusted import printable
+    from sglab.serving.judge import decide
+    from sglab.serving.live import DecisionLog, judge_live
+    from sglab.serving.prom_server import PrometheusUnavailable
+    from sglab.serving.prometheus import Prometheus, PrometheusError
+    from sglab.serving.windows import fetch_windows
+    from sglab.core.untrusted import printable
 
     spec, loaded = _spec_and_stack(args)
     log = DecisionLog(path=_log_path(args, spec.stack), stream=sys.stdout if args.from_env else None)
@@ -141,9 +141,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rehearse(args: argparse.Namespace, spec, loaded, log):
-    from sglab.canary.live import judge_live
-    from sglab.canary.prometheus import Prometheus
-    from sglab.canary.rehearsal import Rehearsal, default_revisions, resolve
+    from sglab.serving.live import judge_live
+    from sglab.serving.prometheus import Prometheus
+    from sglab.serving.rehearsal import Rehearsal, default_revisions, resolve
 
     if args.weight >= 100:
         raise UsageError("--weight must be below 100 (the stable serves the rest)")

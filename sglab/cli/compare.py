@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from sglab.cli.outputs import add_output_arguments, print_outputs
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,7 +46,7 @@ def with_recomputed_confounds(result):
         note(f"stack '{result.stack}' changed since this run (or it is not a plain A/B run); confounds are "
              "recomputed from the recorded launch commands")
         return result
-    from sglab.results.records import Confound
+    from sglab.schema.records import Confound
 
     return result.model_copy(update={"confounds": [Confound(**c.as_dict()) for c in confounds(stack.config)]})
 

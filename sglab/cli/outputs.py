@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 
 def add_output_arguments(p: argparse.ArgumentParser, *, default: str) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from sglab.cli import UsageError
 from sglab.cli.bounds import model_option
 from sglab.config.loader import load_stack
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _render(args: argparse.Namespace) -> int:
     from sglab.config.lints import stack_lints
-    from sglab.deploy.probe_job import probe_plan
+    from sglab.probe.job import probe_plan
     from sglab.deploy.render import object_filename, to_multidoc, to_yaml
     from sglab.probe.plan import probe_spec
     from sglab.probe.sizes import human_bytes

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from sglab.promote import PromotionRefused, promote
-from sglab.untrusted import printable
+from sglab.promotion.promote import PromotionRefused, promote
+from sglab.core.untrusted import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from sglab.config import load_stack
 from sglab.config.lints import lint_lines, raise_blocking, stack_lints
 from sglab.deploy.render import header_comment, object_filename, render_stack, to_multidoc, to_yaml
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 RENDERED_FILES = "[0-9][0-9]-*.yaml"
 

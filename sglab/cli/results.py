@@ -10,9 +10,9 @@ from sglab.analysis.operating_point import level_label
 from sglab.cli.bounds import model_option
 from sglab.config.jobs import BenchmarkJob
 from sglab.config.loader import ConfigError
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 from sglab.results.store import list_runs, load_result, results_root
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from sglab.promote_evidence import PromotionRefused
-from sglab.rollback import rollback
-from sglab.untrusted import printable
+from sglab.promotion.evidence import PromotionRefused
+from sglab.promotion.rollback import rollback
+from sglab.core.untrusted import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:

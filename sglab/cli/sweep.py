@@ -19,7 +19,7 @@ from sglab.cli.bounds import model_option
 from sglab.config.loadplan import LoadPlan
 from sglab.config.placement import Placement
 from sglab.config.sweep import SweepSpec
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 from sglab.config.loader import load_stack
 from sglab.sglang.sim_knobs import time_scale_problem
 
@@ -152,12 +152,12 @@ def run(args: argparse.Namespace) -> int:
     if loaded.config.sweep is None:
         raise UsageError(f"{loaded.path}: stack '{loaded.name}' has no sglab:sweep section; declare the grid "
                          "(see stacks/Pulumi.eagle-sweep.yaml and docs/sweep.md)")
-    if args.next or args.target == "cluster":  # in the cluster: sglab/deploy/sweep_next.py
+    if args.next or args.target == "cluster":  # in the cluster: sglab/sweep/next_wave.py
         if not (args.next and args.target == "cluster"):
             raise UsageError("the in-cluster sweep advances with --target cluster --next")
         if args.max_nodes is not None and args.max_nodes < 1:
             raise UsageError("--max-nodes must be at least 1")
-        from sglab.deploy.sweep_next import run_next
+        from sglab.sweep.next_wave import run_next
 
         return run_next(loaded, dry_run=args.dry_run, yes=args.yes, max_nodes=args.max_nodes, rerun=args.rerun)
     grid = _grid(loaded, args)
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     if quick_left:
         print(f"  left out by --quick (not in sweep.quick-arms): {len(quick_left)}", file=sys.stderr)
     if args.list:
-        from sglab.deploy.sweep_arms import arm_waves
+        from sglab.sweep.arms import arm_waves
 
         waves = arm_waves(loaded.config, loaded.name)  # on a cluster (sglab:sweep.wave, docs/sweep.md)
         for a in grid.arms:

@@ -7,7 +7,7 @@ import sys
 
 from sglab.config import baseline_arm, candidate_arm, confounds, load_stack
 from sglab.config.lints import lint_lines, raise_blocking, stack_lints
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _print_report(report, prefix: str = "watch") -> None:
-    from sglab.untrusted import printable
+    from sglab.core.untrusted import printable
 
     for c in report.categories:
         mark = "  below zero" if c.below_zero else ""
@@ -60,12 +60,12 @@ def _print_report(report, prefix: str = "watch") -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sglab.canary.prometheus import Prometheus, PrometheusError
-    from sglab.canary.prom_server import PrometheusUnavailable
-    from sglab.canary.spec import spec_from_env, stack_judge_spec
-    from sglab.canary.watch import watch_once
+    from sglab.serving.prometheus import Prometheus, PrometheusError
+    from sglab.serving.prom_server import PrometheusUnavailable
+    from sglab.serving.spec import spec_from_env, stack_judge_spec
+    from sglab.serving.watch import watch_once
     from sglab.config.loader import load_stack
-    from sglab.untrusted import printable
+    from sglab.core.untrusted import printable
 
     if args.from_env:
         spec, loaded = spec_from_env(), None
@@ -92,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rehearse(args: argparse.Namespace, spec, loaded):
-    from sglab.canary.prometheus import Prometheus
-    from sglab.canary.rehearsal import Rehearsal, resolve
-    from sglab.canary.watch import watch_once
+    from sglab.serving.prometheus import Prometheus
+    from sglab.serving.rehearsal import Rehearsal, resolve
+    from sglab.serving.watch import watch_once
 
     if not 0 < args.shift_share <= 1:
         raise UsageError(f"--shift-share {args.shift_share:g} is not a share of requests; give one in (0, 1]")

@@ -12,7 +12,7 @@ from sglab.sglang.env import NCCL_ENV_PREFIX, is_hf_token_env
 from sglab.sglang.secret_names import secret_word
 from sglab.sglang.honesty import faked_acceptance, refusal
 from sglab.sglang.sim_knobs import is_sim_env
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 
 class KeyedValueError(ValueError):

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from sglab.children import MAX_LOCUST_WORKERS
+from sglab.core.children import MAX_LOCUST_WORKERS
 from sglab.config.base import _CPU, _QUANTITY, Model, number_as_quantity
 
 
@@ -58,7 +58,7 @@ class LocustSpec(_PodRequests):
     """Locust master + workers in the cluster, driving both arms (Locust's web UI)."""
 
     enabled: bool = False
-    workers: Annotated[int, Field(ge=1, le=MAX_LOCUST_WORKERS)] = 2  # one pod each (sglab.children's cap)
+    workers: Annotated[int, Field(ge=1, le=MAX_LOCUST_WORKERS)] = 2  # one pod each (sglab.core.children's cap)
     image: str | None = None
     web_login: bool = True
     username: str = "sglab"

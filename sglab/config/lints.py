@@ -168,7 +168,7 @@ def blocking(lints: Iterable[Lint]) -> list[Lint]:
 
 def raise_blocking(lints: Iterable[Lint], file: Any) -> None:
     """ConfigError (exit 2, naming key and fix) for the first lint that needs an opt-in the stack lacks."""
-    from sglab.errors import ConfigError
+    from sglab.core.errors import ConfigError
 
     for lint in blocking(lints):
         raise ConfigError(file, lint.key, lint.message, lint.fix)

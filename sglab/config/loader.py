@@ -19,10 +19,10 @@ from ruamel.yaml.error import YAMLError
 from sglab.config.contract import ImageVersionWarning, check_contract
 from sglab.config.models import SECRET_FIELDS, KeyedValueError, StackConfig
 from sglab.config.nccl import KNOWN_NCCL_KEYS, UnknownNcclKeyWarning
-from sglab.errors import ConfigError, guess
-from sglab.paths import list_stacks, project_root, stack_path, stacks_dir
+from sglab.core.errors import ConfigError, guess
+from sglab.core.paths import list_stacks, project_root, stack_path, stacks_dir
 from sglab.sglang.secret_names import has_url_credentials, is_secret_name
-from sglab.untrusted import is_control, printable
+from sglab.core.untrusted import is_control, printable
 
 NAMESPACE = "sglab"
 # Other namespaces a stack file may hold (provider settings); everything else is a typo.

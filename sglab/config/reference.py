@@ -15,8 +15,8 @@ from pydantic_core import PydanticUndefined
 
 from sglab.config.models import StackConfig
 from sglab.config.nccl import NcclEnv
-from sglab.generated import write_or_check
-from sglab.paths import project_root
+from sglab.core.generated import write_or_check
+from sglab.core.paths import project_root
 from sglab.sglang import nccl as nccl_contract
 
 BEGIN = "<!-- BEGIN GENERATED KEY REFERENCE (python -m sglab.config.reference) -->"

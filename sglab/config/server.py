@@ -14,7 +14,7 @@ from sglab.config.speculative import NgramSpec, SpeculativeAlgorithm, Speculativ
 from sglab.config.strict import (CONTAINER_SYSTEM_DIRS, DEFAULT_HOST_PATH_PREFIXES, NODE_SYSTEM_DIRS, dir_problem,
                                  is_under)
 from sglab.sglang import flags, rules
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 DRAFT_MODEL_ALGORITHMS = rules.DRAFT_MODEL_ALGORITHMS
 SGLANG_FORCED_MAX_RUNNING_REQUESTS = rules.FORCED_MAX_RUNNING_REQUESTS

@@ -4,7 +4,7 @@ The candidate arm becomes an Argo Rollouts `Rollout` of `replicas` pods (the sam
 template as the benchmarked Deployment), reached through a Gateway API HTTPRoute, scraped by Prometheus,
 rolled out in canary `steps` judged live by `sglab canary`; the baseline arm stays as the standing control
 (the same server without speculation) that `sglab watch` compares against. The models only validate; the
-chart values and the Argo steps are derived in sglab/deploy/serving.py and `argo_steps` below.
+chart values and the Argo steps are derived in sglab/serving/objects.py and `argo_steps` below.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ so a new key gets these rules without a line of its own.
   stack file each is a mistake (a quoted number, a typo), so only a YAML boolean is a boolean and only a YAML
   integer an integer. Number keys take YAML integers and decimals alike.
 - No control characters (C0/C1, DEL, bidi and separator characters): a name or path with them would print as
-  something else (sglab.untrusted) and no server, registry or file system means them.
+  something else (sglab.core.untrusted) and no server, registry or file system means them.
 - No credentials in a URL: `https://user:pass@host` in a model path or a flag would be printed by validate and
   render and stored in plain text in the Deployment and the stack ConfigMap.
 """
@@ -21,7 +21,7 @@ import typing
 from typing import Any, Literal, Union
 
 from sglab.sglang.secret_names import credential_kind, has_url_credentials, redact_url_credentials
-from sglab.untrusted import is_control, printable
+from sglab.core.untrusted import is_control, printable
 
 SECRETS_FIX = ("the only secret sglab hands a server is the Hugging Face token, as the Pulumi secret sglab:hf-token "
                "(pulumi config set --secret sglab:hf-token <token>), which the pods read through a Kubernetes Secret "

@@ -40,7 +40,7 @@ class SweepSpec(Model):
     # Candidate deployments at once on a cluster (the rest in later waves); simulators: processes at once.
     parallel_arms: Annotated[int, Field(ge=1, le=64)] = 4
     # Cluster: the wave of arms `pulumi up` deploys (docs/sweep.md, "On a cluster"); unset: the stack's own A/B
-    # pair. Its upper bound (the number of waves) depends on the expanded grid: sglab/deploy/sweep_arms.py.
+    # pair. Its upper bound (the number of waves) depends on the expanded grid: sglab/sweep/arms.py.
     wave: Annotated[int, Field(ge=1)] | None = None
     # Cluster, wave 2 on: the previous wave's leader (its `sweep_leader` output), measured again in this wave.
     carry_arm: str | None = None

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from sglab.config.cluster import PSS_LEVELS, PssLevel
 from sglab.config.models import StackConfig
-from sglab.errors import ConfigError
-from sglab.paths import stack_path
+from sglab.core.errors import ConfigError
+from sglab.core.paths import stack_path
 
 LABEL_PREFIX = "pod-security.kubernetes.io/"
 # The PSS version the labels pin: the oldest Kubernetes sglab supports (a pinned version does not tighten under

@@ -11,7 +11,7 @@ needs none, and the arms hash exactly as in the program), and writes its result 
 program pre-creates (result_sink.py); its Role may only get and update those, by name. After the Job
 completes, the program reads back the result's summary and exports the verdict.
 
-For a sweep wave (sglab:sweep.wave, sglab/deploy/sweep_arms.py) the pod runs `sglab sweep` against the
+For a sweep wave (sglab:sweep.wave, sglab/sweep/arms.py) the pod runs `sglab sweep` against the
 baseline and the wave's arm Services instead, and the read-back exports the wave's ranking and leader.
 """
 
@@ -30,7 +30,7 @@ from ruamel.yaml import YAML
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import NAMESPACE, load_stack, promotion_target_path
 from sglab.config.models import StackConfig
-from sglab.paths import stacks_dir
+from sglab.core.paths import stacks_dir
 from sglab.deploy.benchmark_outputs import summarize_result
 from sglab.deploy.benchmark_pod import (RESULTS_DIR, SERVICE_ACCOUNT, STACKS_MOUNT, held_budgets, job_image,  # noqa: F401
                                         pod_labels, pod_template as _pod_template, role_rules)
@@ -40,8 +40,8 @@ from sglab.deploy.naming import (PENDING, PROJECT_IMAGE_UID, RESULT_CONFIGMAP_FL
 from sglab.deploy.objects import common_labels
 from sglab.deploy.pulumi_config import SECRET_MARKER
 from sglab.deploy.result_sink import INDEX, RESULT_PARTS, SUMMARY_KEY, part_names
-from sglab.deploy.sweep_arms import Wave, plan_wave
-from sglab.deploy.sweep_job import next_step, summarize_sweep, sweep_command
+from sglab.sweep.arms import Wave, plan_wave
+from sglab.sweep.job import next_step, summarize_sweep, sweep_command
 
 HASH_CHARS = 12
 COMPARISON_LABEL = "sglab/comparison"
@@ -119,7 +119,7 @@ def stack_file_text(stack: StackConfig) -> str:
 
 def stack_files(stack: StackConfig, stack_name: str) -> dict[str, str]:
     """The pod's stacks/: its own stack file and its promotion target's (sglab:promote-to), so the bench in the
-    cluster runs the gate the evidence is going to, as `sglab bench` does on a checkout (sglab/load/sequential.py).
+    cluster runs the gate the evidence is going to, as `sglab bench` does on a checkout (sglab/bench/sequential.py).
     A default target that does not exist is left out (the bench then says it runs only the stack's own gate)."""
     files = {f"Pulumi.{stack_name}.yaml": stack_file_text(stack)}
     path = promotion_target_path(stack, stack_name, stacks_dir(), f"stack {stack_name}")

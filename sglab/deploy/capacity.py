@@ -2,13 +2,13 @@
 
 Pulumi creates new resources before it deletes the ones they replace (pulumi/pulumi#9979), so during an update
 every server of the old shape and every new one can exist at once. A stack's servers are the baseline and its
-candidate slots (sglab/deploy/sweep_arms.py): a sweep wave, the next wave and the confirmation A/B all use the
+candidate slots (sglab/sweep/arms.py): a sweep wave, the next wave and the confirmation A/B all use the
 same `parallel-arms` slots, so moving between them replaces servers in place and the most that can ever exist
 at once is the baseline plus every slot. That many servers, each `placement.nodes` whole GPU nodes, must fit in
 `placement.max-nodes` (or what the caller is told), or new servers stay Pending on `Insufficient nvidia.com/gpu`
 while the old ones are never deleted.
 
-A serving stack (`sglab:serving`, sglab/deploy/serving.py) holds its standing control and an Argo Rollouts
+A serving stack (`sglab:serving`, sglab/serving/objects.py) holds its standing control and an Argo Rollouts
 Rollout. With the Gateway API traffic router the stable pods all stay until the canary is promoted
 (`dynamicStableScale: false`: an abort reloads nothing), so at full promotion the new revision's `replicas`
 run beside the old one's: twice `replicas`. Routed by replica count, Argo keeps at most `replicas +
@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sglab.config.models import StackConfig
-from sglab.deploy.sweep_arms import slot_count
-from sglab.errors import ConfigError
-from sglab.paths import stack_path
+from sglab.sweep.arms import slot_count
+from sglab.core.errors import ConfigError
+from sglab.core.paths import stack_path
 
 KEY = "placement.max-nodes"
 

@@ -2,7 +2,7 @@
 
 The Pulumi program turns each release into an `SGLangServer` component; `sglab render` feeds the
 same releases to the Helm engine. Neither builds values on its own. A sweep stack with
-`sglab:sweep.wave` set deploys the baseline and that wave's candidates (sglab/deploy/sweep_arms.py)
+`sglab:sweep.wave` set deploys the baseline and that wave's candidates (sglab/sweep/arms.py)
 instead of its own candidate; the baseline's release is the same in every wave.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm
 from sglab.config.models import StackConfig
 from sglab.deploy.naming import arm_release_name, chart_dir, release_host, release_name
-from sglab.deploy.sweep_arms import plan_wave
+from sglab.sweep.arms import plan_wave
 from sglab.deploy.values import chart_values
 
 

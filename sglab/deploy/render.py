@@ -84,7 +84,7 @@ def render_stack(loaded: LoadedStack) -> RenderedStack:
         notes.append(f"order: Job {preflight.name} (preflight, no GPU) completes before any server is created "
                      f"or replaced: {', '.join(r.release for r in releases)}")
     if stack.probe.enabled:  # on demand: runs on a fresh deploy or when asked; nothing waits for it
-        from sglab.deploy.probe_job import probe_plan
+        from sglab.probe.job import probe_plan
 
         objects += probe_plan(stack, loaded.name).manifests()
     for release in releases:

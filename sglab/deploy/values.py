@@ -18,8 +18,8 @@ from sglab.config.models import StackConfig, Toleration
 from sglab.deploy.naming import (HF_CACHE_CLAIM, arm_label, HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF, PROJECT_IMAGE_UID,
                                  chart_dir)
 from sglab.deploy.jobs import toleration_manifest
-from sglab.deploy.serving import serving_values
-from sglab.generated import write_or_check
+from sglab.serving.objects import serving_values
+from sglab.core.generated import write_or_check
 
 
 def _toleration(tol: Toleration) -> dict[str, Any]:
@@ -137,7 +137,7 @@ def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str, arm_name:
         "security": _security(stack),
         "rdma": _rdma(stack),
         "hfCache": _hf_cache(stack),
-        "serving": serving_values(stack, arm, stack_name=stack_name),  # sglab:serving (sglab/deploy/serving.py)
+        "serving": serving_values(stack, arm, stack_name=stack_name),  # sglab:serving (sglab/serving/objects.py)
     }
 
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from locust.event import EventHook
 
 from sglab.metrics import fill_request_metrics
-from sglab.results.schema import RequestSample
+from sglab.schema.result import RequestSample
 
 SAMPLE_EVENT = "sglab_request_sample"
 REPORT_KEY = "sglab_samples"

@@ -1,5 +1,5 @@
 """One reader for the JSONL files sglab loads (prompt files, OpenAI message logs, traces), over the bounded
-JSON reader (sglab/untrusted_json.py).
+JSON reader (sglab/core/untrusted_json.py).
 
 Blank lines are skipped; a file over its limits (size, lines, characters per line, nesting, numbers), a line
 that is not JSON (or, with `objects`, not a JSON object), a key given twice and a file that is not UTF-8 are
@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sglab.errors import ConfigError
-from sglab.untrusted_json import MiB, JsonLimits, JsonRefused, jsonl_lines, parse
+from sglab.core.errors import ConfigError
+from sglab.core.untrusted_json import MiB, JsonLimits, JsonRefused, jsonl_lines, parse
 
 FIX = "write one JSON object per line"
 # A prompt or trace line: a 256k-token context is about 1 MB of text; 4 Mi characters leave room for JSON.

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
-from sglab.results.schema import ArmMachine
+from sglab.schema.result import ArmMachine
 from sglab.sglang.client import ServerInfo
 
 # Node labels kept: the GPU, its driver and CUDA (GFD publishes both `cuda.driver.*` and the newer

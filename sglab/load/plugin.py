@@ -33,8 +33,8 @@ PARENT_CHECK_S = 1.0
 
 def _quit_with_parent(environment) -> None:
     """A Locust process sglab started (a bench's worker, `sglab ui`'s web UI) quits when its starter is gone.
-    On Linux the kernel's death signal does it first (sglab.children); this covers the other systems."""
-    from sglab.children import PARENT_PID_ENV, parent_gone
+    On Linux the kernel's death signal does it first (sglab.core.children); this covers the other systems."""
+    from sglab.core.children import PARENT_PID_ENV, parent_gone
 
     if not os.environ.get(PARENT_PID_ENV):
         return

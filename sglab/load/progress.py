@@ -7,7 +7,7 @@ import sys
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 
 class BenchProgress:

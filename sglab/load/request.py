@@ -11,7 +11,7 @@ from sglab.config.arms import ArmSpec, attribution_arms, baseline_arm, candidate
 from sglab.config.loader import LoadedStack
 from sglab.config.models import LoadPlan
 from sglab.load.server_info import ServerInfoError, get_server_info, live_mismatches
-from sglab.results.schema import ArmInfo
+from sglab.schema.result import ArmInfo
 
 
 class RefusedError(Exception):

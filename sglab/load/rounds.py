@@ -22,7 +22,7 @@ from sglab.load.request import BenchRequest, reached_arms
 from sglab.load.runner import BenchRun
 from sglab.load.schedule import round_orders
 from sglab.load.summary import arm_level_summary
-from sglab.results.schema import LevelResult, RunResult
+from sglab.schema.result import LevelResult, RunResult
 from sglab.results.store import create_run_dir, new_run_id
 
 

@@ -40,7 +40,7 @@ from sglab.load.targets import Targets, free_port
 from sglab.load.users import ArmUser, SegmentPacing, get_pacing, set_pacing, set_settings
 from sglab.load.watchdog import ArmWatch, stall_timeout_s, touch, wire_count
 from sglab.results.integrity import planned
-from sglab.results.schema import ArmInfo, LevelResult, RunResult, Target
+from sglab.schema.result import ArmInfo, LevelResult, RunResult, Target
 from sglab.results.store import create_run_dir, git_commit, new_run_id, utc_now_iso, write_result
 
 SETTLE_TIMEOUT_S = 30.0

@@ -13,7 +13,7 @@ import numpy as np
 
 from sglab import metrics
 from sglab.metrics.builtin import OUTPUT_TOK_PER_S, tokens_before, window_tokens
-from sglab.results.schema import AcceptLength, ArmLevelSummary, Percentiles, RequestSample, RoundSample
+from sglab.schema.result import AcceptLength, ArmLevelSummary, Percentiles, RequestSample, RoundSample
 
 __all__ = ["arm_level_summary", "percentiles", "round_sample", "tokens_before"]
 

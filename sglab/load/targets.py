@@ -3,7 +3,7 @@
 A simulator arm gets exactly the launch arguments and env the stack renders for it
 (`sglab.config.arms`), with only --host/--port replaced by 127.0.0.1 and a free port.
 Simulators die with the process that started them, however it ends (SIGKILL included, and stopped
-ones too): they are started through sglab.children (on Linux the kernel sends them SIGKILL when their
+ones too): they are started through sglab.core.children (on Linux the kernel sends them SIGKILL when their
 parent dies; elsewhere the simulator watches PARENT_PID_ENV).
 """
 
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import httpx
 
-from sglab.children import PARENT_PID_ENV, spawn, stop_all
+from sglab.core.children import PARENT_PID_ENV, spawn, stop_all
 from sglab.config.arms import ArmSpec
-from sglab.netutil import free_port
+from sglab.core.netutil import free_port
 from sglab.sglang.secret_names import credential_kind, has_url_credentials, redact_url_credentials
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 from sglab.sglang.env import without_server_env
 
 HEALTH_TIMEOUT_S = 60.0

@@ -30,7 +30,7 @@ from sglab.load.profiles import CLOSED_LOOP, Pacing
 from sglab.load.settings import LoadSettings
 from sglab.load.stream_parser import StreamMetrics, StreamParser
 from sglab.load.watchdog import on_wire, touch
-from sglab.results.schema import RequestSample
+from sglab.schema.result import RequestSample
 
 TOKENS_REQUEST_TYPE = "TOKENS"
 IDLE_SLEEP_S = 0.01
@@ -299,7 +299,7 @@ def _warn_once(environment, message: str) -> None:
     seen = environment.__dict__.setdefault("sglab_warned", set())
     if message not in seen:
         seen.add(message)
-        from sglab.untrusted import printable_logger
+        from sglab.core.untrusted import printable_logger
 
         printable_logger("sglab.load").warning(message)
 

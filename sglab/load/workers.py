@@ -2,7 +2,7 @@
 
 Each worker is a plain `locust --worker` process running the project's locustfile, so the same code
 path scales to workers on other machines (or pods) pointed at the master. N is capped (one per usable core,
-at most sglab.children.MAX_LOCUST_WORKERS); the workers are started through sglab.children, so they end with
+at most sglab.core.children.MAX_LOCUST_WORKERS); the workers are started through sglab.core.children, so they end with
 the bench however it ends, and starting them gives way to a stop request (SIGTERM) between any two steps.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import gevent
 
-from sglab.children import spawn, stop_all, worker_count_problem
+from sglab.core.children import spawn, stop_all, worker_count_problem
 from sglab.config.loader import project_root
 from sglab.load.distributed import WORKER_TOKEN_ENV
 from sglab.load.plugin import RUNNER_ENV

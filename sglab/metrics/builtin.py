@@ -7,7 +7,7 @@ and RoundSample.output_tok_per_s), so result files keep their shape. docs/result
 from __future__ import annotations
 
 from sglab.metrics.registry import Metric, RoundWindow, register
-from sglab.results.schema import RequestSample, RoundSample
+from sglab.schema.result import RequestSample, RoundSample
 
 
 def decode_rate(output_tokens: int, ttft_s: float | None, e2e_s: float | None) -> float | None:

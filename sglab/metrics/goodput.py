@@ -12,7 +12,7 @@ import numpy as np
 
 from sglab.metrics.builtin import tokens_before
 from sglab.metrics.registry import Metric, RoundWindow, SloTargets, register
-from sglab.results.schema import RequestSample
+from sglab.schema.result import RequestSample
 
 # A round without one good request counts half a token (half a request), so the per-round log ratio of
 # an arm that misses the SLO everywhere stays finite and the verdict can reject it instead of seeing no data.

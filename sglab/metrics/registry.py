@@ -4,7 +4,7 @@ A declaration says what the metric is (name, unit, direction, label), how one re
 one round's value are computed, and whether the promotion policy may gate on it. The collector
 fills per-request values, the summary per-round values, the verdict pairs arms by round on them,
 tables and plots take the label from here. Built-in metrics are in `sglab/metrics/builtin.py`;
-adding one is one `register(Metric(...))` call. This package imports only `sglab.results.schema`.
+adding one is one `register(Metric(...))` call. This package imports only `sglab.schema.result`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
-from sglab.results.schema import RequestSample, RoundSample
+from sglab.schema.result import RequestSample, RoundSample
 
 Direction = Literal["higher", "lower"]
 

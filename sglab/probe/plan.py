@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm, parse_launch_args
 from sglab.config.models import StackConfig
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.probe.sizes import decode_steps, hidden_size_for, message_sizes, sweep_sizes
 from sglab.probe.spec import DEFAULT_VARIANT, NVLS_KEY, ProbeRunSpec, SizeSpec, Variant
 from sglab.sglang import collectives

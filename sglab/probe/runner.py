@@ -36,8 +36,8 @@ def _free_port() -> int:
 
 def _die_with(parent_pid: int):
     """preexec_fn: the rank gets SIGKILL when the probe dies however it dies (Linux PR_SET_PDEATHSIG; SIGKILL, as
-    a stopped rank never handles SIGTERM), or exits if that already happened. sglab.children does this for the
-    rest of sglab; the probe ships into the server image alone (sglab/deploy/probe_job.py), so it has its own."""
+    a stopped rank never handles SIGTERM), or exits if that already happened. sglab.core.children does this for the
+    rest of sglab; the probe ships into the server image alone (sglab/probe/job.py), so it has its own."""
 
     def preexec() -> None:
         if sys.platform.startswith("linux"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sglab.analysis.verdict import judge
-from sglab.results.schema import RunResult
-from sglab.results.verdict import Verdict
+from sglab.schema.result import RunResult
+from sglab.schema.verdict import Verdict
 
 REPORT_FILE = "report.html"
 

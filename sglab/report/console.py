@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sglab.report.table import format_table
-from sglab.results.verdict import Verdict
+from sglab.schema.verdict import Verdict
 
 
 def render_console(verdict: Verdict, report: Path | None = None, lints: Iterable[Any] = (),

@@ -20,8 +20,8 @@ import numpy as np  # noqa: E402
 from sglab.analysis.operating_point import level_label  # noqa: E402
 from sglab.analysis.samples import arm_stats, per_round  # noqa: E402
 from sglab.report.plot_style import arm_color, save_figure, verdict_slo  # noqa: E402
-from sglab.results.schema import RunResult  # noqa: E402
-from sglab.results.verdict import Verdict  # noqa: E402
+from sglab.schema.result import RunResult  # noqa: E402
+from sglab.schema.verdict import Verdict  # noqa: E402
 
 INLINE = ("curve", "categories")  # the plots report.html inlines as SVG
 

@@ -14,8 +14,8 @@ from sglab.analysis.provenance import producer_of
 from sglab.report.plot_style import OUTCOME_COLORS
 from sglab.report.provenance import machine_text, parity_line, parity_rows
 from sglab.report.table import level_label
-from sglab.results.schema import RunResult
-from sglab.results.verdict import LOSS_PREFIX, LevelVerdict, Verdict
+from sglab.schema.result import RunResult
+from sglab.schema.verdict import LOSS_PREFIX, LevelVerdict, Verdict
 
 CAPTIONS = {
     "decode": "Decode tok/s per level for both arms, and the candidate's gain with its confidence interval.",

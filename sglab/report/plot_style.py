@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from sglab import metrics  # noqa: E402
-from sglab.results.verdict import Verdict  # noqa: E402
+from sglab.schema.verdict import Verdict  # noqa: E402
 
 COLORS = {"baseline": "#4C72B0", "candidate": "#DD8452", "baseline+confounds": "#55A868",
           "candidate-confounds": "#C44E52", "baseline-b": "#8172B3"}

@@ -14,8 +14,8 @@ from scipy import stats  # noqa: E402
 
 from sglab.analysis.samples import per_round  # noqa: E402
 from sglab import metrics  # noqa: E402
-from sglab.results.schema import LevelResult, RunResult  # noqa: E402
-from sglab.results.verdict import Verdict  # noqa: E402
+from sglab.schema.result import LevelResult, RunResult  # noqa: E402
+from sglab.schema.verdict import Verdict  # noqa: E402
 from sglab.analysis.operating_point import level_phrase  # noqa: E402
 from sglab.report.table import level_label  # noqa: E402
 from sglab.report.curves import category_plot, latency_throughput_plot  # noqa: E402

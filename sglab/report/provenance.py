@@ -2,7 +2,7 @@
 each arm (console lines for `sglab compare`, rows of the HTML report's run table).
 
 Everything shown here is recomputed or read from the result; the texts a server reported (its version, an
-image name, node labels) are untrusted, so console lines go through sglab.untrusted.printable and the HTML
+image name, node labels) are untrusted, so console lines go through sglab.core.untrusted.printable and the HTML
 report escapes them (sglab/report/html.py).
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from sglab.analysis.parity import parity_phrase
 from sglab.analysis.provenance import machine_facts, producer_of
-from sglab.results.schema import ArmMachine, RunResult
-from sglab.results.verdict import OutputParity
-from sglab.untrusted import printable
+from sglab.schema.result import ArmMachine, RunResult
+from sglab.schema.verdict import OutputParity
+from sglab.core.untrusted import printable
 
 
 def parity_line(parity: OutputParity | None) -> str | None:

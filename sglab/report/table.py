@@ -13,7 +13,7 @@ from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.sequential import method_phrase
 from sglab.analysis.verdict import next_step
 from sglab.report.provenance import parity_line
-from sglab.results.verdict import LOSS_PREFIX, Gain, Verdict, pct
+from sglab.schema.verdict import LOSS_PREFIX, Gain, Verdict, pct
 
 # Column titles of the built-in metrics, as the table has always written them.
 _TITLES = {"decode_tok_per_s": "decode gain", "output_tok_per_s": "output gain"}

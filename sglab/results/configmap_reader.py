@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 from zlib import error as zlib_error
 
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.results.sink import PAYLOAD_KEY, RESULT_LABEL, decode_parts, parts_count
 from sglab.results.store import RESULT_LIMITS, write_json_atomic
-from sglab.untrusted_json import JsonLimits, JsonRefused, parse, read_json
+from sglab.core.untrusted_json import JsonLimits, JsonRefused, parse, read_json
 
 
 @dataclass

@@ -8,7 +8,7 @@ plain SHA-256 ("sha256"). The key is $SGLAB_RESULT_KEY, else the file
 $XDG_DATA_HOME/sglab/result-key (default ~/.local/share/sglab/result-key), created 0600 with 32
 random bytes on the first seal; where it cannot be created (a read-only pod) the seal is a plain
 digest. A plain digest is evidence for `sglab promote` on a machine with a key only as the cluster's
-record (a pull's provenance, sglab/results/pull.py) or on an explicit opt-in (sglab/promote_evidence.py).
+record (a pull's provenance, sglab/results/pull.py) or on an explicit opt-in (sglab/promotion/evidence.py).
 docs/promotion.md says what this protects against and what not.
 
 `schedule` is what the run set out to measure (level -> measured rounds), recorded by the bench
@@ -25,10 +25,10 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from sglab.results.seal_record import IntegrityRecord
+from sglab.schema.seal_record import IntegrityRecord
 
 if TYPE_CHECKING:
-    from sglab.results.schema import RunResult
+    from sglab.schema.result import RunResult
 
 KEY_ENV = "SGLAB_RESULT_KEY"
 KEY_FILE = Path("sglab") / "result-key"

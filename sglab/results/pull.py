@@ -8,7 +8,7 @@ different one is reported as a conflict and left alone).
 Each pulled result gets a provenance record beside it (provenance.json: the ConfigMap, its namespace, the
 result's digest and the sha256 of result.json's bytes), signed with this machine's result key: the Job's
 pod holds no key, so its plain SHA-256 seal is accepted by `sglab promote` as the cluster's record only
-while that signed record holds (sglab/promote_evidence.py).
+while that signed record holds (sglab/promotion/evidence.py).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.results import configmap_reader, integrity
-from sglab.results.schema import SAFE_NAME, SCHEMA_VERSION, RunResult
+from sglab.schema.result import SAFE_NAME, SCHEMA_VERSION, RunResult
 from sglab.results.sink import INDEX, RESULT_LABEL, TRIMMED_ANNOTATION
 from sglab.results.store import RESULT_FILE, RESULT_LIMITS, results_root, utc_now_iso, write_json_atomic
-from sglab.untrusted_json import JsonLimits, read_bytes, read_json
+from sglab.core.untrusted_json import JsonLimits, read_bytes, read_json
 
 STACK_LABEL = "sglab/stack"
 PROVENANCE_FILE = "provenance.json"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from sglab.untrusted_json import JsonLimits, JsonRefused, parse
+from sglab.core.untrusted_json import JsonLimits, JsonRefused, parse
 
 SUMMARY_LIMITS = JsonLimits("a result summary", max_bytes=1024 * 1024, max_depth=16)
 PAYLOAD_KEY = "result.json.gz"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from sglab.errors import ConfigError
-from sglab.paths import project_root
+from sglab.core.errors import ConfigError
+from sglab.core.paths import project_root
 from sglab.results.integrity import sealed_document
-from sglab.results.schema import SCHEMA_VERSION, RunResult
-from sglab.untrusted_json import MiB, JsonLimits, json_type, read_json
+from sglab.schema.result import SCHEMA_VERSION, RunResult
+from sglab.core.untrusted_json import MiB, JsonLimits, json_type, read_json
 
 RESULT_FILE = "result.json"
 # A long run with every request's inter-token gaps is tens of MB; the schema nests 6 levels deep.

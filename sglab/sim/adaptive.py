@@ -107,13 +107,13 @@ def load_adaptive_config(path: str | None) -> AdaptiveConfig:
     if path is None:
         return AdaptiveConfig()
     where = f"--speculative-adaptive-config {path}"
-    from sglab.errors import ConfigError
-    from sglab.untrusted_json import JsonLimits, read_json
+    from sglab.core.errors import ConfigError
+    from sglab.core.untrusted_json import JsonLimits, read_json
 
     if not os.path.lexists(path):
         raise AdaptiveConfigError(f"{where}: no such file; give the path of a JSON object such as "
                                   '{"candidate_steps": [1, 3, 7]}')
-    try:  # bounded: size, depth, finite numbers, no duplicate keys (sglab/untrusted_json.py)
+    try:  # bounded: size, depth, finite numbers, no duplicate keys (sglab/core/untrusted_json.py)
         raw = read_json(path, JsonLimits("an adaptive config", max_bytes=1024 * 1024, max_depth=8))
     except ConfigError as exc:
         raise AdaptiveConfigError(f"{where}: {exc.problem}") from None

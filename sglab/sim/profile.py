@@ -107,8 +107,8 @@ PROFILES: dict[str, SimProfile] = {"default": SimProfile()}
 
 
 def _read_file(path: Path) -> dict[str, Any]:
-    from sglab.errors import ConfigError
-    from sglab.untrusted_json import JsonLimits, decode, loads, read_bytes
+    from sglab.core.errors import ConfigError
+    from sglab.core.untrusted_json import JsonLimits, decode, loads, read_bytes
 
     limits = JsonLimits("a simulator profile", max_bytes=1024 * 1024, max_depth=8)
     try:  # the user's file: bounded, and any fault one ProfileError

@@ -49,7 +49,7 @@ def run_confirmation(loaded: LoadedStack, state: SweepState, *, out: Path | None
                      progress: bool = False) -> tuple[Any, Path]:
     """Run and judge the confirmation; returns (result, run_dir) with result.sweep recorded."""
     from sglab.load.runner import run_bench
-    from sglab.report.judged import judge_and_report
+    from sglab.bench.judged import judge_and_report
 
     arm = state.arm(state.winner or "")
     if arm is None:

@@ -9,7 +9,7 @@ hashes exactly as for any run, so a stack edited since the confirmation is refus
 from __future__ import annotations
 
 from sglab.config.loader import ConfigError, LoadedStack
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 
 ARM_KEYS = ("name", "num_steps", "eagle_topk", "num_draft_tokens", "adaptive", "nccl")
 

@@ -3,8 +3,8 @@
 One `sglab sim` per arm (or the given URLs: on a cluster, the wave's slots). At a gated level
 (policy.levels) the first min-rounds rounds run the baseline and every arm still in the sweep; after
 that each round runs the pick and its strongest challengers (and the baseline while the pick is not
-yet estimated to clear min-gain): sglab/analysis/best_arm.py decides, replayed after every round from
-all the level's rounds (sglab/analysis/best_arm_record.py). Eliminated arms get no further rounds; the
+yet estimated to clear min-gain): sglab/sweep/race.py decides, replayed after every round from
+all the level's rounds (sglab/sweep/race_record.py). Eliminated arms get no further rounds; the
 level ends when one arm is left, the estimated P(correct selection) reaches policy.confidence, none is
 left, or at sweep.max-rounds. A later gated level starts over with the arms not eliminated; ungated
 levels run the pick and its challengers for load.ungated-rounds (for the Pareto plot). The pick then
@@ -20,16 +20,16 @@ from pathlib import Path
 import numpy as np
 
 from sglab import metrics
-from sglab.analysis.best_arm_record import RaceRecord, race_record
+from sglab.sweep.race_record import RaceRecord, race_record
 from sglab.analysis.operating_point import effective_policy, slo_targets
 from sglab.analysis.samples import per_round
 from sglab.config.loader import LoadedStack
 from sglab.config.models import LoadPlan
-from sglab.results.schema import LevelResult, RunResult
+from sglab.schema.result import LevelResult, RunResult
 from sglab.results.store import create_run_dir, new_run_id
 from sglab.sweep.grid import Grid
 from sglab.sweep.state import BASELINE, SweepState
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 
 def say(text: str) -> None:

@@ -1,7 +1,7 @@
 """A sweep's saved state (sweep.json beside its result.json), written after every round.
 
 The measurements themselves are the run's result.json (kind `sweep`); the race records here
-(sglab.analysis.best_arm_record.RaceRecord, one per gated level) are recomputed from it at every round
+(sglab.sweep.race_record.RaceRecord, one per gated level) are recomputed from it at every round
 and on resume (evidence recomputed, never trusted), and kept so the outputs and a reader see every look
 without rerunning the statistics.
 """
@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.results.store import RESULT_LIMITS, write_json_atomic
-from sglab.untrusted_json import read_json
+from sglab.core.untrusted_json import read_json
 
 STATE_FILE = "sweep.json"
 STATE_LIMITS = replace(RESULT_LIMITS, what="a sweep state", fix="give a sweep.json sglab wrote")

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 CLIENT_HEADER = "X-Sglab-Client"
 ALLOWED_HOSTS_ENV = "SGLAB_UI_ALLOWED_HOSTS"

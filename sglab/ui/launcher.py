@@ -4,7 +4,7 @@ With `target="sim"` it starts the two simulators with the stack's rendered launc
 (`sglab.load.targets`), and stops them when Locust exits, on Ctrl-C, SIGTERM or SIGHUP. Locust runs as a
 child process (`python -m locust`), exactly as a user would run it, with the form prefilled through
 its command-line options. Every test stopped in the UI is saved under results/<stack>/<run-id>/.
-Locust and the simulators are started through sglab.children: they end with `sglab ui` however it ends
+Locust and the simulators are started through sglab.core.children: they end with `sglab ui` however it ends
 (SIGKILL included, stopped children too).
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from sglab.children import spawn, stop as stop_child
+from sglab.core.children import spawn, stop as stop_child
 from sglab.config import load_stack
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import project_root
@@ -31,7 +31,7 @@ from sglab.results.store import RESULT_FILE, list_runs, results_root
 from sglab.ui import auth
 from sglab.ui.guard import is_loopback_host
 from sglab.ui.session import BOUND_ENV, PROFILE_ENV, SAVE_DIR_ENV, TARGET_ENV, TRACE_ENV, Binding
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 UI_PLUGIN = Path(__file__).with_name("locust_plugin.py")  # the A/B tab, loaded beside the locustfile
 OPEN_LOOP_PLUGIN = Path(__file__).with_name("open_loop_plugin.py")  # rate/trace: the schedule's shape and user
@@ -79,7 +79,7 @@ def check_open_loop(opts: "UiOptions", plan, profile: str) -> None:
     if not trace:
         raise LaunchError(f"profile trace needs a trace to replay: pass --trace FILE (JSONL) or set load.trace.file "
                           f"in stacks/Pulumi.{opts.stack}.yaml")
-    from sglab.errors import ConfigError
+    from sglab.core.errors import ConfigError
     from sglab.load.profiles.trace import read_trace
 
     path = Path(trace) if Path(trace).is_absolute() else project_root() / trace

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from sglab.load.summary import arm_level_summary, round_sample
-from sglab.results.schema import (
+from sglab.schema.result import (
     AcceptLength,
     ArmInfo,
     ArmLevelSummary,

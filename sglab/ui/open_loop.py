@@ -28,7 +28,7 @@ from sglab.load.collector import get_collector
 from sglab.load.schedule import prompt_offset, round_orders
 from sglab.load.summary import round_sample
 from sglab.load.users import ArmUser, SegmentPacing, get_pacing, get_settings, set_pacing
-from sglab.results.schema import RoundSample
+from sglab.schema.result import RoundSample
 
 SETTLE_TIMEOUT_S = 30.0
 POLL_S = 0.01

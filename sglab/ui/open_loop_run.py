@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sglab.load.summary import arm_level_summary
-from sglab.results.schema import LevelResult, RequestSample
+from sglab.schema.result import LevelResult, RequestSample
 from sglab.ui.live import LiveRun, with_server_accept
 
 LATE_MS = 20.0  # later than this after its scheduled arrival, a request did not arrive on schedule

@@ -15,7 +15,7 @@ import numpy as np
 
 from sglab.analysis.samples import comparison_arms, paired
 from sglab.analysis.sequential import cs_bounds
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 
 PLOT_PATH = "/sglab/plot.json"
 DEFAULT_METRIC = "decode_tok_per_s"

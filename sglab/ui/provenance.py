@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 
 
 @dataclass(frozen=True)

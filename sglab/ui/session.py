@@ -20,12 +20,12 @@ from pathlib import Path
 from sglab.analysis.verdict import Verdict, judge
 from sglab.config.loader import ConfigError
 from sglab.load.server_info import read_accept_length
-from sglab.results.schema import ArmInfo, RequestSample, RunResult
+from sglab.schema.result import ArmInfo, RequestSample, RunResult
 from sglab.results.store import git_commit, new_run_id, utc_now_iso
 from sglab.ui.live import BASELINE, CANDIDATE, DEFAULT_WINDOW_S, LiveRun
 from sglab.ui.category_table import category_rows
 from sglab.ui.table import open_loop_rows, table_rows
-from sglab.untrusted import printable_logger
+from sglab.core.untrusted import printable_logger
 
 logger = printable_logger("sglab.ui")  # form values and server errors reach the console
 

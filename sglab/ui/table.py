@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sglab import metrics
 from sglab.load.summary import arm_level_summary, round_sample
-from sglab.results.schema import RequestSample, RunResult
+from sglab.schema.result import RequestSample, RunResult
 from sglab.ui.live import LiveRun, with_server_accept
 from sglab.ui.verdict_view import level_view
 

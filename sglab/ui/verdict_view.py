@@ -37,7 +37,7 @@ def gain_text(gain) -> str | None:
 
 
 def level_view(verdict, level: int) -> LevelView:
-    """One concurrency level of a `sglab.results.verdict.Verdict` (None = nothing to judge yet)."""
+    """One concurrency level of a `sglab.schema.verdict.Verdict` (None = nothing to judge yet)."""
     lv = verdict.level(level) if verdict is not None else None
     if lv is None:
         return LevelView()

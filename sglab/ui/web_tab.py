@@ -26,13 +26,13 @@ from flask import Response, request
 
 from sglab.config.loadplan import MAX_CONCURRENCY
 from sglab.load.collector import get_collector
-from sglab.results.schema import RequestSample
+from sglab.schema.result import RequestSample
 from sglab.ui import auth, guard
 from sglab.ui.category_table import CATEGORY_TAB_KEY, CATEGORY_TAB_TITLE, category_columns
 from sglab.ui.plot import PLOT_PATH, plot_script
 from sglab.ui.session import UiSession
 from sglab.ui.table import table_columns
-from sglab.untrusted import printable, printable_logger
+from sglab.core.untrusted import printable, printable_logger
 
 logger = printable_logger("sglab.ui")  # form values and server errors reach the console
 logging.getLogger("httpx").setLevel(logging.WARNING)  # the server-info poll would log every 5 s

@@ -18,7 +18,7 @@ from sglab.analysis.checks import evidence_problems, launch_confounds
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
 from sglab.results import integrity
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 from sglab.results.store import create_run_dir, load_result, write_result
 
 DATA = Path(__file__).parents[1] / "data" / "results"

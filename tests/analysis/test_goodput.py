@@ -10,7 +10,7 @@ from sglab.analysis.verdict import judge
 from sglab.config.models import PromotionPolicy
 from sglab.config.traffic import Slo
 from sglab.metrics.goodput import is_good, tpot_ms
-from sglab.results.schema import LevelResult, RequestSample, RoundSample, RunResult, Target, ArmInfo
+from sglab.schema.result import LevelResult, RequestSample, RoundSample, RunResult, Target, ArmInfo
 
 SLO = metrics.SloTargets(ttft_ms=200.0, tpot_ms=20.0)
 

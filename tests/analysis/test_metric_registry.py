@@ -10,7 +10,7 @@ from sglab.analysis.verdict import METRICS, judge
 from sglab.report.table import format_table
 from sglab.load.collector import SampleCollector
 from sglab.load.summary import arm_level_summary, round_sample
-from sglab.results.schema import ArmInfo, LevelResult, RequestSample, RunResult, Target
+from sglab.schema.result import ArmInfo, LevelResult, RequestSample, RunResult, Target
 
 FAKE = metrics.Metric(name="fake_tokens_per_request", unit="tok", label="fake tok/req", direction="higher",
                       per_request=lambda s: float(s.output_tokens), can_gate=True,

@@ -106,7 +106,7 @@ def test_bad_traffic_is_refused_with_its_key(tmp_path: Path, extra: str, key: st
 
 
 def test_the_recorded_traffic_judges_the_same_after_the_result_file() -> None:
-    from sglab.results.schema import RunResult
+    from sglab.schema.result import RunResult
 
     policy = PromotionPolicy(method="paired-t", traffic=Traffic(levels=[1, 16], non_inferiority={16: 0.05}),
                              levels=[1, 16])

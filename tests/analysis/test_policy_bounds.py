@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from sglab.analysis.checks import policy_weakenings
 from sglab.config.models import PromotionPolicy
-from sglab.paths import project_root
+from sglab.core.paths import project_root
 
 ROOT = project_root()
 

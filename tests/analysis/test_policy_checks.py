@@ -17,7 +17,7 @@ from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
 from sglab.config.policy import PromotionPolicy
 from sglab.config.serving import CanaryJudge
-from sglab.load.sequential import plan_sentence, stop_rule
+from sglab.bench.sequential import plan_sentence, stop_rule
 
 
 def test_the_policy_names_exactly_the_checks_the_analysis_defines():

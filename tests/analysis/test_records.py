@@ -8,8 +8,8 @@ from pathlib import Path
 from sglab.analysis.verdict import judge, policy_of
 from sglab.report.table import format_table
 from sglab.config.models import LoadPlan, PromotionPolicy
-from sglab.results.records import Confound, RecordedLoadPlan, RecordedPolicy
-from sglab.results.schema import RunResult
+from sglab.schema.records import Confound, RecordedLoadPlan, RecordedPolicy
+from sglab.schema.result import RunResult
 from sglab.results.store import load_result
 
 DATA = Path(__file__).parents[1] / "data" / "results"

@@ -188,7 +188,7 @@ def test_an_old_result_recorded_under_paired_t_is_still_judged_with_it(drop_meth
     import json
 
     from sglab.analysis.verdict import judge, policy_of
-    from sglab.results.schema import RunResult
+    from sglab.schema.result import RunResult
 
     raw = json.loads(V1.read_text(encoding="utf-8"))
     assert raw["policy"]["method"] == "paired-t"

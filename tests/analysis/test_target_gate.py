@@ -10,7 +10,7 @@ import pytest
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.target_gate import target_gate_refusal
 from sglab.config import baseline_arm, candidate_arm, load_stack, project_root
-from sglab.promote import PromotionRefused, promote
+from sglab.promotion.promote import PromotionRefused, promote
 from sglab.results.store import create_run_dir, write_result
 
 QUIET = dict(round_cv=0.005, shared_cv=0.005, request_cv=0.01)

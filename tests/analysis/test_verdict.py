@@ -8,7 +8,7 @@ from sglab.analysis import Verdict, judge
 from sglab.report.table import format_table
 from sglab.analysis.synthetic import synthetic_result
 from sglab.config.models import PromotionPolicy
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 
 QUIET = dict(round_cv=0.005, shared_cv=0.005, request_cv=0.01)
 NCCL_CONFOUND = [{"key": "env NCCL_PROTO", "baseline": None, "candidate": "LL"}]

@@ -11,7 +11,7 @@ import pytest
 from sglab.config.loader import load_mapping, load_stack
 from sglab.deploy.admission import LABEL_PREFIX, PSS_VERSION, required_level
 from sglab.deploy.render import render_stack
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from pulumi_harness import shipped_stacks
 
 from .pss import baseline_violations, pod_templates, restricted_violations, strictest_level

@@ -12,7 +12,7 @@ import pytest
 
 from sglab.config.loader import load_mapping, load_stack
 from sglab.deploy.render import render_stack
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from pulumi_harness import run_program, shipped_stacks
 
 K8S = ("1.31", kubernetes_validate.latest_version())

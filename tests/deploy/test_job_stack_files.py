@@ -9,9 +9,9 @@ from ruamel.yaml import YAML
 
 from sglab.config.loader import load_stack
 from sglab.deploy.benchmark_job import benchmark_plan, stack_files
-from sglab.errors import ConfigError
-from sglab.load.sequential import promotion_target
-from sglab.paths import stack_path
+from sglab.core.errors import ConfigError
+from sglab.bench.sequential import promotion_target
+from sglab.core.paths import stack_path
 
 
 def test_the_pod_gets_the_production_stack_and_gates_what_production_gates(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ import pytest
 
 from sglab.config.loader import load_mapping, load_stack
 from sglab.deploy.objects import holds_state, namespace_manifest
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from pulumi_harness import run_program
 
 NAMESPACE = "kubernetes:core/v1:Namespace"

@@ -1,4 +1,4 @@
-"""The real Pulumi program (sglab.deploy.program.run) under Pulumi's official mocks, for every shipped stack."""
+"""The real Pulumi program (sglab.program.run) under Pulumi's official mocks, for every shipped stack."""
 
 from __future__ import annotations
 

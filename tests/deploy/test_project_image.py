@@ -18,7 +18,7 @@ from sglab.config.cluster import DEFAULT_PROJECT_IMAGE, image_problem
 from sglab.config.loader import load_mapping, load_stack
 from sglab.deploy.image import reference
 from sglab.deploy.render import render_stack
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

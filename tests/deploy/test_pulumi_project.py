@@ -38,5 +38,5 @@ def test_project_layout():
     stacks = REPO / project["stackConfigDir"]
     assert stacks.is_dir() and list(stacks.glob("Pulumi.*.yaml"))
     main = (REPO / "__main__.py").read_text()
-    assert "sglab.deploy.program" in main and "run()" in main
+    assert "sglab.program" in main and "run()" in main
     assert Path(REPO / "charts" / "sglang-server" / "Chart.yaml").is_file()

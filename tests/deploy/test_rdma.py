@@ -20,7 +20,7 @@ from sglab.config.arms import baseline_arm, candidate_arm, confounds
 from sglab.config.lints import stack_lints
 from sglab.config.loader import load_mapping, load_stack
 from sglab.deploy.render import render_stack
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 
 K8S = ("1.31", kubernetes_validate.latest_version())
 CRD = Path(__file__).resolve().parents[1] / "data" / "lws-v0.10.0-leaderworkersets.yaml.gz"

@@ -18,7 +18,7 @@ from sglab.config.loader import load_mapping, load_stack
 from sglab.deploy.capacity import capacity, check_capacity
 from sglab.deploy.naming import slot_release_name
 from sglab.deploy.render import render_stack
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.sweep.grid import expand
 from pulumi_harness import run_program
 

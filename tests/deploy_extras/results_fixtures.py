@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 
 
 def judged_result(stack: str = "eagle-nccl-ll", *, run_id: str = "20260101T000000Z-abc123", gain: float = 0.059,

@@ -13,7 +13,7 @@ from sglab.results import sink as result_sink
 from sglab.results.sink import (INDEX, PART, PARTS_ANNOTATION, RESULT_LABEL, RUN_ID_ANNOTATION, SUMMARY_KEY,
                                       TRIMMED_ANNOTATION, decode_parts, encode_result, part_names,
                                       write_result_configmap)
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 
 from .fake_api import FakeConfigMapApi
 from .results_fixtures import judged_result

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
 
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -165,7 +165,7 @@ def _probe(path: Path) -> Any:
 
 def _provenance(path: Path) -> Any:
     from sglab.results.pull import pulled_provenance
-    from sglab.results.schema import RunResult
+    from sglab.schema.result import RunResult
 
     record, problem = pulled_provenance(path.parent / "result.json", RunResult.model_validate_json(RESULT))
     if problem is not None:

@@ -1,4 +1,4 @@
-"""sglab/untrusted_json.py, the one reader of JSON sglab did not just write: what it refuses and what it keeps."""
+"""sglab/core/untrusted_json.py, the one reader of JSON sglab did not just write: what it refuses and what it keeps."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from sglab.errors import ConfigError
-from sglab.untrusted_json import MAX_NUMBER, JsonLimits, JsonRefused, jsonl_lines, parse, read_json
+from sglab.core.errors import ConfigError
+from sglab.core.untrusted_json import MAX_NUMBER, JsonLimits, JsonRefused, jsonl_lines, parse, read_json
 
 LIMITS = JsonLimits("a test document", max_bytes=1 << 20, max_depth=8)
 

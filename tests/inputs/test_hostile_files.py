@@ -137,7 +137,7 @@ def test_a_resealed_result_with_huge_or_non_finite_samples_is_refused_before_any
     check. Re-sealing (a plain SHA-256 anyone can compute) makes the document self-consistent; the reader still
     refuses it, naming where the number is."""
     from sglab.results.integrity import seal
-    from sglab.results.schema import RunResult
+    from sglab.schema.result import RunResult
 
     from .hostile import RESULT
 

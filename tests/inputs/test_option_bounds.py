@@ -14,7 +14,7 @@ from sglab.cli import UsageError, build_parser, main
 from sglab.cli.bounds import bound
 from sglab.config.loadplan import LoadPlan, PromptSpec, RateSpec, TraceSpec
 from sglab.config.loader import load_stack
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ["bench", "--stack", "eagle-nccl-ll"]

@@ -1,7 +1,7 @@
 """Issue 22 item 4: nothing raw reaches a terminal. Escape sequences written into every source of untrusted
 text (a stack's model path and env key, a prompt file's categories, a result's fields, a probe result, a
 server's reply, a log record of the web UI) never reach stdout or stderr raw: each printer goes through
-sglab.untrusted.printable."""
+sglab.core.untrusted.printable."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_validate_and_render_print_no_raw_model_path_or_env_key(stack, capsys):
 def _tampered_result(tmp_path: Path, **changes) -> Path:
     """The v1 run, sealed, then given escape sequences in free-text fields a table prints (its HMAC fails)."""
     from sglab.results.integrity import sealed_document
-    from sglab.results.schema import RunResult
+    from sglab.schema.result import RunResult
 
     document = sealed_document(RunResult.model_validate_json(V1.read_text()))
     document["live_mismatches"] = [f"model-path differs{ESC}"]
@@ -137,8 +137,8 @@ def test_probe_show_prints_no_raw_variant_name_or_error(tmp_path, capsys):
 
 def test_the_bench_table_prints_a_runs_fields_escaped(tmp_path, capsys):
     """The bench prints the verdict table of the run (arm lints, live mismatches from the servers)."""
-    from sglab.report.judged import judge_and_report
-    from sglab.results.schema import RunResult
+    from sglab.bench.judged import judge_and_report
+    from sglab.schema.result import RunResult
 
     document = json.loads(_tampered_result(tmp_path).joinpath("result.json").read_text())
     run = tmp_path / "judged"
@@ -153,7 +153,7 @@ def test_the_bench_table_prints_a_runs_fields_escaped(tmp_path, capsys):
 def test_a_category_that_is_not_a_label_is_refused_where_it_enters(tmp_path, capsys, category):
     """From a prompt file or a trace, at its line; in a result, as a field of a damaged file: a line break in
     one would add a line to the tables, which printable keeps for the table's own rows."""
-    from sglab.errors import ConfigError
+    from sglab.core.errors import ConfigError
     from sglab.load.datasets import CategorySource, load_openai_jsonl
     from sglab.load.profiles.trace import read_trace
 
@@ -176,7 +176,7 @@ def test_a_category_that_is_not_a_label_is_refused_where_it_enters(tmp_path, cap
 
 
 def test_the_web_uis_log_records_reach_its_console_escaped(capsys):
-    from sglab.untrusted import printable_logger
+    from sglab.core.untrusted import printable_logger
 
     logger = printable_logger("sglab.ui")
     handler = logging.StreamHandler(sys.stderr)

@@ -9,7 +9,7 @@ import sys
 
 CHECK = """
 from sglab.load.collector import SampleCollector, text_sha256
-from sglab.results.schema import RequestSample
+from sglab.schema.result import RequestSample
 
 worker, master = SampleCollector(), SampleCollector()
 sample = RequestSample(arm="candidate", level=1, round_index=0, start_s=0.0, prompt_index=3, temperature=0.0,

@@ -14,7 +14,7 @@ import yaml
 from sglab.cli import UsageError, build_parser, main
 from sglab.cli.bench import build_request
 from sglab.config.loader import project_root
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.load.datasets import SUITE_CATEGORIES
 
 from .conftest import ROOT, bench, load, run_dirs

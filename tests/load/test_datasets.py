@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.load.datasets import (SUITE_CATEGORIES, CategorySource, PromptRecord, load_openai_jsonl, load_sharegpt,
                                  load_suite)
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from sglab.config.models import LoadPlan
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.load.profiles import profile_for
 from sglab.load.profiles.rate import Arrivals
 from sglab.load.profiles.trace import read_trace

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from sglab.config.models import LoadPlan, PromptSpec
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.load.datasets import SUITE_CATEGORIES, load_suite
 from sglab.load.prompts import build_prompts
 from sglab.load.settings import LoadSettings

@@ -13,7 +13,7 @@ from sglab.load.prompts import build_prompts
 from sglab.load.schedule import QUICK_PLAN, plan_for, prompt_offset, round_orders
 from sglab.load.server_info import ServerInfo, flag_key, live_mismatches
 from sglab.load.summary import arm_level_summary, percentiles, round_sample
-from sglab.results.schema import RequestSample
+from sglab.schema.result import RequestSample
 
 
 def test_round_orders_are_seeded_and_balanced():

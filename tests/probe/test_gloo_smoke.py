@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sglab.config.loader import load_stack
-from sglab.deploy.probe_job import SOURCE_MOUNT, SPEC_KEY, probe_command, probe_plan
+from sglab.probe.job import SOURCE_MOUNT, SPEC_KEY, probe_command, probe_plan
 from sglab.probe.result import load_probe
 from sglab.probe.spec import ProbeRunSpec
 

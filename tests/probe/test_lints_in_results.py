@@ -8,7 +8,7 @@ import sys
 
 from sglab.analysis.synthetic import synthetic_result
 from sglab.cli import main
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 from sglab.results.store import write_result
 
 STACK = "eagle-nccl-ll"
@@ -83,7 +83,7 @@ def test_compare_shows_the_recorded_lints_under_the_table(tmp_path, capsys):
 
 def test_the_record_mirrors_the_lint_field_for_field():
     from sglab.config.lints import Lint
-    from sglab.results.records import RecordedLint
+    from sglab.schema.records import RecordedLint
 
     lint = Lint("nccl-proto-ll128", "error", ("baseline",), "nccl.NCCL_PROTO", "m", "f")
     assert list(RecordedLint.model_fields) == list(lint.as_dict())

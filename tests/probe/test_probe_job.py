@@ -10,7 +10,7 @@ from pulumi_harness import run_program, shipped_stacks
 from sglab.cli import main
 from sglab.config.arms import baseline_arm
 from sglab.config.loader import load_stack
-from sglab.deploy.probe_job import SERVICE_ACCOUNT, probe_plan
+from sglab.probe.job import SERVICE_ACCOUNT, probe_plan
 from sglab.deploy.render import render_stack
 from sglab.probe.result import PROBE_KIND
 from sglab.probe.store import PROBE_RESULT_PARTS
@@ -208,7 +208,7 @@ def test_shipped_modules_import_only_stdlib_torch_pydantic_and_each_other():
     import sys
     from pathlib import Path
 
-    from sglab.deploy.probe_job import SHIPPED_CONTRACT, SHIPPED_MODULES
+    from sglab.probe.job import SHIPPED_CONTRACT, SHIPPED_MODULES
 
     root = Path(__file__).resolve().parents[2] / "sglab"
     shipped = [f"probe.{m}" for m in SHIPPED_MODULES] + [f"sglang.{m}" for m in SHIPPED_CONTRACT]
@@ -229,4 +229,4 @@ def test_shipped_modules_import_only_stdlib_torch_pydantic_and_each_other():
     # nccl.py's --stack path reaches for the loader and results store, and result.py's load_probe (the CLI's) for
     # the bounded reader, only when sglab is installed
     assert sorted(bad) == ["nccl: sglab.config.loader", "nccl: sglab.probe.plan", "nccl: sglab.results.store",
-                           "result: sglab.untrusted_json"]
+                           "result: sglab.core.untrusted_json"]

@@ -51,7 +51,7 @@ def test_sizes_follow_the_stack():
 
 
 def test_unknown_model_without_hidden_size_is_a_clear_error():
-    from sglab.errors import ConfigError
+    from sglab.core.errors import ConfigError
 
     stack = stack_with({"model.path": "/shared/mystery-7b", "candidate.speculative.draft-model-path": "/shared/d"})
     with pytest.raises(ConfigError, match="probe.hidden-size"):

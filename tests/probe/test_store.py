@@ -7,7 +7,7 @@ import json
 from deploy_extras.fake_api import FakeConfigMapApi
 
 from sglab.config.loader import load_stack
-from sglab.deploy.probe_job import probe_plan
+from sglab.probe.job import probe_plan
 from sglab.deploy.pull import pull_report
 from sglab.probe.result import load_probe, to_json
 from sglab.probe.store import PROBE_RESULT_PARTS, fitting_json, list_probes, pull_probe_results, store_to_configmap

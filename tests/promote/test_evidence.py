@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from sglab.cli import main
-from sglab.promote import PromotionRefused, promote
+from sglab.promotion.promote import PromotionRefused, promote
 from sglab.results import integrity
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 from sglab.results.store import load_result, write_json_atomic
 
 from .test_promote import bench, root  # noqa: F401  (the fixture)

@@ -12,7 +12,7 @@ from sglab.analysis.provenance import machine_confounds, producer_of
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
 from sglab.load.machine import arm_machine, cluster_placement, image_digest, server_identity
-from sglab.results.schema import ArmMachine
+from sglab.schema.result import ArmMachine
 from sglab.sglang.client import ServerInfo
 
 H200 = {"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.count": "8",

@@ -12,7 +12,7 @@ from sglab.analysis.parity import first_difference, output_parity
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
 from sglab.config.models import PromotionPolicy
-from sglab.promote import PromotionRefused, promote
+from sglab.promotion.promote import PromotionRefused, promote
 from sglab.report.table import format_table
 from sglab.results.store import load_result
 

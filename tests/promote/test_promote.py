@@ -15,7 +15,7 @@ import pytest
 from sglab.analysis.synthetic import synthetic_result
 from sglab.cli import main
 from sglab.config import baseline_arm, candidate_arm, confounds, load_stack, project_root
-from sglab.promote import PromotionRefused, promote
+from sglab.promotion.promote import PromotionRefused, promote
 from sglab.results.integrity import planned
 from sglab.results.store import create_run_dir, write_result
 from sglab.sglang.sim_knobs import is_sim_env
@@ -164,7 +164,7 @@ def test_cli_dry_run_prints_diff_and_next_step(root: Path, capsys: pytest.Captur
 WORKER = """
 import sys, time
 from pathlib import Path
-from sglab.promote import promote, PromotionRefused
+from sglab.promotion.promote import promote, PromotionRefused
 root, stack, barrier = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 Path(sys.argv[4]).touch()
 while not barrier.exists():

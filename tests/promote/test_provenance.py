@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sglab.analysis.provenance import producer_of
-from sglab.promote import PromotionRefused, promote
+from sglab.promotion.promote import PromotionRefused, promote
 from sglab.config import project_root
 from sglab.results.store import load_result, write_result
 

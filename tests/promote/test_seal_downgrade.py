@@ -11,10 +11,10 @@ import pytest
 from kubernetes import client
 
 from sglab.cli import main
-from sglab.promote import PromotionRefused, promote
+from sglab.promotion.promote import PromotionRefused, promote
 from sglab.results import integrity
 from sglab.results.pull import PROVENANCE_FILE, group_parts, parse_result, store_pulled
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 from sglab.results.sink import INDEX, PART, PART_ANNOTATION, PAYLOAD_KEY, RESULT_LABEL, encode_result, part_names
 from sglab.results.store import load_result, write_json_atomic
 

@@ -12,7 +12,7 @@ from sglab.analysis.verdict import judge
 from sglab.cli import main
 from sglab.report.html import render_html
 from sglab.report.table import format_table
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 from sglab.results.store import write_result
 
 

@@ -15,7 +15,7 @@ from sglab.cli import build_parser
 from sglab.cli.results import rows
 from sglab.config.policy import PromotionPolicy
 from sglab.report import plots
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 from sglab.results.store import write_result
 from sglab.sweep.outputs import ranking_table
 from sglab.sweep.state import SweepState

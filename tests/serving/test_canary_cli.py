@@ -9,15 +9,15 @@ import time
 
 import pytest
 
-from sglab.canary.prom_server import PrometheusServer, prometheus_binary
-from sglab.canary.prometheus import Prometheus, PrometheusError, selector
-from sglab.canary.rehearsal import default_revisions
-from sglab.canary.spec import SPEC_ENV, spec_from_env, stack_judge_spec
+from sglab.serving.prom_server import PrometheusServer, prometheus_binary
+from sglab.serving.prometheus import Prometheus, PrometheusError, selector
+from sglab.serving.rehearsal import default_revisions
+from sglab.serving.spec import SPEC_ENV, spec_from_env, stack_judge_spec
 from sglab.cli import main
 from sglab.config import candidate_arm, load_stack
 from sglab.config.loader import ConfigError
-from sglab.netutil import free_port
-from sglab.paths import stacks_dir
+from sglab.core.netutil import free_port
+from sglab.core.paths import stacks_dir
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_the_rehearsal_compares_the_config_before_the_newest_promotion(tmp_path,
     before = load_stack("production", tmp_path)
     stable, canary = default_revisions(before, tmp_path)  # nothing promoted yet: the stack's own baseline
     assert stable.source == "production:baseline" and not stable.arm.speculative
-    from sglab.promote import promote
+    from sglab.promotion.promote import promote
 
     bench(tmp_path, "eagle-nccl-ll")
     promote("eagle-nccl-ll", root=tmp_path)

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from sglab.canary.judge import EXIT_CODES, decide
-from sglab.canary.spec import JudgeSpec
-from sglab.canary.windows import ArmWindow, Window
+from sglab.serving.judge import EXIT_CODES, decide
+from sglab.serving.spec import JudgeSpec
+from sglab.serving.windows import ArmWindow, Window
 
 SPEC = JudgeSpec(stack="production", namespace="prod", prometheus_url="http://p:9090", scrape_interval_s=1,
                  window_s=60, min_windows=5, max_windows=40, min_gain=0.0, confidence=0.95, futility=True,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sglab.canary.prom_server import prometheus_binary
+from sglab.serving.prom_server import prometheus_binary
 from sglab.cli import main
 
 pytestmark = pytest.mark.slow

@@ -13,12 +13,12 @@ import pytest
 import yaml
 from ruamel.yaml import YAML
 
-from sglab.canary.spec import SPEC_ENV, JudgeSpec, judge_spec
+from sglab.serving.spec import SPEC_ENV, JudgeSpec, judge_spec
 from sglab.cli import main
 from sglab.config.loader import load_stack
 from sglab.deploy import crd_schemas
 from sglab.deploy.render import render_stack
-from sglab.paths import stacks_dir
+from sglab.core.paths import stacks_dir
 
 K8S_VERSIONS = ("1.31", kubernetes_validate.latest_version())
 

@@ -9,7 +9,7 @@ from ruamel.yaml import YAML
 
 from sglab.config.loader import ConfigError, load_stack
 from sglab.config.serving import CanaryStep, Serving, argo_steps
-from sglab.paths import stacks_dir
+from sglab.core.paths import stacks_dir
 
 
 def _write(tmp_path: Path, serving: dict | None, **extra) -> Path:

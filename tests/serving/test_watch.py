@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from sglab.canary.prom_server import prometheus_binary
+from sglab.serving.prom_server import prometheus_binary
 from sglab.cli import main
 from sglab.config.loader import load_stack
-from sglab.paths import stacks_dir
-from sglab.promote import apply_promotion, promoted_values
+from sglab.core.paths import stacks_dir
+from sglab.promotion.promote import apply_promotion, promoted_values
 
 from serving.test_judge import SPEC, arm
-from sglab.canary.watch import watch_report
-from sglab.canary.windows import Window
+from sglab.serving.watch import watch_report
+from sglab.serving.windows import Window
 
 
 def _windows(gains: list[float], categories=None) -> list[Window]:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sglab.config.arms import ArmSpec
-from sglab.paths import project_root
+from sglab.core.paths import project_root
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures"

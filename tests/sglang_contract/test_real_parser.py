@@ -18,7 +18,7 @@ from sglab.config.arms import attribution_arms
 from ruamel.yaml import YAML
 
 from sglab.config.arms import candidate_arm
-from sglab.paths import list_stacks, project_root
+from sglab.core.paths import list_stacks, project_root
 from sglab.sglang import flags, rules
 from sglab.sglang.version import SGLANG_VERSION
 from sglab.sweep.grid import expand

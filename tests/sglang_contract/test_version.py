@@ -13,7 +13,7 @@ from ruamel.yaml import YAML
 from sglab.config import load_stack
 from sglab.config.loader import ConfigError
 from sglab.config.stack import StackConfig
-from sglab.paths import list_stacks, project_root
+from sglab.core.paths import list_stacks, project_root
 from sglab.sglang.version import DEFAULT_IMAGE, SGLANG_VERSION, parse_image
 from sglab.sim.profile import SimProfile
 

@@ -1,4 +1,4 @@
-"""The sweep's best-arm race (sglab/analysis/best_arm.py): its eliminations are sequential_test's decisions on one
+"""The sweep's best-arm race (sglab/sweep/race.py): its eliminations are sequential_test's decisions on one
 sequence each, the best arm survives with the stated probability, the contenders get the rounds, and one sweep's
 replay (what `sglab sweep` records) decides exactly as the vectorised race the benchmark runs."""
 
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from sglab.analysis.best_arm import BELOW_MIN, NOT_BEST, Race, latest_bounds
-from sglab.analysis.best_arm_record import race_record
+from sglab.sweep.race import BELOW_MIN, NOT_BEST, Race, latest_bounds
+from sglab.sweep.race_record import race_record
 from sglab.analysis.sequential import LAI_METHOD, sequential_test
 
 SD = 0.02  # per segment: a paired difference has sd 2.8%, as issue 18's reference rounds (2.9%)

@@ -11,10 +11,10 @@ import numpy as np
 from sglab.config import load_stack
 from sglab.load.request import BenchRequest
 from sglab.load.schedule import plan_for
-from sglab.results.schema import LevelResult, RoundSample
+from sglab.schema.result import LevelResult, RoundSample
 from sglab.sweep.grid import expand
 from sglab.sweep.run import SweepController, new_state
-from sglab.load.sequential import SequentialBench
+from sglab.bench.sequential import SequentialBench
 from sglab.sweep.state import load_state
 
 BASE = 1000.0

@@ -12,7 +12,7 @@ from sglab import metrics
 from sglab.config import load_stack
 from sglab.config.traffic import Slo
 from sglab.load.schedule import plan_for
-from sglab.results.schema import LevelResult, RequestSample, RoundSample
+from sglab.schema.result import LevelResult, RequestSample, RoundSample
 from sglab.sweep.grid import expand
 from sglab.sweep.run import SweepController, new_state
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sglab.config import candidate_arm, load_stack
-from sglab.promote import PromotionRefused, promote
+from sglab.promotion.promote import PromotionRefused, promote
 from sglab.results.store import latest_complete, load_result
 from sglab.sglang.env import without_server_env
 from sglab.sweep.grid import expand

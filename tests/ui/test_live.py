@@ -7,7 +7,7 @@ import math
 import pytest
 
 from sglab.analysis.verdict import judge
-from sglab.results.schema import ArmInfo, RequestSample
+from sglab.schema.result import ArmInfo, RequestSample
 from sglab.results.store import create_run_dir, load_result, write_result
 from sglab.ui.live import LiveRun, token_times_s, tokens_between
 from sglab.ui.table import table_rows
@@ -257,7 +257,7 @@ def test_category_rows_label_levels_when_there_are_several():
 
 
 def test_category_gain_without_an_interval_says_why():
-    from sglab.results.verdict import Gain
+    from sglab.schema.verdict import Gain
     from sglab.ui.category_table import _gain_text
 
     assert _gain_text(Gain(metric="decode_tok_per_s", rounds=1, estimate=0.1)).startswith("+10.0% (an interval needs")

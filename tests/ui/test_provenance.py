@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from sglab.results.schema import ArmInfo, RunResult
+from sglab.schema.result import ArmInfo, RunResult
 from sglab.ui.live import LiveRun
 
 from .harness import LOCUSTFILE, ROOT

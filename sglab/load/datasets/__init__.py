@@ -5,7 +5,7 @@
     logs = load_openai_jsonl("logs.jsonl", categories=CategorySource.parse("field:route"))
     body = record.chat_body(natural_stop=True)             # messages + max_tokens (+ ignore_eos)
 
-Loaders raise sglab.errors.ConfigError (file, line, fix) on bad input.
+Loaders raise sglab.core.errors.ConfigError (file, line, fix) on bad input.
 """
 
 from sglab.load.datasets.model import UNLABELLED, CategorySource, Dataset, PromptRecord

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from sglab.config.loadplan import MAX_OUTPUT_TOKENS
-from sglab.errors import ConfigError
-from sglab.untrusted import is_control, printable
-from sglab.untrusted_json import MiB, JsonLimits
+from sglab.core.errors import ConfigError
+from sglab.core.untrusted import is_control, printable
+from sglab.core.untrusted_json import MiB, JsonLimits
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 UNLABELLED = "unlabelled"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.load.datasets.model import (CategorySource, Dataset, PromptRecord, derived_tokens, message_content,
                                        positive_int)
 from sglab.load.jsonl import jsonl_rows

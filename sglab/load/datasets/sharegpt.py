@@ -12,11 +12,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.load.datasets.model import (SHAREGPT_LIMITS, CategorySource, Dataset, PromptRecord, derived_tokens,
                                        positive_int)
 from sglab.load.jsonl import JSONL_LIMITS, jsonl_rows
-from sglab.untrusted_json import decode, loads, read_bytes
+from sglab.core.untrusted_json import decode, loads, read_bytes
 
 ROLE_OF = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
            "bard": "assistant", "bing": "assistant", "model": "assistant", "system": "system"}

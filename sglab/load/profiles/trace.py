@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.load.datasets.model import category_label, message_content, positive_int
 from sglab.load.jsonl import FIX, MAX_LINE_CHARS, jsonl_rows
 from sglab.load.profiles.base import LoadProfile, Pacing
 from sglab.load.profiles.registry import register
 from sglab.load.prompts import Prompt
-from sglab.paths import project_root
-from sglab.untrusted_json import MiB, JsonLimits
+from sglab.core.paths import project_root
+from sglab.core.untrusted_json import MiB, JsonLimits
 
 KEY = "load.trace.file"
 LEVEL = 1  # the trace as recorded (time-scaled)

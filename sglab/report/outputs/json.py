@@ -1,4 +1,4 @@
-"""`--output json`: the recomputed verdict as JSON (sglab.results.verdict.Verdict)."""
+"""`--output json`: the recomputed verdict as JSON (sglab.schema.verdict.Verdict)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglab.results.schema import RunResult
-from sglab.results.verdict import Verdict
+from sglab.schema.result import RunResult
+from sglab.schema.verdict import Verdict
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglab.canary.spec import POD_LABELS, REVISION_LABEL, SPEC_ENV, judge_spec
+from sglab.serving.spec import POD_LABELS, REVISION_LABEL, SPEC_ENV, judge_spec
 from sglab.config.arms import ArmSpec
 from sglab.config.models import StackConfig
 from sglab.config.serving import Serving, argo_steps, control_weight

@@ -28,8 +28,8 @@ from functools import lru_cache
 from sglab.config.loader import LoadedStack, load_mapping
 from sglab.config.models import StackConfig
 from sglab.deploy.naming import SECRET_KEYS, arm_release_name, slot_release_name
-from sglab.errors import ConfigError
-from sglab.paths import stack_path
+from sglab.core.errors import ConfigError
+from sglab.core.paths import stack_path
 from sglab.sweep.grid import Grid, SweepArm, expand, quick_subset
 
 WAVE_KEY = "sweep.wave"

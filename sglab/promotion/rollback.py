@@ -1,6 +1,6 @@
 """`sglab rollback`: restore the config a target ran before its newest promotion (stacks/promotions.jsonl).
 
-The same write as a promotion (sglab/promote.py): under the target's lock, the owned keys rewritten with a
+The same write as a promotion (sglab/promotion/promote.py): under the target's lock, the owned keys rewritten with a
 comment-preserving round trip, the file replaced atomically, the rollback appended to the log with the
 file's hashes around it. Refused when the target's owned keys no longer hold what the newest promotion
 wrote (a hand edit a rollback would silently discard), or when that promotion did not record what it
@@ -18,9 +18,9 @@ from typing import Any
 from filelock import Timeout
 
 from sglab.config.loader import ConfigError, load_stack, project_root, stack_path
-from sglab.promote import PROMOTED_KEYS, _sha256, _write_atomic, append_log, apply_promotion, owned_values, target_lock
-from sglab.promote_evidence import PromotionRefused
-from sglab.promotion_log import LOG_NAME, ROLLBACK, LogEntry, effective, read_log
+from sglab.promotion.promote import PROMOTED_KEYS, _sha256, _write_atomic, append_log, apply_promotion, owned_values, target_lock
+from sglab.promotion.evidence import PromotionRefused
+from sglab.promotion.log import LOG_NAME, ROLLBACK, LogEntry, effective, read_log
 from sglab.results.store import git_commit, utc_now_iso
 
 

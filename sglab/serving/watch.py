@@ -18,10 +18,10 @@ from typing import Literal
 import numpy as np
 
 from sglab.analysis.sequential import cs_bounds, sequential_test
-from sglab.canary.judge import usable
-from sglab.canary.prometheus import Prometheus
-from sglab.canary.spec import JudgeSpec
-from sglab.canary.windows import Window, fetch_windows
+from sglab.serving.judge import usable
+from sglab.serving.prometheus import Prometheus
+from sglab.serving.spec import JudgeSpec
+from sglab.serving.windows import Window, fetch_windows
 
 SERVING, CONTROL = "serving", "control"
 Status = Literal["holding", "below-zero", "no-data"]

@@ -8,7 +8,7 @@ from typing import Any
 from sglab.config.arms import baseline_arm
 from sglab.config.models import StackConfig
 from sglab.deploy.naming import PENDING, RESULT_CONFIGMAP_FLAG, release_host, service_url
-from sglab.deploy.sweep_arms import Wave
+from sglab.sweep.arms import Wave
 from sglab.results.sink import read_summary
 
 ARM_URL_FLAG = "--arm-url"
@@ -53,7 +53,7 @@ def next_command(stack_name: str) -> str:
 
 
 def next_step(wave: Wave, sweep: dict[str, Any], stack_name: str) -> str:
-    """What to run after this wave: the one command (sglab/deploy/sweep_next.py), and what it runs: the next wave
+    """What to run after this wave: the one command (sglab/sweep/next_wave.py), and what it runs: the next wave
     with its leader carried, or the confirmation A/B."""
     leader = sweep.get("leader")
     if sweep.get("status") in (PENDING, "invalid"):

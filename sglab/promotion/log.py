@@ -1,7 +1,7 @@
 """Reading stacks/promotions.jsonl: which promotion a target runs now, and what it replaced.
 
-`sglab promote` appends one entry per promotion (sglab/promote.py), `sglab rollback` one per rollback
-(sglab/rollback.py); both under the target's lock. A rollback undoes the newest promotion not yet undone,
+`sglab promote` appends one entry per promotion (sglab/promotion/promote.py), `sglab rollback` one per rollback
+(sglab/promotion/rollback.py); both under the target's lock. A rollback undoes the newest promotion not yet undone,
 so the log reads as a stack: a promotion pushes, a rollback pops. Entries name their target, so one log
 serves every target stack.
 """
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sglab.errors import ConfigError
-from sglab.untrusted_json import JsonLimits, JsonRefused, jsonl_lines, parse
+from sglab.core.errors import ConfigError
+from sglab.core.untrusted_json import JsonLimits, JsonRefused, jsonl_lines, parse
 
 LOG_NAME = "promotions.jsonl"
 ROLLBACK = "rollback"

@@ -21,7 +21,7 @@ from sglab.analysis.accumulate import SequenceError, continue_sequence, key_of
 from sglab.analysis.sequential import SequentialRecord, sequential_test
 from sglab.analysis.stops import StopLine, level_log_ratios, line_for, stop_reason, threshold_for
 from sglab.load.request import BenchRequest, RefusedError
-from sglab.results.schema import LevelResult, RunResult
+from sglab.schema.result import LevelResult, RunResult
 
 MAX_ROUNDS_FACTOR = 2  # default max rounds: twice load.rounds (docs/verdict.md measures max 32 vs fixed 16)
 

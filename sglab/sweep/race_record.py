@@ -1,6 +1,6 @@
 """One sweep's race replayed from its measured rounds: every look, every elimination, the pick and its P(correct).
 
-The sweep saves its rounds, not its decisions: `race_record` replays sglab.analysis.best_arm.Race over the
+The sweep saves its rounds, not its decisions: `race_record` replays sglab.sweep.race.Race over the
 rounds of a gated level (a matrix rounds x (baseline, arm 1..K) of oriented log values, NaN where a
 segment did not run) and returns what the rule decided at every look, what it would run next, and where
 the measured rounds differ from what it asked for (evidence recomputed, never trusted).
@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from sglab.analysis.best_arm import CHALLENGERS, OUTCOMES, REASONS, Race
+from sglab.sweep.race import CHALLENGERS, OUTCOMES, REASONS, Race
 from sglab.analysis.sequential import DEFAULT_MIXTURE_G, LAI_METHOD
 
 BASELINE = "baseline"

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from sglab.canary.judge import Decision, decide
-from sglab.canary.prometheus import Prometheus
-from sglab.canary.spec import JudgeSpec
-from sglab.canary.windows import Window, fetch_windows
-from sglab.untrusted import printable
+from sglab.serving.judge import Decision, decide
+from sglab.serving.prometheus import Prometheus
+from sglab.serving.spec import JudgeSpec
+from sglab.serving.windows import Window, fetch_windows
+from sglab.core.untrusted import printable
 
 
 @dataclass

@@ -16,14 +16,14 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sglab.canary.prom_server import PrometheusServer, ScrapeTarget
-from sglab.canary.spec import ARM, HASH, REVISION, STACK, JudgeSpec
-from sglab.canary.traffic import Traffic, TrafficPlan
+from sglab.serving.prom_server import PrometheusServer, ScrapeTarget
+from sglab.serving.spec import ARM, HASH, REVISION, STACK, JudgeSpec
+from sglab.serving.traffic import Traffic, TrafficPlan
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm
 from sglab.config.loader import ConfigError, LoadedStack, load_stack
 from sglab.load.request import stack_sim_env
 from sglab.load.targets import Targets, start_sims
-from sglab.promotion_log import LOG_NAME, current_promotion
+from sglab.promotion.log import LOG_NAME, current_promotion
 
 ROLES = ("candidate", "baseline")
 
@@ -58,7 +58,7 @@ def resolve(ref: str, name: str, root: Path | None, *, loaded: dict[str, LoadedS
 
 def previous_config(loaded: LoadedStack) -> LoadedStack | None:
     """The stack as it was before its newest promotion still in effect (None: no such promotion logged)."""
-    from sglab.promote import apply_promotion
+    from sglab.promotion.promote import apply_promotion
 
     entry = current_promotion(loaded.path.parent / LOG_NAME, loaded.name)
     previous = entry.record.get("previous") if entry is not None else None

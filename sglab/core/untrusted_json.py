@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sglab.errors import ConfigError
+from sglab.core.errors import ConfigError
 
 MiB = 1024 * 1024
 MAX_NUMBER = 2 ** 53

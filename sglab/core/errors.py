@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 
 class ConfigError(Exception):

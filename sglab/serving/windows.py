@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from sglab.canary.prometheus import Prometheus, selector
+from sglab.serving.prometheus import Prometheus, selector
 
 # The SGLang metrics the judge reads (SGLang's collector names; the simulator serves the same).
 REQUESTS = "sglang:num_requests_total"

@@ -12,9 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from sglab.results.seal_record import IntegrityRecord
-from sglab.results.records import Confound, RecordedLint, RecordedLoadPlan, RecordedPolicy
-from sglab.untrusted import is_control
+from sglab.schema.seal_record import IntegrityRecord
+from sglab.schema.records import Confound, RecordedLint, RecordedLoadPlan, RecordedPolicy
+from sglab.core.untrusted import is_control
 
 SCHEMA_VERSION = 1
 # run_id and stack name a result's directories (results/<stack>/<run-id>/) and are printed everywhere: no
@@ -223,7 +223,7 @@ class RunResult(Schema):
     policy: RecordedPolicy | None = Field(None, description="the promotion policy at bench time")
     levels: list[LevelResult] = Field(default_factory=list)
     loadgen: dict = Field(default_factory=dict, description="load generator: tool, version, user class, workers")
-    verdict: dict | None = Field(None, description="snapshot of sglab.results.verdict.Verdict when the run ended; "
+    verdict: dict | None = Field(None, description="snapshot of sglab.schema.verdict.Verdict when the run ended; "
                                  "never trusted (compare and promote recompute it)")
     sequential: dict | None = Field(None, description="policy.method sequential: concurrency (str) -> every look of "
                                     "its confidence sequence (sglab.analysis.sequential.SequentialRecord)")

@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from sglab.analysis.sequential import SequentialRecord, sequential_test
-from sglab.canary.spec import JudgeSpec
-from sglab.canary.windows import ArmWindow, Window
+from sglab.serving.spec import JudgeSpec
+from sglab.serving.windows import ArmWindow, Window
 
 Outcome = Literal["promote", "abort", "continue"]
 EXIT_CODES: dict[str, int] = {"promote": 0, "abort": 1, "continue": 3}

@@ -2,7 +2,7 @@
 
 Every failure (unreachable, HTTP error, an error body, an unexpected result type) is a PrometheusError
 naming the URL, the query and a fix; Prometheus's own error text is untrusted and printed through
-sglab.untrusted.printable by the callers.
+sglab.core.untrusted.printable by the callers.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What promotion checks about its evidence before writing anything (sglab/promote.py calls these).
+"""What promotion checks about its evidence before writing anything (sglab/promotion/promote.py calls these).
 
 The result must be what it claims: sealed at bench time and unchanged since (sglab/results/integrity.py),
 with its request samples, measured on the stack's own servers (an interactive run: sglab/ui/provenance.py),
@@ -20,7 +20,7 @@ from typing import Any
 
 from sglab.results import integrity
 from sglab.results.pull import PROVENANCE_FILE, pulled_provenance
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 
 
 class PromotionRefused(Exception):

@@ -1,5 +1,5 @@
 """The integrity record a result carries (`RunResult.integrity`): its own module so that the schema
-(sglab/results/schema.py) and the sealing code (sglab/results/integrity.py) both read it without importing
+(sglab/schema/result.py) and the sealing code (sglab/results/integrity.py) both read it without importing
 each other."""
 
 from __future__ import annotations

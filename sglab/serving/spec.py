@@ -1,7 +1,7 @@
 """What the live judge and the watch need, derived from a stack's `sglab:serving` in one place.
 
 `sglab canary --stack NAME` builds it from the stack file; in the cluster the AnalysisTemplate's Job and the
-watch CronJob carry it as JSON in SGLAB_CANARY_SPEC (sglab/deploy/serving.py), so the pod needs no stack
+watch CronJob carry it as JSON in SGLAB_CANARY_SPEC (sglab/serving/objects.py), so the pod needs no stack
 file. The pod labels the servers carry reach Prometheus as target labels (PodMonitor podTargetLabels, or the
 usual `labelmap` of an annotation-scraping job): POD_LABELS is that mapping, used by both sides.
 """
@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sglab.config.loader import ConfigError, LoadedStack
 from sglab.config.models import StackConfig
-from sglab.paths import stacks_dir
-from sglab.promotion_log import LOG_NAME, break_even, current_promotion
+from sglab.core.paths import stacks_dir
+from sglab.promotion.log import LOG_NAME, break_even, current_promotion
 
 SPEC_ENV = "SGLAB_CANARY_SPEC"
 REVISION_LABEL = "sglab/revision"  # Argo's ephemeral canaryMetadata/stableMetadata on the Rollout's pods

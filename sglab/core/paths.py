@@ -8,7 +8,7 @@ from pathlib import Path
 
 def project_root() -> Path:
     """The directory holding Pulumi.yaml (the checkout), found from this file."""
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]
 
 
 def stacks_dir(root: Path | None = None) -> Path:

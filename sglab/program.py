@@ -26,10 +26,10 @@ from sglab.deploy.namespace import declare_hf_cache, declare_namespace
 from sglab.deploy.objects import hf_token_secret_manifest
 from sglab.deploy.plan import ArmRelease, arm_releases
 from sglab.deploy.preflight import Preflight, preflight_plan
-from sglab.deploy.probe_job import build_probe_job
+from sglab.probe.job import build_probe_job
 from sglab.deploy.pulumi_config import PulumiStack, read_pulumi_config
 from sglab.deploy.server import SGLangServer
-from sglab.deploy.sweep_arms import plan_wave
+from sglab.sweep.arms import plan_wave
 
 
 @dataclass

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from sglab.config.loader import ConfigError, LoadedStack, _plain, load_mapping
 from sglab.deploy.capacity import check_capacity
 from sglab.deploy.naming import PENDING
-from sglab.deploy.sweep_arms import CARRY_KEY, WAVE_KEY, plan_wave, sweep_grid
+from sglab.sweep.arms import CARRY_KEY, WAVE_KEY, plan_wave, sweep_grid
 
 PULUMI_ENV = "SGLAB_PULUMI"  # the pulumi executable (default: `pulumi` on PATH)
 FINISHED = ("promote", "reject", "inconclusive")

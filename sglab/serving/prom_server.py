@@ -17,9 +17,9 @@ from pathlib import Path
 
 import yaml
 
-from sglab.canary.prometheus import Prometheus
-from sglab.children import spawn, stop as stop_child
-from sglab.netutil import free_port
+from sglab.serving.prometheus import Prometheus
+from sglab.core.children import spawn, stop as stop_child
+from sglab.core.netutil import free_port
 
 PROMETHEUS_ENV = "SGLAB_PROMETHEUS"  # the binary, if not /usr/bin/prometheus or on PATH
 READY_TIMEOUT_S = 60.0
@@ -78,7 +78,7 @@ class PrometheusServer:
         self.url = f"http://127.0.0.1:{port}"
         log = open(self.workdir / "prometheus.log", "wb")
         try:
-            self.process = spawn(  # dies with this process, however it ends (sglab.children)
+            self.process = spawn(  # dies with this process, however it ends (sglab.core.children)
                 [binary, f"--config.file={self.workdir / 'prometheus.yml'}",
                  f"--storage.tsdb.path={self.workdir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
                  "--storage.tsdb.retention.time=2h", "--log.level=warn"],

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from sglab.analysis.verdict import judge
 from sglab.report.table import format_table
-from sglab.results.schema import RunResult
+from sglab.schema.result import RunResult
 from sglab.results.store import write_result
-from sglab.untrusted import printable
+from sglab.core.untrusted import printable
 
 
 def judge_and_report(result: RunResult, run_dir: Path) -> str | None:

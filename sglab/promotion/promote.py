@@ -28,13 +28,13 @@ from ruamel.yaml.comments import CommentedMap
 from sglab.analysis.verdict import Verdict
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm, confounds
 from sglab.config.loader import ConfigError, LoadedStack, load_stack, project_root, stack_path
-from sglab.results.records import Confound
-from sglab.results.schema import RunResult
+from sglab.schema.records import Confound
+from sglab.schema.result import RunResult
 from sglab.results.store import RESULT_FILE, git_commit, latest_complete, load_result, results_root, utc_now_iso
 from sglab.analysis.verdict import policy_of
-from sglab.promote_evidence import (PromotionRefused, check_evidence, check_launch_commands, check_producer,
+from sglab.promotion.evidence import (PromotionRefused, check_evidence, check_launch_commands, check_producer,
                                    check_seal, judge_under_policies, refuse_on_verdict)
-from sglab.promotion_log import LOG_NAME
+from sglab.promotion.log import LOG_NAME
 
 # The keys a promotion owns in the target stack; everything else there is the target's own.
 PROMOTED_KEYS = ("image", "model", "server", "env", "nccl", "candidate")
