@@ -44,7 +44,9 @@ from sglab.analysis.samples import comparison_arms, paired
 from sglab.analysis.sequential import (FUTILE, NONE, PROMOTE, REJECT, bounds, cs_bounds, look_codes,
                                        radius_factor)
 from sglab.analysis.synthetic import synthetic_result
-from sglab.config.models import LoadPlan, PromotionPolicy, StackConfig
+from sglab.config.loadplan import LoadPlan
+from sglab.config.policy import PromotionPolicy
+from sglab.config.stack import StackConfig
 from sglab.results.store import load_result, results_root
 
 ASSUMED_ROUND_JITTER_CV = 0.01

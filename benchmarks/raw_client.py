@@ -23,7 +23,7 @@ async def _run(url: str, users: int, seconds: float | None, requests_per_user: i
                max_new_tokens: int) -> dict:
     import aiohttp
 
-    from sglab.config.models import LoadPlan
+    from sglab.config.loadplan import LoadPlan
     from sglab.load.settings import LoadSettings
     from sglab.load.stream_parser import StreamParser
 

@@ -23,7 +23,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 from sglab.cli import main as cli_main
-from sglab.config.loader import list_stacks
+from sglab.core.paths import list_stacks
 
 TARGET_S = 2.0
 

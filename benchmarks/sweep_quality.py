@@ -43,7 +43,7 @@ import numpy as np
 from sglab.sweep.race import CHALLENGERS, NO_WINNER, Race
 from sglab.analysis.elimination import eliminate
 from sglab.analysis.sequential import cs_bounds
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 
 PAIR_SD = 0.029  # one paired per-round log-ratio (issue 18's reference rounds)
 SEGMENT_SD = PAIR_SD / math.sqrt(2)

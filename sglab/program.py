@@ -17,8 +17,9 @@ import pulumi_kubernetes as k8s
 
 from sglab.config.arms import confounds
 from sglab.config.lints import blocking, stack_lints
-from sglab.config.loader import ConfigError, LoadedStack
-from sglab.config.models import StackConfig
+from sglab.core.errors import ConfigError
+from sglab.config.loader import LoadedStack
+from sglab.config.stack import StackConfig
 from sglab.deploy.benchmark_job import build_benchmark_job
 from sglab.deploy.capacity import check_capacity
 from sglab.deploy.locust import build_locust

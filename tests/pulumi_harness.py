@@ -19,7 +19,8 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import settings
 from ruamel.yaml import YAML
 
-from sglab.config.loader import stack_path, stacks_dir
+from sglab.core.paths import stack_path
+from sglab.config.loader import stacks_dir
 
 PROJECT = "sglab"
 SECRET_PREFIX = "test-secret-value-"

@@ -99,7 +99,8 @@ STACK = """config:
 def test_a_new_nccl_key_is_one_declaration(tmp_path, monkeypatch):
     """Declared once in sglab/sglang/nccl.py: validated, normalised, rendered, documented, read by the sim."""
     from sglab.config import baseline_arm, candidate_arm, load_stack
-    from sglab.config.loader import ConfigError, UnknownNcclKeyWarning
+    from sglab.core.errors import ConfigError
+    from sglab.config.loader import UnknownNcclKeyWarning
     from sglab.config.reference import nccl_rows
     from sglab.sglang import nccl
     from sglab.sim.cli_args import parse_sim_args

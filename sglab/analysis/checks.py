@@ -20,7 +20,7 @@ from sglab.analysis.samples import comparison_arms
 from sglab.analysis.accumulate import earlier_log_ratios
 from sglab.analysis.stops import decided_rounds
 from sglab.config.arms import ArmSpec, arm_differences
-from sglab.config.models import PromotionPolicy
+from sglab.config.policy import PromotionPolicy
 from sglab.schema.records import Confound
 from sglab.schema.result import RunResult
 from sglab.schema.verdict import Check, LevelVerdict, pct

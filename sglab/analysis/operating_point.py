@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from sglab import metrics
-from sglab.config.models import PromotionPolicy
+from sglab.config.policy import PromotionPolicy
 from sglab.schema.result import RunResult
 from sglab.schema.verdict import LOSS_PREFIX, Crossover, LevelVerdict, OperatingPoint, pct
 

@@ -32,8 +32,8 @@ from sglab.analysis.operating_point import effective_policy, level_label, level_
 from sglab.analysis.power import rounds_to_decide
 from sglab.analysis.samples import ArmLevelStats, arm_stats, comparison_arms, paired
 from sglab.analysis.stats import MeanCI, mean_ci, relative_delta
-from sglab.config.loader import ConfigError
-from sglab.config.models import PromotionPolicy
+from sglab.core.errors import ConfigError
+from sglab.config.policy import PromotionPolicy
 from sglab.schema.result import LevelResult, RunResult
 from sglab.schema.verdict import (Check, Gain, LatencyDelta, LevelOutcome, LevelVerdict, Outcome, Verdict,
                                    pct)

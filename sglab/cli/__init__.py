@@ -10,7 +10,7 @@ import importlib
 import os
 import sys
 
-from sglab.config.loader import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.core.untrusted import printable
 
 # subcommand module names under sglab.cli; a module that is not there yet is skipped.

@@ -129,7 +129,7 @@ def _needs_file(source: str) -> bool:
     """Whether the model wants a file with this prompt source (PromptSpec's own rule)."""
     from pydantic import ValidationError
 
-    from sglab.config.models import PromptSpec
+    from sglab.config.loadplan import PromptSpec
 
     try:
         PromptSpec(source=source)
@@ -143,7 +143,7 @@ def _prompt_overrides(args: argparse.Namespace, stack_prompts) -> dict:
     from pathlib import Path
     from typing import get_args
 
-    from sglab.config.models import PromptSpec
+    from sglab.config.loadplan import PromptSpec
     from sglab.load.datasets import SUITE_CATEGORIES
 
     overrides: dict = {"endpoint": args.endpoint, "natural_stop": args.natural_stop,
@@ -271,7 +271,7 @@ def build_request(args: argparse.Namespace):
 
     from pydantic import ValidationError
 
-    from sglab.config.loader import ConfigError
+    from sglab.core.errors import ConfigError
     from sglab.load.request import BenchRequest
     from sglab.load.schedule import QUICK_SIM_TIME_SCALE, plan_for
 

@@ -33,7 +33,8 @@ def note(text: str) -> None:
 def with_recomputed_confounds(result):
     """The result with its confounds taken from the stack's arms, when the stack still describes this run."""
     from sglab.config.arms import baseline_arm, candidate_arm, confounds
-    from sglab.config.loader import ConfigError, load_stack
+    from sglab.core.errors import ConfigError
+    from sglab.config.loader import load_stack
 
     try:
         stack = load_stack(result.stack)

@@ -258,7 +258,7 @@ def _gpus(loaded) -> int | None:
 def _plan(loaded, args):
     from pydantic import ValidationError
 
-    from sglab.config.loader import ConfigError
+    from sglab.core.errors import ConfigError
     from sglab.load.schedule import QUICK_SIM_TIME_SCALE, plan_for
 
     overrides = {}

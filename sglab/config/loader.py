@@ -17,7 +17,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from sglab.config.contract import ImageVersionWarning, check_contract
-from sglab.config.models import SECRET_FIELDS, KeyedValueError, StackConfig
+from sglab.config.stack import SECRET_FIELDS, StackConfig
+from sglab.config.base import KeyedValueError
 from sglab.config.nccl import KNOWN_NCCL_KEYS, UnknownNcclKeyWarning
 from sglab.core.errors import ConfigError, guess
 from sglab.core.paths import list_stacks, project_root, stack_path, stacks_dir

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.config.nccl import NcclEnv
 from sglab.core.generated import write_or_check
 from sglab.core.paths import project_root

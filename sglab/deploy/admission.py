@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sglab.config.cluster import PSS_LEVELS, PssLevel
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.core.errors import ConfigError
 from sglab.core.paths import stack_path
 

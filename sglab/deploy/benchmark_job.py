@@ -29,7 +29,7 @@ from ruamel.yaml import YAML
 
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import NAMESPACE, load_stack, promotion_target_path
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.core.paths import stacks_dir
 from sglab.deploy.benchmark_outputs import summarize_result
 from sglab.deploy.benchmark_pod import (RESULTS_DIR, SERVICE_ACCOUNT, STACKS_MOUNT, held_budgets, job_image,  # noqa: F401

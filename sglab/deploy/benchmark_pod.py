@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.deploy.disruption_guard import READY_DIR, READY_FILE
 from sglab.deploy.jobs import LOCKED_DOWN, support_pod_placement
 from sglab.deploy.naming import PROJECT_IMAGE_UID

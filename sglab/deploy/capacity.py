@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.sweep.arms import slot_count
 from sglab.core.errors import ConfigError
 from sglab.core.paths import stack_path

@@ -22,8 +22,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from sglab.config.arms import baseline_arm, candidate_arm
-from sglab.config.loader import ConfigError, stack_path
-from sglab.config.models import StackConfig
+from sglab.core.errors import ConfigError
+from sglab.core.paths import stack_path
+from sglab.config.stack import StackConfig
 from sglab.deploy.benchmark_job import STACKS_MOUNT, stack_file_text
 from sglab.deploy.jobs import support_pod_placement
 from sglab.deploy.naming import PART_OF, PROJECT_IMAGE_UID, arm_url, chart_dir

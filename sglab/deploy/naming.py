@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sglab.config.arms import ArmRole
-from sglab.config.loader import project_root
+from sglab.core.paths import project_root
 
 SERVER_CHART = "sglang-server"
 PART_OF = "sglab"

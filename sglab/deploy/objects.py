@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.deploy.naming import HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF
 
 MANAGED_BY = "pulumi"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.deploy.naming import arm_release_name, chart_dir, release_host, release_name
 from sglab.sweep.arms import plan_wave
 from sglab.deploy.values import chart_values

@@ -24,7 +24,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.deploy.jobs import server_image_security, support_pod_placement
 from sglab.deploy.objects import common_labels
 from sglab.deploy.plan import ArmRelease

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sglab.config.loader import ConfigError, load_stack
+from sglab.core.errors import ConfigError
+from sglab.config.loader import load_stack
 from sglab.results import pull as _pull
 from sglab.results.pull import (STACK_LABEL, PulledResult, PullReport, group_parts, label_selector,  # noqa: F401
                                 list_result_configmaps, parse_result, store_pulled)

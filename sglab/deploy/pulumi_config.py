@@ -17,8 +17,10 @@ from typing import Any, Literal
 import pulumi
 from pulumi.runtime.config import _SECRET_KEYS, CONFIG, get_config_env, get_config_secret_keys_env, is_config_secret
 
-from sglab.config.loader import NAMESPACE, ConfigError, LoadedStack, _guess, load_mapping, load_stack, stack_path
-from sglab.config.models import SECRET_FIELDS, StackConfig
+from sglab.config.loader import NAMESPACE, LoadedStack, _guess, load_mapping, load_stack
+from sglab.core.errors import ConfigError
+from sglab.core.paths import stack_path
+from sglab.config.stack import SECRET_FIELDS, StackConfig
 
 SECRET_MARKER = "<pulumi secret>"
 SECRET_KEYS_ENV = "PULUMI_CONFIG_SECRET_KEYS"

@@ -14,7 +14,8 @@ import helm_python as helm
 import yaml
 
 from sglab.config.arms import Confound, confounds
-from sglab.config.loader import ConfigError, LoadedStack
+from sglab.core.errors import ConfigError
+from sglab.config.loader import LoadedStack
 from sglab.deploy.capacity import check_capacity
 from sglab.deploy.namespace import hf_cache_manifest
 from sglab.deploy.naming import SECRET_PLACEHOLDER, chart_dir

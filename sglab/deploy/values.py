@@ -14,7 +14,8 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from sglab.config.arms import ArmSpec, baseline_arm
-from sglab.config.models import StackConfig, Toleration
+from sglab.config.stack import StackConfig
+from sglab.config.placement import Toleration
 from sglab.deploy.naming import (HF_CACHE_CLAIM, arm_label, HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF, PROJECT_IMAGE_UID,
                                  chart_dir)
 from sglab.deploy.jobs import toleration_manifest
@@ -151,7 +152,7 @@ _CHART_DEFAULTS_STACK = {
 
 VALUES_HEADER = """\
 # Default values of the sglang-server chart: one SGLang server (one arm of an sglab A/B pair).
-# GENERATED from sglab's config model (sglab/config/models.py) by `python -m sglab.deploy.values`;
+# GENERATED from sglab's config model (sglab/config/) by `python -m sglab.deploy.values`;
 # do not edit by hand. sglab itself always passes every value; these defaults serve `helm install`
 # users and `helm lint`. The model path below is a placeholder: set args to your own server flags
 # (see examples/ and docs/deploy.md).
@@ -194,7 +195,8 @@ EXAMPLE_HEADER = """\
 def example_values_text() -> str:
     """A complete values file for `helm install` users: one arm of a shipped stack."""
     from sglab.config.arms import candidate_arm
-    from sglab.config.loader import load_stack, project_root
+    from sglab.config.loader import load_stack
+    from sglab.core.paths import project_root
 
     stack = load_stack(EXAMPLE_STACK, project_root()).config
     values = chart_values(stack, candidate_arm(stack), stack_name="")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from sglab.config.models import LoadPlan
+from sglab.config.loadplan import LoadPlan
 from sglab.load.settings import LoadSettings
 
 URL_ENV = {"baseline": "SGLAB_BASELINE_URL", "candidate": "SGLAB_CANDIDATE_URL"}

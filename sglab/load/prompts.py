@@ -14,8 +14,9 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglab.config.loader import ConfigError, project_root
-from sglab.config.models import PromptSpec
+from sglab.core.errors import ConfigError
+from sglab.core.paths import project_root
+from sglab.config.loadplan import PromptSpec
 from sglab.load.datasets import CategorySource, PromptRecord, load_openai_jsonl, load_sharegpt, load_suite
 from sglab.load.datasets.suite import SUITE_CATEGORIES
 from sglab.load.jsonl import jsonl_rows

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sglab.config.arms import ArmSpec, attribution_arms, baseline_arm, candidate_arm
 from sglab.config.loader import LoadedStack
-from sglab.config.models import LoadPlan
+from sglab.config.loadplan import LoadPlan
 from sglab.load.server_info import ServerInfoError, get_server_info, live_mismatches
 from sglab.schema.result import ArmInfo
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 from sglab.config.loader import LoadedStack
-from sglab.config.models import LoadPlan
+from sglab.config.loadplan import LoadPlan
 
 # --quick: a CI-sized run (under a minute on 2 cores); every other setting comes from the stack.
 # max_new_tokens stays the stack's: shorter requests would change what is measured (the last verify

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sglab.config.models import LoadPlan
+from sglab.config.loadplan import LoadPlan
 from sglab.load.profiles import LoadProfile, profile_for
 from sglab.load.prompts import Prompt, build_prompts
 from sglab.load.stream_parser import Endpoint

@@ -18,7 +18,7 @@ from pathlib import Path
 import gevent
 
 from sglab.core.children import spawn, stop_all, worker_count_problem
-from sglab.config.loader import project_root
+from sglab.core.paths import project_root
 from sglab.load.distributed import WORKER_TOKEN_ENV
 from sglab.load.plugin import RUNNER_ENV
 

@@ -10,7 +10,7 @@ a variant that would enable NVLink multicast needs --allow-nvls.
 from __future__ import annotations
 
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm, parse_launch_args
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.core.errors import ConfigError
 from sglab.probe.sizes import decode_steps, hidden_size_for, message_sizes, sweep_sizes
 from sglab.probe.spec import DEFAULT_VARIANT, NVLS_KEY, ProbeRunSpec, SizeSpec, Variant

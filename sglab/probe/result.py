@@ -137,7 +137,8 @@ def to_json(result: ProbeResult) -> str:
 def load_probe(path: Path | str) -> ProbeResult:
     """A probe.json (or a probe-<id> directory holding one); ValueError says why it is not one."""
     # not at the top: the probe Job ships this module without the rest of sglab (only the CLI reads files)
-    from sglab.core.untrusted_json import ConfigError, JsonLimits, MiB, read_json
+    from sglab.core.errors import ConfigError
+    from sglab.core.untrusted_json import JsonLimits, MiB, read_json
 
     path = Path(path)
     if path.is_dir():

@@ -14,7 +14,8 @@ from __future__ import annotations
 from sglab.analysis.checks import policy_weakenings
 from sglab.analysis.verdict import Verdict, judge, policy_of
 from sglab.config.arms import baseline_arm, candidate_arm
-from sglab.config.loader import ConfigError, LoadedStack
+from sglab.core.errors import ConfigError
+from sglab.config.loader import LoadedStack
 from pathlib import Path
 from typing import Any
 

@@ -27,7 +27,9 @@ from ruamel.yaml.comments import CommentedMap
 
 from sglab.analysis.verdict import Verdict
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm, confounds
-from sglab.config.loader import ConfigError, LoadedStack, load_stack, project_root, stack_path
+from sglab.core.errors import ConfigError
+from sglab.config.loader import LoadedStack, load_stack
+from sglab.core.paths import project_root, stack_path
 from sglab.schema.records import Confound
 from sglab.schema.result import RunResult
 from sglab.results.store import RESULT_FILE, git_commit, latest_complete, load_result, results_root, utc_now_iso

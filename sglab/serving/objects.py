@@ -13,7 +13,7 @@ from typing import Any
 
 from sglab.serving.spec import POD_LABELS, REVISION_LABEL, SPEC_ENV, judge_spec
 from sglab.config.arms import ArmSpec
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.config.serving import Serving, argo_steps, control_weight
 from sglab.deploy.naming import PROJECT_IMAGE_UID, release_name
 

@@ -20,7 +20,8 @@ from sglab.serving.prom_server import PrometheusServer, ScrapeTarget
 from sglab.serving.spec import ARM, HASH, REVISION, STACK, JudgeSpec
 from sglab.serving.traffic import Traffic, TrafficPlan
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm
-from sglab.config.loader import ConfigError, LoadedStack, load_stack
+from sglab.core.errors import ConfigError
+from sglab.config.loader import LoadedStack, load_stack
 from sglab.load.request import stack_sim_env
 from sglab.load.targets import Targets, start_sims
 from sglab.promotion.log import LOG_NAME, current_promotion

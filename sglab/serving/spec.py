@@ -15,8 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sglab.config.loader import ConfigError, LoadedStack
-from sglab.config.models import StackConfig
+from sglab.core.errors import ConfigError
+from sglab.config.loader import LoadedStack
+from sglab.config.stack import StackConfig
 from sglab.core.paths import stacks_dir
 from sglab.promotion.log import LOG_NAME, break_even, current_promotion
 

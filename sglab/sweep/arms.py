@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from sglab.config.loader import LoadedStack, load_mapping
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.deploy.naming import SECRET_KEYS, arm_release_name, slot_release_name
 from sglab.core.errors import ConfigError
 from sglab.core.paths import stack_path

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sglab.config.loader import LoadedStack
-from sglab.config.models import LoadPlan
+from sglab.config.loadplan import LoadPlan
 from sglab.load.request import BenchRequest
 from sglab.results.store import write_result
 from sglab.sweep.grid import arm_stack

@@ -8,7 +8,8 @@ hashes exactly as for any run, so a stack edited since the confirmation is refus
 
 from __future__ import annotations
 
-from sglab.config.loader import ConfigError, LoadedStack
+from sglab.core.errors import ConfigError
+from sglab.config.loader import LoadedStack
 from sglab.schema.result import RunResult
 
 ARM_KEYS = ("name", "num_steps", "eagle_topk", "num_draft_tokens", "adaptive", "nccl")

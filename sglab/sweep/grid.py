@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglab.config.arms import ArmSpec, baseline_arm, build_arm
-from sglab.config.loader import ConfigError, LoadedStack, load_mapping
+from sglab.core.errors import ConfigError
+from sglab.config.loader import LoadedStack, load_mapping
 from sglab.config.sweep import DEFAULT_VARIANT, STEPS_PLUS_ONE, SweepSpec
 from sglab.sglang import rules
 

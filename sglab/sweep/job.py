@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sglab.config.arms import baseline_arm
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.deploy.naming import PENDING, RESULT_CONFIGMAP_FLAG, release_host, service_url
 from sglab.sweep.arms import Wave
 from sglab.results.sink import read_summary

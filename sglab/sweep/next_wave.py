@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from sglab.config.loader import ConfigError, LoadedStack, _plain, load_mapping
+from sglab.core.errors import ConfigError
+from sglab.config.loader import LoadedStack, _plain, load_mapping
 from sglab.deploy.capacity import check_capacity
 from sglab.deploy.naming import PENDING
 from sglab.sweep.arms import CARRY_KEY, WAVE_KEY, plan_wave, sweep_grid

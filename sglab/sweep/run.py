@@ -24,7 +24,7 @@ from sglab.sweep.race_record import RaceRecord, race_record
 from sglab.analysis.operating_point import effective_policy, slo_targets
 from sglab.analysis.samples import per_round
 from sglab.config.loader import LoadedStack
-from sglab.config.models import LoadPlan
+from sglab.config.loadplan import LoadPlan
 from sglab.schema.result import LevelResult, RunResult
 from sglab.results.store import create_run_dir, new_run_id
 from sglab.sweep.grid import Grid

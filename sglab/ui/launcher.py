@@ -25,7 +25,7 @@ import httpx
 from sglab.core.children import spawn, stop as stop_child
 from sglab.config import load_stack
 from sglab.config.arms import baseline_arm, candidate_arm
-from sglab.config.loader import project_root
+from sglab.core.paths import project_root
 from sglab.load.targets import TargetError, Targets, given_urls, start_sims
 from sglab.results.store import RESULT_FILE, list_runs, results_root
 from sglab.ui import auth

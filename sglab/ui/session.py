@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglab.analysis.verdict import Verdict, judge
-from sglab.config.loader import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.load.server_info import read_accept_length
 from sglab.schema.result import ArmInfo, RequestSample, RunResult
 from sglab.results.store import git_commit, new_run_id, utc_now_iso
@@ -60,7 +60,7 @@ class StackContext:
         load.trace.file in what is run and recorded."""
         from sglab.config import load_stack
         from sglab.config.arms import baseline_arm, candidate_arm, confounds
-        from sglab.config.models import PromotionPolicy
+        from sglab.config.policy import PromotionPolicy
 
         if not stack:
             arms = {name: ArmInfo(name=name, role=name, speculative=name == CANDIDATE, config_hash="unknown",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sglab.config import project_root
+from sglab.core.paths import project_root
 from sglab.load.datasets import load_suite
 from sglab.sim.acceptance import ContentAcceptance
 from sglab.sim.profile import SimProfile

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sglab.analysis.categories import category_gains
 from sglab.analysis.synthetic import synthetic_result
-from sglab.config.models import PromotionPolicy
+from sglab.config.policy import PromotionPolicy
 
 CATEGORIES = ("chat", "code", "extraction", "long-context", "maths", "summarisation", "translation")
 

@@ -9,7 +9,7 @@ import numpy as np
 from sglab.analysis.guards import p99_ratio, ratio_interval
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
-from sglab.config.models import PromotionPolicy
+from sglab.config.policy import PromotionPolicy
 
 QUIET = dict(round_cv=0.005, shared_cv=0.005, request_cv=0.01)
 

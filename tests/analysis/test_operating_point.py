@@ -9,8 +9,9 @@ import pytest
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
 from sglab.report.table import format_table
-from sglab.config.loader import ConfigError, load_stack
-from sglab.config.models import PromotionPolicy
+from sglab.core.errors import ConfigError
+from sglab.config.loader import load_stack
+from sglab.config.policy import PromotionPolicy
 from sglab.config.traffic import Traffic
 from sglab.report import write_report
 

@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from sglab.analysis.checks import policy_weakenings
-from sglab.config.models import PromotionPolicy
+from sglab.config.policy import PromotionPolicy
 from sglab.core.paths import project_root
 
 ROOT = project_root()
@@ -64,7 +64,8 @@ def test_bench_refuses_a_concurrency_override_that_drops_the_gated_level(tmp_pat
 
 
 def test_the_stack_refuses_gated_levels_the_plan_does_not_measure(tmp_path: Path) -> None:
-    from sglab.config.loader import ConfigError, load_stack
+    from sglab.core.errors import ConfigError
+    from sglab.config.loader import load_stack
 
     stacks = tmp_path / "stacks"
     stacks.mkdir()

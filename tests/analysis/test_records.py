@@ -7,7 +7,8 @@ from pathlib import Path
 
 from sglab.analysis.verdict import judge, policy_of
 from sglab.report.table import format_table
-from sglab.config.models import LoadPlan, PromotionPolicy
+from sglab.config.loadplan import LoadPlan
+from sglab.config.policy import PromotionPolicy
 from sglab.schema.records import Confound, RecordedLoadPlan, RecordedPolicy
 from sglab.schema.result import RunResult
 from sglab.results.store import load_result

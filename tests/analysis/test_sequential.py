@@ -176,7 +176,7 @@ V1 = Path(__file__).parents[1] / "data" / "results" / "v1-article-replay.json"
 
 
 def test_the_default_method_is_sequential_and_the_fixed_n_methods_stay_selectable() -> None:
-    from sglab.config.models import PromotionPolicy
+    from sglab.config.policy import PromotionPolicy
 
     assert PromotionPolicy().method == "sequential"
     assert PromotionPolicy(method="paired-t").method == "paired-t"
@@ -223,7 +223,7 @@ def test_a_sequential_policy_gives_the_gated_level_the_sequence_and_the_others_t
 
 def test_judging_a_fixed_n_run_under_the_sequence_is_stricter_and_the_reverse_a_loosening() -> None:
     from sglab.analysis.checks import policy_weakenings
-    from sglab.config.models import PromotionPolicy
+    from sglab.config.policy import PromotionPolicy
 
     fixed, seq = PromotionPolicy(method="paired-t"), PromotionPolicy(method="sequential")
     assert policy_weakenings(fixed, seq) == []
@@ -279,7 +279,7 @@ def test_an_inconclusive_sequential_run_asks_for_the_rounds_its_sequence_needs()
     from sglab.analysis.power import rounds_to_decide
     from sglab.analysis.synthetic import synthetic_result
     from sglab.analysis.verdict import judge, next_step
-    from sglab.config.models import PromotionPolicy
+    from sglab.config.policy import PromotionPolicy
 
     fixed = rounds_to_decide(mean_log=0.02, sd_log=0.03, threshold_log=0.005, rounds_now=6)
     seq = rounds_to_decide(mean_log=0.02, sd_log=0.03, threshold_log=0.005, rounds_now=6, method="sequential")

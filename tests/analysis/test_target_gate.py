@@ -9,7 +9,8 @@ import pytest
 
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.target_gate import target_gate_refusal
-from sglab.config import baseline_arm, candidate_arm, load_stack, project_root
+from sglab.config import baseline_arm, candidate_arm, load_stack
+from sglab.core.paths import project_root
 from sglab.promotion.promote import PromotionRefused, promote
 from sglab.results.store import create_run_dir, write_result
 

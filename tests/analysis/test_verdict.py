@@ -7,7 +7,7 @@ import pytest
 from sglab.analysis import Verdict, judge
 from sglab.report.table import format_table
 from sglab.analysis.synthetic import synthetic_result
-from sglab.config.models import PromotionPolicy
+from sglab.config.policy import PromotionPolicy
 from sglab.schema.result import RunResult
 
 QUIET = dict(round_cv=0.005, shared_cv=0.005, request_cv=0.01)
@@ -160,7 +160,7 @@ def test_bootstrap_method_runs() -> None:
 
 
 def test_a_result_with_one_arm_is_a_clear_error() -> None:
-    from sglab.config.loader import ConfigError
+    from sglab.core.errors import ConfigError
 
     result = synthetic_result(**QUIET)
     one = result.model_copy(update={"arms": result.arms[:1]})

@@ -10,7 +10,7 @@ import pytest
 
 from sglab.cli import main
 from sglab.config import confounds, load_stack
-from sglab.config.loader import project_root, stack_path
+from sglab.core.paths import project_root, stack_path
 
 BASE = stack_path("eagle-nccl-ll", project_root()).read_text()
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sglab.config.loader import ConfigError, load_stack, project_root
+from sglab.core.errors import ConfigError
+from sglab.config.loader import load_stack
+from sglab.core.paths import project_root
 
 BASE = (project_root() / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text().split("  sglab:load:")[0]  # its own load
 

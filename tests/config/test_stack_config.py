@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from sglab.cli import main
-from sglab.config import baseline_arm, candidate_arm, confounds, list_stacks, load_stack
-from sglab.config.loader import project_root
-from sglab.config.models import Rollout
+from sglab.config import baseline_arm, candidate_arm, confounds, load_stack
+from sglab.core.paths import list_stacks
+from sglab.core.paths import project_root
+from sglab.config.placement import Rollout
 from sglab.config.reference import generated_block, rows
 
 STACKS = list_stacks(project_root())

@@ -14,7 +14,7 @@ import pytest
 
 from sglab.cli import main
 from sglab.config import candidate_arm, confounds, load_stack
-from sglab.config.loader import list_stacks
+from sglab.core.paths import list_stacks
 
 from .test_hardening import BASE, edit, refused, stacks  # noqa: F401 (stacks is a fixture)
 

@@ -13,7 +13,7 @@ import yaml
 from sglab.cli import main
 from sglab.config import baseline_arm, candidate_arm, load_stack
 from sglab.config.loader import _plain
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.deploy import crd_schemas
 from sglab.deploy import values as values_module
 from sglab.deploy.naming import arm_release_name, chart_dir
@@ -344,7 +344,7 @@ def test_values_example_installs_standalone():
 
 
 def test_render_with_hf_token_shows_a_placeholder_secret(tmp_path, monkeypatch, capsys):
-    from sglab.config.loader import project_root, stack_path
+    from sglab.core.paths import project_root, stack_path
 
     text = stack_path("eagle-nccl-ll", project_root()).read_text().replace(
         "  sglab:env:", "  sglab:hf-token:\n    secure: v1:c2VjcmV0LWNpcGhlcnRleHQ=\n  sglab:env:")
@@ -421,7 +421,7 @@ def test_single_node_server_has_no_rank_wiring():
 
 
 def test_render_matches_the_program_with_locust_enabled(tmp_path, monkeypatch, capsys):
-    from sglab.config.loader import project_root, stack_path
+    from sglab.core.paths import project_root, stack_path
 
     text = stack_path("eagle-nccl-ll", project_root()).read_text() + (
         "  sglab:locust:\n    enabled: true\n    workers: 2\n"
@@ -456,7 +456,8 @@ def test_render_out_replaces_an_earlier_render(tmp_path, capsys):
 
 
 def test_render_prints_the_probe_job_the_program_applies(tmp_path, monkeypatch):
-    from sglab.config.loader import load_mapping, stack_path
+    from sglab.config.loader import load_mapping
+    from sglab.core.paths import stack_path
     from sglab.deploy.render import render_stack
 
     loaded = load_stack("eagle-nccl-ll")

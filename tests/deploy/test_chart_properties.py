@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from sglab.config import baseline_arm, candidate_arm
 from sglab.config.loader import _plain, load_stack
-from sglab.config.models import StackConfig
+from sglab.config.stack import StackConfig
 from sglab.deploy.naming import chart_dir
 from sglab.deploy.render import render_chart
 from sglab.deploy.values import chart_values

@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from sglab.config.loader import project_root
+from sglab.core.paths import project_root
 
 REPO = project_root()
 # Vendored into the repository (tests/data/README.md says from where): a clone needs nothing beside it.

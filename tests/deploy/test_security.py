@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 
 from sglab.config import candidate_arm, load_stack
-from sglab.config.loader import project_root
+from sglab.core.paths import project_root
 from sglab.deploy.benchmark_job import benchmark_plan
 from sglab.deploy.locust import MASTER_PORT, RELEASE, WEB_PORT, chart_values, locust_release
 from sglab.deploy.naming import PROJECT_IMAGE_UID, chart_dir
@@ -271,7 +271,8 @@ def _every_pod(objects: list[dict]) -> list[tuple[str, dict]]:
 def test_every_rendered_pod_is_locked_down(name, monkeypatch, tmp_path):
     """Servers, Locust, the benchmark Job and any other Job: no escalation, no capabilities, seccomp, a read-only
     root, a token only where the pod writes through the API (the result-writing Jobs, with minimal RBAC)."""
-    from sglab.config.loader import load_mapping, stack_path
+    from sglab.config.loader import load_mapping
+    from sglab.core.paths import stack_path
     from sglab.deploy.render import render_stack
 
     loaded = load_stack(name)

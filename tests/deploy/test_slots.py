@@ -157,7 +157,7 @@ def test_a_probe_beside_a_full_pool_is_a_warning_not_a_deadlock():
 
 def test_validate_refuses_it_too(tmp_path, monkeypatch, capsys):
     from sglab.cli import main
-    from sglab.config.loader import stack_path
+    from sglab.core.paths import stack_path
 
     text = stack_path(STACK).read_text().replace("    parallel-arms: 4\n", "    parallel-arms: 5\n")
     (tmp_path / f"Pulumi.{STACK}.yaml").write_text(text)

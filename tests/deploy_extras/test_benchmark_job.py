@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from sglab.config.arms import baseline_arm, candidate_arm
-from sglab.config.loader import load_stack, stack_path
-from sglab.config.models import StackConfig
+from sglab.config.loader import load_stack
+from sglab.core.paths import stack_path
+from sglab.config.stack import StackConfig
 from sglab.deploy.benchmark_job import (SERVICE_ACCOUNT, STACKS_MOUNT, arm_read_rules, benchmark_plan, names, role_rules,
                                         stack_file_text)
 from sglab.deploy.result_sink import RESULT_PARTS
@@ -310,7 +311,8 @@ def test_every_shipped_stack_declares_a_valid_job(stack_name):
 @pytest.mark.parametrize("section, key, value", [("benchmark-job", "cpu", "two"), ("benchmark-job", "memory", "lots"),
                                                  ("locust", "cpu", "1 core"), ("locust", "memory", "-1Gi")])
 def test_bad_pod_sizes_are_refused_naming_the_key(section, key, value):
-    from sglab.config.loader import ConfigError, load_mapping
+    from sglab.core.errors import ConfigError
+    from sglab.config.loader import load_mapping
 
     raw = {**raw_stack(), section: {key: value}}
     with pytest.raises(ConfigError) as caught:

@@ -11,7 +11,8 @@ import yaml
 from helm_python.chart import Chart, lint
 from helm_python.errors import HelmError
 
-from sglab.config.loader import load_stack, project_root
+from sglab.config.loader import load_stack
+from sglab.core.paths import project_root
 from sglab.deploy.locust import (LOGIN_SECRET, MASTER_PORT, RELEASE, UI_PLUGIN, WEB_PORT, main, port_forward_command,
                                  values_yaml_text)
 from sglab.deploy.naming import chart_dir

@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from sglab.config.arms import baseline_arm, candidate_arm
-from sglab.config.loader import load_stack, project_root
+from sglab.config.loader import load_stack
+from sglab.core.paths import project_root
 from sglab.load.targets import start_sims
 from sglab.core.netutil import free_port
 

@@ -9,7 +9,7 @@ import json
 import kubernetes_validate
 import pytest
 
-from sglab.config.loader import project_root
+from sglab.core.paths import project_root
 from sglab.deploy.locust import WORKER_TOKEN_ENV, WORKER_TOKEN_KEY, WORKER_TOKEN_SECRET
 
 from .test_locust import K8S_VERSIONS, SECRET, by_kind, chart_inputs, container, locust_run, render, unsecret

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sglab.config.loader import load_stack, stack_path
+from sglab.config.loader import load_stack
+from sglab.core.paths import stack_path
 from sglab.deploy.benchmark_job import benchmark_plan
 from sglab.deploy.locust import RELEASE, chart_values
 from sglab.deploy.naming import chart_dir

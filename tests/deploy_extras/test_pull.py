@@ -7,7 +7,7 @@ import json
 import pytest
 from kubernetes import client
 
-from sglab.config.loader import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.deploy.pull import group_parts, label_selector, parse_result, pull_report, pull_results, store_pulled
 from sglab.deploy.result_sink import (INDEX, PART, PART_ANNOTATION, PAYLOAD_KEY, RESULT_LABEL, SUMMARY_KEY,
                                       encode_result, part_names)

@@ -14,7 +14,8 @@ import yaml
 
 from sglab.cli import main as sglab
 from sglab.config.arms import candidate_arm
-from sglab.config.loader import load_stack, stack_path
+from sglab.config.loader import load_stack
+from sglab.core.paths import stack_path
 from sglab.sweep.confirm import winner_stack
 from sglab.sweep.grid import expand
 

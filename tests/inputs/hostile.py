@@ -142,7 +142,7 @@ def _openai(path: Path) -> Any:
 
 
 def _prompt_file(path: Path) -> Any:
-    from sglab.config.models import PromptSpec
+    from sglab.config.loadplan import PromptSpec
     from sglab.load.prompts import build_prompts
 
     return build_prompts(PromptSpec(source="file", file=str(path), count=5))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sglab.cli import main
-from sglab.config.loader import project_root
+from sglab.core.paths import project_root
 
 
 def test_bench_refuses_an_unaccepted_ll128_before_starting_anything(tmp_path: Path, monkeypatch, capsys):

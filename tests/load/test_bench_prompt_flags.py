@@ -13,7 +13,7 @@ import yaml
 
 from sglab.cli import UsageError, build_parser, main
 from sglab.cli.bench import build_request
-from sglab.config.loader import project_root
+from sglab.core.paths import project_root
 from sglab.core.errors import ConfigError
 from sglab.load.datasets import SUITE_CATEGORIES
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sglab.config.loader import ConfigError
-from sglab.config.models import PromptSpec
+from sglab.core.errors import ConfigError
+from sglab.config.loadplan import PromptSpec
 from sglab.load.datasets import load_openai_jsonl
 from sglab.load.jsonl import jsonl_rows
 from sglab.load.profiles.trace import read_trace

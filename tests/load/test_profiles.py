@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 import sglab.load.profiles as profiles
-from sglab.config.models import LoadPlan
+from sglab.config.loadplan import LoadPlan
 from sglab.load.profiles import PROFILES, profile_for, profile_names
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from sglab.config.models import LoadPlan
+from sglab.config.loadplan import LoadPlan
 from sglab.core.errors import ConfigError
 from sglab.load.profiles import profile_for
 from sglab.load.profiles.rate import Arrivals

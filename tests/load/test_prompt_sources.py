@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from sglab.config.models import LoadPlan, PromptSpec
+from sglab.config.loadplan import LoadPlan, PromptSpec
 from sglab.core.errors import ConfigError
 from sglab.load.datasets import SUITE_CATEGORIES, load_suite
 from sglab.load.prompts import build_prompts

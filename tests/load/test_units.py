@@ -8,7 +8,7 @@ import pytest
 
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import load_stack
-from sglab.config.models import PromptSpec
+from sglab.config.loadplan import PromptSpec
 from sglab.load.prompts import build_prompts
 from sglab.load.schedule import QUICK_PLAN, plan_for, prompt_offset, round_orders
 from sglab.load.server_info import ServerInfo, flag_key, live_mismatches
@@ -44,7 +44,7 @@ def test_prompt_file(tmp_path):
     prompts = build_prompts(PromptSpec(source="file", file=str(path)))
     assert [p.text for p in prompts] == ["hello there", "second"]
     path.write_text('{"prompt": "ok"}\nnot json\n')
-    from sglab.config.loader import ConfigError
+    from sglab.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="line 2"):
         build_prompts(PromptSpec(source="file", file=str(path)))

@@ -7,8 +7,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from sglab.config.loader import stack_path
-from sglab.config.models import StackConfig
+from sglab.core.paths import stack_path
+from sglab.config.stack import StackConfig
 from sglab.probe.result import ProbeResult, SizeResult, VariantResult
 
 

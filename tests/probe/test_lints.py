@@ -7,7 +7,9 @@ import pytest
 from sglab.cli import main
 from sglab.config.arms import ArmSpec
 from sglab.config.lints import lint_arms, stack_lints
-from sglab.config.loader import ConfigError, list_stacks, load_mapping, load_stack, project_root, stack_path
+from sglab.core.errors import ConfigError
+from sglab.core.paths import list_stacks, project_root, stack_path
+from sglab.config.loader import load_mapping, load_stack
 
 from .helpers import raw_stack, stack_with
 

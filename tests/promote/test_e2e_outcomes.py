@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sglab.config import project_root
+from sglab.core.paths import project_root
 from sglab.sglang.env import without_server_env
 
 pytestmark = pytest.mark.slow

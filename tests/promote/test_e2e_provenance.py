@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from sglab.analysis.verdict import judge
-from sglab.config import baseline_arm, candidate_arm, load_stack, project_root
-from sglab.config.models import PromotionPolicy
+from sglab.config import baseline_arm, candidate_arm, load_stack
+from sglab.core.paths import project_root
+from sglab.config.policy import PromotionPolicy
 from sglab.results.store import load_result
 from sglab.sim.testing import running_sim
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sglab.config import project_root
+from sglab.core.paths import project_root
 
 pytestmark = pytest.mark.slow
 

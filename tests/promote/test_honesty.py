@@ -9,7 +9,9 @@ import pytest
 
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
-from sglab.config.loader import ConfigError, load_stack, project_root, stack_path
+from sglab.core.errors import ConfigError
+from sglab.config.loader import load_stack
+from sglab.core.paths import project_root, stack_path
 from sglab.sglang.honesty import faked_acceptance, faked_env, launch_env_and_args, lossy_args
 
 GPU = stack_path("eagle-nccl-ll", project_root()).read_text()

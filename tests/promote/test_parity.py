@@ -11,7 +11,7 @@ import pytest
 from sglab.analysis.parity import first_difference, output_parity
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
-from sglab.config.models import PromotionPolicy
+from sglab.config.policy import PromotionPolicy
 from sglab.promotion.promote import PromotionRefused, promote
 from sglab.report.table import format_table
 from sglab.results.store import load_result

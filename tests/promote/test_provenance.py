@@ -13,7 +13,7 @@ import pytest
 
 from sglab.analysis.provenance import producer_of
 from sglab.promotion.promote import PromotionRefused, promote
-from sglab.config import project_root
+from sglab.core.paths import project_root
 from sglab.results.store import load_result, write_result
 
 from tests.promote.test_promote import bench, root  # noqa: F401  (fixture)

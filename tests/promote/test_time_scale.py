@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from sglab.cli import main
-from sglab.config.loader import ConfigError, load_stack, project_root, stack_path
+from sglab.core.errors import ConfigError
+from sglab.config.loader import load_stack
+from sglab.core.paths import project_root, stack_path
 from sglab.sglang.sim_knobs import TIME_SCALE_MAX, TIME_SCALE_MIN, time_scale_problem
 from sglab.sim.cli_args import SimArgsError, parse_sim_args
 

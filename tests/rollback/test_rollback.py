@@ -12,7 +12,8 @@ from filelock import FileLock
 
 from sglab.analysis.synthetic import synthetic_result
 from sglab.cli import main
-from sglab.config import baseline_arm, candidate_arm, load_stack, project_root
+from sglab.config import baseline_arm, candidate_arm, load_stack
+from sglab.core.paths import project_root
 from sglab.promotion.promote import PromotionRefused, promote
 from sglab.results.integrity import planned
 from sglab.results.store import create_run_dir, write_result

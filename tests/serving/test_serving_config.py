@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from sglab.config.loader import ConfigError, load_stack
+from sglab.core.errors import ConfigError
+from sglab.config.loader import load_stack
 from sglab.config.serving import CanaryStep, Serving, argo_steps
 from sglab.core.paths import stacks_dir
 

@@ -11,7 +11,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from sglab.config import load_stack
-from sglab.config.loader import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.config.stack import StackConfig
 from sglab.core.paths import list_stacks, project_root
 from sglab.sglang.version import DEFAULT_IMAGE, SGLANG_VERSION, parse_image

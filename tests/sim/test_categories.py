@@ -9,7 +9,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from sglab.config.models import PromptSpec
+from sglab.config.loadplan import PromptSpec
 from sglab.load.datasets import load_suite
 from sglab.load.prompts import build_prompts
 from sglab.sim import acceptance, timing

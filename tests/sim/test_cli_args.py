@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from sglab.config import baseline_arm, candidate_arm, list_stacks, load_stack
+from sglab.config import baseline_arm, candidate_arm, load_stack
+from sglab.core.paths import list_stacks
 from sglab.sim.cli_args import SimArgsError, parse_sim_args
 
 from .helpers import CHART_COMMON

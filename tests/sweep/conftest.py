@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from sglab.config import project_root
+from sglab.core.paths import project_root
 
 REPO_STACKS = project_root() / "stacks"
 # What makes a sweep stack a simulator stack, like the production of `root` (simulator evidence promotes only there).

@@ -8,7 +8,7 @@ import pytest
 
 from sglab.config import load_stack
 from sglab.config.arms import baseline_arm, confounds
-from sglab.config.loader import ConfigError
+from sglab.core.errors import ConfigError
 from sglab.sweep.confirm import winner_stack
 from sglab.sweep.grid import QUICK_REASON, expand, quick_subset
 from .conftest import write_stack

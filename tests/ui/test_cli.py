@@ -74,7 +74,7 @@ def _rate_stack(tmp_path, monkeypatch) -> str:
     """eagle-nccl-ll with load.profile rate, in a stacks dir of its own."""
     from ruamel.yaml import YAML
 
-    from sglab.config import project_root
+    from sglab.core.paths import project_root
 
     yaml = YAML()
     doc = yaml.load((project_root() / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text())

@@ -157,7 +157,7 @@ def test_category_tab_over_http_with_suite_prompts(tmp_path):
     category with its gain interval and the candidate's accept length, as the downloaded result's verdict says."""
     from ruamel.yaml import YAML
 
-    from sglab.config import project_root
+    from sglab.core.paths import project_root
 
     yaml = YAML()
     doc = yaml.load((project_root() / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
