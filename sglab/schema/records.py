@@ -78,6 +78,7 @@ class RecordedPolicy(Record):
     confidence: float | None = None
     method: str | None = None
     checks: str | None = None
+    design: str | None = None
     min_output_parity: float | None = None
     slo: dict[str, Any] | None = None
     traffic: dict[str, Any] | None = None

@@ -94,6 +94,9 @@ class RoundSample(Schema):
                                              "inside window_s")
     metrics: dict[str, float] = Field(default_factory=dict, description="per-round values of registry metrics "
                                       "without a field of their own (sglab/metrics)")
+    node: str | None = Field(None, description="the node that served this arm in this round (None: not known)")
+    period: int | None = Field(None, description="the design's period this round belongs to, from 1: a crossover's "
+                               "arms swap nodes between periods, a switchback's take turns; None: parallel")
 
 
 class RequestSample(Schema):
@@ -187,6 +190,23 @@ class Target(Schema):
                           "form); None in files written before it was recorded")
 
 
+Design = Literal["parallel", "crossover", "switchback"]
+
+
+class DesignRecord(Schema):
+    """How the arms were placed on machines, as carried out (sglab:policy.design says what was asked)."""
+
+    design: Design = Field(description="parallel: both arms at once on their own node (the gain includes any "
+                           "difference between the nodes); crossover: the arms swap nodes between periods; "
+                           "switchback: one node, the arms take turns")
+    nodes: dict[str, list[str | None]] = Field(default_factory=dict, description="arm -> the node that served it "
+                                               "in each period, in order")
+    restarts: int = Field(0, description="server restarts the design cost (each arm moved to another node)")
+    restart_s: float = Field(0.0, description="seconds spent restarting servers and waiting for them to be ready")
+    measuring_s: float = Field(0.0, description="seconds spent measuring rounds")
+    notes: list[str] = Field(default_factory=list, description="why a design could not be carried out as asked")
+
+
 class RunResult(Schema):
     # The JSON as read from disk (store.load_result): the seal covers the document as stored, so a newer
     # sglab whose models add optional fields still verifies an older file.
@@ -222,6 +242,8 @@ class RunResult(Schema):
     load_plan: RecordedLoadPlan | None = Field(None, description="the load plan the run sent")
     policy: RecordedPolicy | None = Field(None, description="the promotion policy at bench time")
     levels: list[LevelResult] = Field(default_factory=list)
+    design: DesignRecord | None = Field(None, description="how the arms were placed on machines (None: parallel, "
+                                        "written before the design was recorded)")
     loadgen: dict = Field(default_factory=dict, description="load generator: tool, version, user class, workers")
     verdict: dict | None = Field(None, description="snapshot of sglab.schema.verdict.Verdict when the run ended; "
                                  "never trusted (compare and promote recompute it)")
