@@ -1,4 +1,4 @@
-"""A pytest plugin: the session fails when the suite leaves behind a process it started (issue 22 item 2).
+"""A pytest plugin: the session fails when the suite leaves behind a process it started.
 
 At the session's start pytest becomes a child subreaper (Linux, PR_SET_CHILD_SUBREAPER): a process orphaned
 by a test's child (a Locust web UI whose `sglab ui` died, a worker whose bench was killed) is re-parented to

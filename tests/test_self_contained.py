@@ -1,7 +1,7 @@
 """The repository stands alone: no tracked file builds a path that leaves the checkout.
 
 A user's clone has nothing beside it (no shared folder one level up), so a test, script or Makefile target that reads
-from above the repository root fails for every user but this project's CI (issue 21).
+from above the repository root fails for every user but this project's CI.
 """
 
 from __future__ import annotations

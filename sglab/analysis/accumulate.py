@@ -2,7 +2,7 @@
 
 An inconclusive run invites a re-run; were every re-run a fresh sequence, "re-run until it promotes" would
 compound the error (1.0% false promotions after one run at a true gain equal to min-gain, 3.2% after 3, 5.3%
-after 5: issue 18). So a new bench of the same pair continues the sequence of the runs before it, and the
+after 5). So a new bench of the same pair continues the sequence of the runs before it, and the
 verdict judges their union: the anytime-valid sequence keeps its error rate across runs exactly as within
 one (benchmarks/decision_quality.py measures 10 re-runs).
 

@@ -1,7 +1,7 @@
 """Latency guards with intervals: is the candidate's TTFT / ITL p99 within the policy's cap, with confidence?
 
 A p99 from a hundred requests per arm is nearly the second-largest value: a confirmation run of ~140
-requests per arm had a round-bootstrap sd of 14.3% on the p99 ratio (issue 18), so a point estimate passes
+requests per arm had a round-bootstrap sd of 14.3% on the p99 ratio, so a point estimate passes
 or fails near a +20% cap by chance. The guard is a non-inferiority decision instead, on an interval of the
 ratio p99(candidate) / p99(baseline):
 

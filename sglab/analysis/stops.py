@@ -52,7 +52,7 @@ def recorded_line(value) -> StopLine | None:
 
 def level_log_ratios(level: LevelResult, metric: str, policy=None) -> list[float]:
     """log(candidate / baseline) of `metric` per paired round, oriented so that larger is better; a goodput
-    metric is computed under `policy`'s SLO (without it a goodput metric has no rounds: issue 18's defect)."""
+    metric is computed under `policy`'s SLO (without it a goodput metric has no rounds)."""
     slo = slo_targets(policy) if policy is not None else None
     _, data = paired(level, metric, ["baseline", "candidate"], slo)
     worse, better = metrics.get(metric).improvement(data[:, 0], data[:, 1]) if data.size else ([], [])

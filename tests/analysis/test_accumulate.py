@@ -1,4 +1,4 @@
-"""Runs of one pair under one policy extend one sequence; earlier runs are re-verified, never trusted (issue 18.2)."""
+"""Runs of one pair under one policy extend one sequence; earlier runs are re-verified, never trusted."""
 
 from __future__ import annotations
 

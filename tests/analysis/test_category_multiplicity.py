@@ -1,5 +1,5 @@
 """Per-category intervals are corrected for their number (Bonferroni over a level's categories): an A/A run
-printed `long-context +0.3% [+0.1%, +0.5%]` from seven uncorrected 95% intervals (issue 18)."""
+printed `long-context +0.3% [+0.1%, +0.5%]` from seven uncorrected 95% intervals."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Evidence is recomputed and checked against the result's own plan, never trusted (issue 13.1, 13.2, 13.4).
+"""Evidence is recomputed and checked against the result's own plan, never trusted.
 
 Each tampering below is tried twice: as is (the digest catches it) and with the integrity record
 recomputed as a plain digest afterwards (an attacker who can write the file can do that), where only

@@ -85,7 +85,7 @@ def test_goodput_can_gate_and_a_candidate_missing_the_slo_is_rejected() -> None:
 
 def test_the_sequential_stop_computes_a_goodput_gate_under_its_slo() -> None:
     """The bench's sequential stop called paired() without the SLO, so a goodput gate metric had no rounds: no
-    early stop, 'no paired round' (issue 18). Its log-ratios now come under the policy's SLO."""
+    early stop, 'no paired round'. Its log-ratios now come under the policy's SLO."""
     from sglab.analysis.sequential import sequential_test
     from sglab.analysis.stops import level_log_ratios
 

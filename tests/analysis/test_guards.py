@@ -1,4 +1,4 @@
-"""TTFT / ITL p99 guards decide on an interval of the p99 ratio, not on a point estimate (issue 18.3)."""
+"""TTFT / ITL p99 guards decide on an interval of the p99 ratio, not on a point estimate."""
 
 from __future__ import annotations
 

@@ -77,7 +77,7 @@ def test_a_lower_is_better_metric_counts_a_drop_as_a_gain() -> None:
 
 
 def test_the_built_in_metrics_are_the_gate_metrics_and_names_are_unique() -> None:
-    # goodput at SLO (issue 10) is the third kind of built-in gate metric
+    # goodput at SLO is the third kind of built-in gate metric
     built_in = ["decode_tok_per_s", "output_tok_per_s", "goodput_tok_per_s", "goodput_req_per_s"]
     assert metrics.gate_metric_names() == built_in
     assert METRICS == tuple(built_in)

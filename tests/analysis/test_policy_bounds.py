@@ -1,4 +1,4 @@
-"""The promotion policy refuses values that would make any run promotable (issue 13.3)."""
+"""The promotion policy refuses values that would make any run promotable."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bench's sequence keeps its promise on rounds that are not i.i.d. Gaussian (issue 18), and its defects."""
+"""The bench's sequence keeps its promise on rounds that are not i.i.d. Gaussian, and its defects."""
 
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ def test_a_level_production_gates_on_but_nobody_measured(root: Path) -> None:
 
 
 def test_a_level_measured_ungated_names_its_too_few_rounds_not_a_bystander(root: Path) -> None:
-    """Issue 18: concurrency 4 ran its 4 ungated rounds; production gates it, where 4 rounds give the sequence no
+    """Concurrency 4 ran its 4 ungated rounds; production gates it, where 4 rounds give the sequence no
     bounds ('95% CI n/a to n/a' before), and the refusal blamed something else."""
     result = _evidence(root, {1: 0.06, 4: 0.06, 16: 0.03})
     level = result.level(4)

@@ -1,6 +1,6 @@
 """Stack files written by an attacker or a careless user: refused with one clear message, exit 2, nothing printed.
 
-Classes (issue 13 items 8-10): YAML that costs unbounded time or memory; secrets under other names;
+Classes: YAML that costs unbounded time or memory; secrets under other names;
 values that would be silently wrong (unrealistic shapes, booleans for numbers, NCCL spellings);
 odd files, names and pipes.
 """

@@ -1,4 +1,4 @@
-"""Issue 22 items 5, 6 and the confound hole: classes of stack input refused with one message, exit 2.
+"""Strict types, sane paths and the confound hole: classes of stack input refused with one message, exit 2.
 
 - secrets by shape: any env name or flag name with a token/secret/password/pass/key/pat/bearer/credential/auth
   word (a short allow-list of known-safe names aside), and credentials inside URLs; never printed;

@@ -1,4 +1,4 @@
-"""Admission-ready (issue 19 item 4): the namespace a stack creates enforces the Pod Security Standard level its
+"""Admission-ready: the namespace a stack creates enforces the Pod Security Standard level its
 rendered pods really meet (judged by tests/deploy/pss.py, written from the standard), and a production stack may
 not take its weights from a hostPath."""
 

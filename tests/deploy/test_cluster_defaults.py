@@ -1,4 +1,4 @@
-"""The small ones of issue 19 item 6: a progress deadline that outlasts loading, Guaranteed QoS for benchmark
+"""Cluster defaults: a progress deadline that outlasts loading, Guaranteed QoS for benchmark
 stacks, the Job and Locust scheduled by the stack's placement, an HF cache on a claim for hub weights, and
 `pulumi up` saying which phase it waits on."""
 

@@ -1,4 +1,4 @@
-"""Disruption that fits the lifecycle (issue 19 item 2): budgets that let a drain proceed outside a benchmark, never
+"""Disruption that fits the lifecycle: budgets that let a drain proceed outside a benchmark, never
 block on an unhealthy server, and are held at 0 only while the benchmark Job measures (its guard sidecar)."""
 
 from __future__ import annotations

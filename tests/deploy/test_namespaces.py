@@ -1,4 +1,4 @@
-"""Platform-owned namespaces and safe teardown (issue 19 item 3), under Pulumi's mocks.
+"""Platform-owned namespaces and safe teardown, under Pulumi's mocks.
 
 `pulumi destroy` deletes what the program created and nothing it only read (`Namespace.get`), and keeps what
 it created with retainOnDelete: so production's namespace (created by the platform, where its weights' PVC

@@ -1,4 +1,4 @@
-"""The preflight Job (issue 17 item 4): before any GPU-holding object changes, the server image checks every launch
+"""The preflight Job: before any GPU-holding object changes, the server image checks every launch
 command with its own SGLang parser, the model and draft paths, and their architectures; a failure leaves the
 running servers untouched.
 

@@ -1,4 +1,4 @@
-"""A project image a cluster can pull (issue 17 item 5): a fully qualified default, `make image` (built and, with
+"""A project image a cluster can pull: a fully qualified default, `make image` (built and, with
 a registry, pushed; run here with a stand-in `docker` that records its arguments: no Docker engine here), the CI
 workflow publishing it on a tag, validate refusing a local tag on a GPU stack, and image pull secrets on every pod."""
 

@@ -1,4 +1,4 @@
-"""Multi-node that NCCL can use (issue 19 item 7): `sglab:placement.rdma` renders the RDMA device resources, the
+"""Multi-node that NCCL can use: `sglab:placement.rdma` renders the RDMA device resources, the
 secondary network (Multus) or the host network, IPC_LOCK and the NCCL/Gloo interface variables into both
 LeaderWorkerSet templates of both arms, identically; strict-valid on Kubernetes 1.31 and 1.37 (the pod templates)
 and against the LeaderWorkerSet v0.10.0 CRD (vendored: tests/data/README.md)."""

@@ -108,7 +108,7 @@ def test_master_and_workers_target_both_arms_and_are_load_generators(default_run
         assert env[URL_ENV["candidate"]] == default_run.outputs["candidate_url"]
         assert deployment["spec"]["template"]["metadata"]["labels"]["sglab/role"] == "loadgen"
         assert container(deployment)["image"] == load_stack(STACK).config.project_image  # a registry's, pullable
-    # The master serves the UI: the A/B tab and its login are a plugin beside the locustfile (issue 9.2).
+    # The master serves the UI: the A/B tab and its login are a plugin beside the locustfile.
     assert container(worker)["args"][:2] == ["-f", "loadtests/locustfile.py"]
     assert container(master)["args"][:2] == ["-f", f"loadtests/locustfile.py,{UI_PLUGIN}"]
     assert (project_root() / UI_PLUGIN).is_file()

@@ -1,4 +1,4 @@
-"""Results retention (issue 19 item 6): `sglab results pull` moves runs out of the cluster, keeping the newest
+"""Results retention: `sglab results pull` moves runs out of the cluster, keeping the newest
 `benchmark-job.keep-results` there; a run is deleted from the cluster only once it is on disk as pulled."""
 
 from __future__ import annotations

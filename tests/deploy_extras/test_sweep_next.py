@@ -1,4 +1,4 @@
-"""`sglab sweep --stack S --target cluster --next` (issue 19 item 1): advancing a wave, confirming the leader and
+"""`sglab sweep --stack S --target cluster --next`: advancing a wave, confirming the leader and
 resuming an interrupted step are one command each. The Pulumi CLI cannot run here: a stand-in `pulumi` (a small
 script) answers `stack output --json` from a file, applies `config set/rm --path` to the stack file as the real CLI
 does (stackConfigDir), and records every call."""

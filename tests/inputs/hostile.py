@@ -1,4 +1,4 @@
-"""Hostile file contents and the readers of files sglab did not write, shared by the tests of issue 22 item 3.
+"""Hostile file contents and the readers of files sglab did not write, shared by the tests of hostile inputs.
 
 `CASES` are the named attacks (deep nesting, junk bytes, truncation, duplicate keys, non-finite and huge
 numbers, lone surrogates, a directory, a FIFO, a dangling link, a file over the size limit, a 50 MB line,

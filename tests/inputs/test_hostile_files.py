@@ -1,4 +1,4 @@
-"""Issue 22 item 3: no tracebacks from files. Every reader of a file sglab did not write turns malformed,
+"""No tracebacks from files. Every reader of a file sglab did not write turns malformed,
 hostile or truncated content into one ConfigError naming the file, and every command that reads one exits
 2 with one message: the named attacks of tests/inputs/hostile.py against every reader and command, then
 random bytes and mutations of valid files (hypothesis) against every reader."""
@@ -133,7 +133,7 @@ def test_random_and_mutated_content_is_read_or_refused_never_a_traceback(tmp_pat
 
 @pytest.mark.parametrize("value", [1e308, float("inf"), float("nan"), -1e300])
 def test_a_resealed_result_with_huge_or_non_finite_samples_is_refused_before_any_verdict(tmp_path, capsys, value):
-    """Issue 22: inf/1e308 in a re-sealed result's samples crashed the verdict inside promote, before the seal
+    """inf/1e308 in a re-sealed result's samples crashed the verdict inside promote, before the seal
     check. Re-sealing (a plain SHA-256 anyone can compute) makes the document self-consistent; the reader still
     refuses it, naming where the number is."""
     from sglab.results.integrity import seal

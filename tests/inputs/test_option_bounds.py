@@ -1,4 +1,4 @@
-"""Issue 22 item 2: every number is bounded where it enters. A command-line option is refused before anything
+"""Every number is bounded where it enters. A command-line option is refused before anything
 starts (exit 2, one line naming the option, the stack key and the limit), with the bound read from the
 model field that the same value in a stack file meets; a trace's or dataset's token count is refused at
 its file and line."""

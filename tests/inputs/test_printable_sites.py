@@ -1,4 +1,4 @@
-"""Issue 22 item 4: nothing raw reaches a terminal. Escape sequences written into every source of untrusted
+"""Nothing raw reaches a terminal. Escape sequences written into every source of untrusted
 text (a stack's model path and env key, a prompt file's categories, a result's fields, a probe result, a
 server's reply, a log record of the web UI) never reach stdout or stderr raw: each printer goes through
 sglab.core.untrusted.printable."""

@@ -1,4 +1,4 @@
-"""`sglab bench --prompts/--categories/--prompt-limit/--endpoint/--natural-stop` (issue 10): flag -> plan field.
+"""`sglab bench --prompts/--categories/--prompt-limit/--endpoint/--natural-stop`: flag -> plan field.
 
 The flags override the stack's `load` through plan_for, so the model's own defaults (the chat endpoint for
 chat-shaped sources) apply as they do for the stack file. build_request imports no Locust.

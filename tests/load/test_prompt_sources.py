@@ -1,4 +1,4 @@
-"""`load.prompts.source` suite / sharegpt / openai, the chat default and natural stopping (issue 10.2)."""
+"""`load.prompts.source` suite / sharegpt / openai, the chat default and natural stopping."""
 
 from __future__ import annotations
 

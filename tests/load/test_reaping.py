@@ -1,4 +1,4 @@
-"""Issue 22 item 2, processes: `--workers` is capped, SIGTERM is honoured while workers start, and whatever a
+"""Processes: `--workers` is capped, SIGTERM is honoured while workers start, and whatever a
 bench started ends with it, however it ends (SIGKILL included, and children stopped with SIGSTOP).
 
 Real `sglab bench` subprocesses (each in a session of its own, so a failing test can kill all it left)."""

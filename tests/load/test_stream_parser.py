@@ -116,7 +116,7 @@ def test_fast_meta_path_is_safe_for_odd_chunks():
     assert m.error is None and m.output_tokens == 2 and m.finish_reason == "length"
 
 
-# ---- per-request speculative stats on the OpenAI endpoints (issue 10.3) ----------------------------------
+# ---- per-request speculative stats on the OpenAI endpoints ----------------------------------
 
 def spec_tail(details, *, key="sglext"):
     """The simulator's (and SGLang's) shape: its own `choices: []` chunk after the finish chunk."""

@@ -1,5 +1,5 @@
 """A server URL given on the command line with credentials in it is refused before it is used, recorded in the
-result (target.urls) or printed (issue 22 item 5: credentials in URL-valued flags)."""
+result (target.urls) or printed."""
 
 from __future__ import annotations
 

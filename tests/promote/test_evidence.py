@@ -1,4 +1,4 @@
-"""Promotion only on evidence that is what it claims (issue 13.1-13.4): recomputed confounds, a verified
+"""Promotion only on evidence that is what it claims: recomputed confounds, a verified
 result checked against its own plan, the recorded policy not weakened, the live-flag check done."""
 
 from __future__ import annotations

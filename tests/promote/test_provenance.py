@@ -1,6 +1,6 @@
 """Promotion checks what produced its evidence: simulator evidence never changes a GPU stack, real-server evidence
 never a simulator stack, the whole launch must match, and the evidence is the stack's own and the target another
-file (issue 22 item 1 and its promotion items)."""
+file."""
 
 from __future__ import annotations
 

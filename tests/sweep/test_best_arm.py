@@ -13,7 +13,7 @@ from sglab.sweep.race import BELOW_MIN, NOT_BEST, Race, latest_bounds
 from sglab.sweep.race_record import race_record
 from sglab.analysis.sequential import LAI_METHOD, sequential_test
 
-SD = 0.02  # per segment: a paired difference has sd 2.8%, as issue 18's reference rounds (2.9%)
+SD = 0.02  # per segment: a paired difference has sd 2.8%, as the reference rounds of docs/verdict.md (2.9%)
 
 
 def simulate(gains, trials: int, *, seed: int = 0, max_rounds: int = 32, min_gain: float = 0.005, **kw) -> Race:

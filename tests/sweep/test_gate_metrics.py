@@ -1,5 +1,5 @@
 """The sweep decides on the policy's gate metric as the verdict does: a goodput metric with the SLO, a metric
-where lower is better the right way round (issue 18's defects in sweep/run.py)."""
+where lower is better the right way round."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The UI cannot be driven from another site (issue 13 item 5), over real HTTP against real processes.
+"""The UI cannot be driven from another site, over real HTTP against real processes.
 
 A cross-origin form or fetch, a DNS-rebinding Host, a form that swaps an arm URL, an open bind without
 login and a password guesser are each refused; what a run records as its target is what it measured.

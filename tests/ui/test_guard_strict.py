@@ -1,4 +1,4 @@
-"""Issue 22 item 7: a Host with user info, an Origin of another scheme and Locust's `POST /user` (which sets
+"""A Host with user info, an Origin of another scheme and Locust's `POST /user` (which sets
 any attribute on the arms' user classes) are refused, and the form's user count is bounded (item 2), over real
 HTTP against plain Locust with the A/B tab; the policy's cases beside it, without a process."""
 

@@ -1,4 +1,4 @@
-"""`sglab ui` killed with SIGKILL takes its Locust web UI and its simulators with it (issue 22 item 2): before,
+"""`sglab ui` killed with SIGKILL takes its Locust web UI and its simulators with it: before,
 the Locust process lived on with parent 1 (one was still running after a full `make test`)."""
 
 from __future__ import annotations
