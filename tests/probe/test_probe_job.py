@@ -227,6 +227,6 @@ def test_shipped_modules_import_only_stdlib_torch_pydantic_and_each_other():
                 elif top not in sys.stdlib_module_names and top not in ("torch", "pydantic", "__future__"):
                     bad.append(f"{module.split('.')[1]}: {name}")
     # nccl.py's --stack path reaches for the loader and results store, and result.py's load_probe (the CLI's) for
-    # the bounded reader, only when sglab is installed
+    # the bounded reader and its error, only when sglab is installed
     assert sorted(bad) == ["nccl: sglab.config.loader", "nccl: sglab.probe.plan", "nccl: sglab.results.store",
-                           "result: sglab.core.untrusted_json"]
+                           "result: sglab.core.errors", "result: sglab.core.untrusted_json"]
