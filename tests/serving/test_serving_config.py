@@ -103,3 +103,16 @@ def test_a_step_is_one_action():
     with pytest.raises(ValueError):
         CanaryStep.model_validate({})
     assert CanaryStep.model_validate({"pause-s": 30}).pause_s == 30
+
+def test_category_label_with_the_server_flag_given_no_labels_names_the_fix(tmp_path):
+    """The flag without a value decodes to True (a switch): that lists no label, so it is the same clear
+    refusal as a missing flag, never a TypeError."""
+    path = _write(tmp_path, {"canary": {"category-label": "category"}})
+    yaml = YAML()
+    doc = yaml.load(path.read_text())
+    doc["config"]["sglab:server"]["extra-args"] = ["--tokenizer-metrics-allowed-custom-labels"]
+    with open(path, "w") as fh:
+        yaml.dump(doc, fh)
+    with pytest.raises(ConfigError) as info:
+        _load(path)
+    assert "--tokenizer-metrics-allowed-custom-labels" in str(info.value)
