@@ -245,7 +245,7 @@ def _line_at(namespaced: dict[str, Any], loc: tuple[Any, ...]) -> int | None:
             node = node[part]
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             try:
-                line = node.lc.item(part)[0] + 1
+                line = node.lc.item(part)[0] + 1  # type: ignore[attr-defined]  # ruamel's CommentedSeq
             except Exception:
                 pass
             node = node[part]

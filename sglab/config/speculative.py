@@ -17,7 +17,7 @@ from sglab.sglang import flags, rules
 
 SpeculativeAlgorithm = Literal[rules.SPECULATIVE_ALGORITHMS]  # type: ignore[valid-type]
 NgramMatchType = Literal[rules.NGRAM_MATCH_TYPES]  # type: ignore[valid-type]
-_D = rules.NGRAM_DEFAULTS
+_D: dict[str, Any] = rules.NGRAM_DEFAULTS
 _SPEC_PREFIX = "candidate.speculative."
 
 

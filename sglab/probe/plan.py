@@ -46,8 +46,8 @@ def probe_variants(stack: StackConfig) -> list[Variant]:
     else:
         candidates = [("baseline", base_env, "the baseline arm's NCCL env"),
                       ("candidate", cand_env, "the candidate arm's NCCL env (with its confounds)")]
-    for name, env in stack.probe.variants.items():
-        merged = {**forced, **env.as_env()}
+    for name, variant_env in stack.probe.variants.items():
+        merged = {**forced, **variant_env.as_env()}
         candidates.append((name, dict(sorted(merged.items())), "sglab:probe.variants"))
     for name, env, source in candidates:
         key = tuple(env.items())

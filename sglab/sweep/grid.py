@@ -185,7 +185,7 @@ def expand(loaded: LoadedStack, spec: SweepSpec | None = None, *,
                 if spec.num_draft_tokens == STEPS_PLUS_ONE:
                     drafts = [s + 1 for s in steps_list] if ngram else [steps + 1]
                 else:
-                    drafts = spec.num_draft_tokens or [own_draft]
+                    drafts = spec.num_draft_tokens or [own_draft]  # type: ignore[assignment]  # not steps+1 (above)
                 for draft in drafts:
                     name = arm_name(steps, topk, draft, variant, adaptive, algorithm)
                     if variant in skip_variants:

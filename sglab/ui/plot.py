@@ -10,6 +10,7 @@ fixed-n interval recomputed at every look does.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ def gain_series(result: RunResult | None) -> dict:
     policy = result.policy if result is not None else None
     metric = (policy.metric if policy is not None else None) or DEFAULT_METRIC
     confidence = (policy.confidence if policy is not None else None) or 0.95
-    out = {"metric": metric, "min_gain": policy.min_gain if policy is not None else None,
+    out: dict[str, Any] = {"metric": metric, "min_gain": policy.min_gain if policy is not None else None,
            "confidence": confidence, "levels": []}
     if result is None or len(result.arms) < 2:
         return out

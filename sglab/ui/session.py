@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,7 +69,7 @@ class StackContext:
             return cls("interactive", arms, policy=PromotionPolicy().model_dump(mode="json"))
         config = load_stack(stack).config
         plan = config.load
-        update = {"profile": profile} if profile and profile != plan.profile else {}
+        update: dict[str, Any] = {"profile": profile} if profile and profile != plan.profile else {}
         if trace and trace != plan.trace.file:
             update["trace"] = plan.trace.model_copy(update={"file": trace})
         override = bool(update)
