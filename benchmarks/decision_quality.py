@@ -41,7 +41,7 @@ from sglab.analysis.assumptions import STANDARD, STRICT, Checks
 from sglab.analysis.elimination import eliminate
 from sglab.analysis.guards import ratio_interval
 from sglab.analysis.samples import comparison_arms, paired
-from sglab.analysis.sequential import (FUTILE, NONE, PROMOTE, REJECT, bounds, cs_bounds, look_codes,
+from sglab.analysis.sequential import (FUTILE, NONE, PROMOTE, REJECT, cs_bounds, look_codes,
                                        radius_factor)
 from sglab.analysis.synthetic import synthetic_result
 from sglab.config.loadplan import LoadPlan

@@ -137,7 +137,10 @@ def compare(label: str, accuracy: float, trials: int, arm_rounds: float, k: int,
     low, high = binomial_interval(accuracy, trials)
     n, n_low, n_high = (equal_rounds(curve, a) for a in (accuracy, low, high))
     per_round = segments_per_round or k + 1
-    cost = (lambda r: None if r is None else per_round * r)
+
+    def cost(r):
+        return None if r is None else per_round * r
+
     grid = cost(n)
     span = f"{n_low or '?'}-{n_high or f'>{curve.size}'}"
     fewer = "-" if grid is None else f"{grid / arm_rounds:.2f}x"

@@ -217,7 +217,7 @@ def chat(rng: random.Random) -> list[dict]:
                 f"and a {pick(rng, ('traditional IRA', 'variable-rate mortgage', 'savings account', 'bank'))}, in plain words?",
         lambda: "I keep putting things off until the last minute. Is there a simple routine that actually works?",
         lambda: f"Write a short, warm message to congratulate my {pick(rng, RELATIONS)} on a new job.",
-        lambda: f"Why does bread go stale faster in the fridge? I always thought cold keeps food fresh.",
+        lambda: "Why does bread go stale faster in the fridge? I always thought cold keeps food fresh.",
         lambda: f"Give me three ideas for a rainy weekend in {pick(rng, PLACES)} with two kids.",
     )
     messages = []

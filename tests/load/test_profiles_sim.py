@@ -65,7 +65,7 @@ def test_rate_profile_sends_poisson_arrivals_on_schedule_to_both_arms(out):
     level = result["levels"][1]
     assert_paired_same_requests(level, 2)
     late = []
-    for (arm, r), (rnd, samples) in segments(level).items():
+    for (_arm, r), (rnd, samples) in segments(level).items():
         arrivals = Arrivals(20.0, poisson=True, seed=f"arrivals:0:20:{r}")  # the plan's seed is 0
         offsets = [arrivals.start_offset_s(i) for i in range(len(samples))]
         assert offsets[-1] < 1.5 + 0.2  # nothing scheduled after the window was sent
@@ -87,7 +87,7 @@ def test_trace_profile_replays_the_trace_at_its_times_with_its_lengths(out):
     assert_paired_same_requests(level, 2)
     offsets = [stamp - rows[0][0] for stamp, _ in rows]
     late = []
-    for (arm, r), (rnd, samples) in segments(level).items():
+    for (_arm, r), (rnd, samples) in segments(level).items():
         if r < 0:
             assert len(samples) == 1
             continue
