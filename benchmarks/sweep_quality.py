@@ -239,7 +239,8 @@ def stress_rows(args, rng, noise: Noise, grid_size: int) -> list[str]:
         out.append(f"| {gap:.2%} | {best_ok:.1%} | {race.p_correct.mean():.1%} | {(shortfall <= 0.005).mean():.1%} "
                    f"| {shortfall.mean():.3%} | {race.segments.mean():.1f} |")
     below = run_race(np.array([-0.03, -0.05, -0.08, -0.12, -0.15]), args.trials, rng, noise)
-    out += ["", f"Five arms all below the baseline (-3% to -15%): no-winner in {(below.outcome == NO_WINNER).mean():.1%}"
+    out += ["",
+            f"Five arms all below the baseline (-3% to -15%): no-winner in {(below.outcome == NO_WINNER).mean():.1%}"
             f" of the sweeps (nothing to confirm), {below.segments.mean():.1f} arm-rounds."]
     return out
 

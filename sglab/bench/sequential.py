@@ -8,7 +8,8 @@ and the promotion target's (`sglab:promote-to`, default production) at the level
 evidence can decide the target's gate too. The level stops when every one of them has decided, or at the max
 rounds. A continued sequence (sglab/analysis/accumulate.py) starts from the earlier runs' rounds of the same
 pair. Every look is recorded in result.sequential (level -> record; `stop_rule`: level -> the lines it
-stopped against, [gain, checks] each: a target may gate with stricter checks, policy.checks) and the level's last look is printed with why it stopped; the verdict recomputes all of it
+stopped against, [gain, checks] each: a target may gate with stricter checks, policy.checks) and the level's last look
+is printed with why it stopped; the verdict recomputes all of it
 from the rounds. Other levels run their fixed load.ungated-rounds (and get the fixed-n interval).
 """
 

@@ -39,7 +39,8 @@ def probe_variants(stack: StackConfig) -> list[Variant]:
     same = [role for role, env in (("baseline", base_env), ("candidate", cand_env)) if env == forced]
     variants = [Variant(name=DEFAULT_VARIANT, env=forced,
                         source="NCCL's own choice (only what SGLang sets itself)"
-                        + (f"; what the {' and '.join(same)} arm{'s' if len(same) > 1 else ''} run{'' if len(same) > 1 else 's'}" if same else ""))]
+                        + (f"; what the {' and '.join(same)} arm{'s' if len(same) > 1 else ''} "
+                           f"run{'' if len(same) > 1 else 's'}" if same else ""))]
     seen = {tuple(forced.items()): DEFAULT_VARIANT}
     if base_env == cand_env:
         candidates = [("arms", base_env, "both arms' NCCL env (sglab:nccl)")]

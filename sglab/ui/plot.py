@@ -90,7 +90,8 @@ PLOT_SCRIPT = """
     for (const [v, label, dash, left] of [[0, "0%%", "2,3", true], [data.min_gain, "min gain", "6,3", false]]) {
       if (v === null || v === undefined) continue;
       svg.appendChild(el("line", {x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: "gray", "stroke-dasharray": dash}));
-      svg.appendChild(left ? el("text", {x: L - 4, y: y(v) + 4, "font-size": 10, fill: "gray", "text-anchor": "end"}, label)
+      svg.appendChild(left ? el("text", {x: L - 4, y: y(v) + 4, "font-size": 10, fill: "gray", "text-anchor": "end"},
+                                label)
                            : el("text", {x: W - R, y: y(v) - 4, "font-size": 10, fill: "gray", "text-anchor": "end"},
                                 `${label} ${pct(v)}`));
     }

@@ -174,7 +174,8 @@ class UiSession:
         if self.binding is None:
             return []
         bound = self.binding.fields()
-        return [f"{key}={form[key]}" for key in BOUND_FORM_FIELDS if key in form and not _same(form[key], bound.get(key))]
+        return [f"{key}={form[key]}" for key in BOUND_FORM_FIELDS if key in form
+                and not _same(form[key], bound.get(key))]
 
     def url_provenance(self, urls: dict[str, str | None]) -> tuple[str, str]:
         """(target kind, urls_source) of a run measuring `urls`: `sim` only for the launcher's own simulators."""

@@ -88,7 +88,8 @@ def test_steps_become_argo_steps_with_equal_per_pod_load():
     """canary-replicas k beside N stable pods: weight 100k/(N+k) through the gateway, so a canary pod and a stable
     pod see the same load (what the paired comparison needs); by replica count the weight is k/N of the pods."""
     serving = Serving.model_validate({"replicas": 4, "steps": [
-        {"canary-replicas": 1}, {"analysis": True}, {"set-weight": 50}, {"pause-s": 600}, {"pause-until-resumed": True}]})
+        {"canary-replicas": 1}, {"analysis": True}, {"set-weight": 50}, {"pause-s": 600},
+        {"pause-until-resumed": True}]})
     steps = argo_steps(serving, analysis={"templates": [{"templateName": "judge"}]})
     assert steps == [{"setCanaryScale": {"replicas": 1}}, {"setWeight": 20},
                      {"analysis": {"templates": [{"templateName": "judge"}]}},
