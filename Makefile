@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.sglab-installed
 
-.PHONY: install test demo image clean-venv sglang-contract-venv
+.PHONY: install lint test demo image clean-venv sglang-contract-venv
 
 install: $(STAMP)
 	@bash tools/install-prometheus.sh >/dev/null || echo "warning: no Prometheus; the canary rehearsal tests will fail (run tools/install-prometheus.sh as root)"
@@ -20,10 +20,15 @@ $(STAMP): pyproject.toml
 sglang-contract-venv: install
 	@bash tools/sglang-contract-venv.sh
 
+# ruff check (the whole tree) and mypy (sglab/), both configured in pyproject.toml; `make test` runs it first.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
 # Pulumi's mocks deadlock in a process where Locust's gevent monkey-patching ran, so the tests that run the
 # Pulumi program get their own pytest process (tests/pulumi_harness.py refuses to run otherwise).
 PULUMI_TESTS := tests/deploy tests/deploy_extras tests/probe
-test: install sglang-contract-venv
+test: install lint sglang-contract-venv
 	@bash tools/install-browser.sh || echo "warning: no Chromium; the browser test will be skipped (fails under CI)"
 	@bash tools/install-prometheus.sh || echo "warning: no Prometheus; the canary rehearsal tests will fail"
 	$(BIN)/python -m pytest -q -ra $(PULUMI_TESTS)

@@ -121,7 +121,8 @@ def main() -> int:
         print(f"\n{content}")
         print("   arm                " + "".join(f"  c={c:<3} tok/s tier  sw  model" for c in args.concurrency))
         for arm, by_c in results.items():
-            cells = "".join(f"  {rate:9.1f} {tier:4.0f} {sw:3d} {model:6.1f}" for rate, tier, sw, model in by_c.values())
+            cells = "".join(f"  {rate:9.1f} {tier:4.0f} {sw:3d} {model:6.1f}"
+                            for rate, tier, sw, model in by_c.values())
             print(f"   {arm:<18}{cells}")
     return 0
 

@@ -169,7 +169,7 @@ def main() -> int:
         print(f"  {label}: promote {rows[-1][2]:.2%}, abort {rows[-1][3]:.2%}, mean windows to a decision "
               f"{rows[-1][4]:.1f} ({trials} trials)")
     print()
-    print(f"| case | trials | promote | abort | mean windows |")
+    print("| case | trials | promote | abort | mean windows |")
     print("|---|---|---|---|---|")
     for label, trials, promote, abort, mean_looks in rows:
         print(f"| {label} | {trials} | {promote:.2%} | {abort:.2%} | {mean_looks:.1f} |")

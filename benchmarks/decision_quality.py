@@ -18,7 +18,8 @@ rounds and rounds saved against the fixed-n t of the same power; (c) re-running 
 times at a true gain equal to min-gain, fresh sequences vs one continued sequence
 (sglab/analysis/accumulate.py); (d) the TTFT p99 guard at +5% and +35% against a +20% cap
 (sglab/analysis/guards.py); (e) the trade-off at the first looks; (f) the shipped checks against later promotion
-floors (sglab/analysis/assumptions.py: policy.checks standard and strict). Rates come with 95% Wilson intervals. `--mode sweep` (needs a real run's noise,
+floors (sglab/analysis/assumptions.py: policy.checks standard and strict). Rates come with 95% Wilson intervals. `--mode
+sweep` (needs a real run's noise,
 --from-result) compares successive elimination with the exhaustive grid.
 
 Run: .venv/bin/python benchmarks/decision_quality.py --mode sequential   (docs/verdict.md: the tables, wall time)
@@ -41,7 +42,7 @@ from sglab.analysis.assumptions import STANDARD, STRICT, Checks
 from sglab.analysis.elimination import eliminate
 from sglab.analysis.guards import ratio_interval
 from sglab.analysis.samples import comparison_arms, paired
-from sglab.analysis.sequential import (FUTILE, NONE, PROMOTE, REJECT, bounds, cs_bounds, look_codes,
+from sglab.analysis.sequential import (FUTILE, NONE, PROMOTE, REJECT, cs_bounds, look_codes,
                                        radius_factor)
 from sglab.analysis.synthetic import synthetic_result
 from sglab.config.loadplan import LoadPlan
@@ -350,7 +351,8 @@ def false_promotion_table(policy: PromotionPolicy, trials: int, seed: int) -> li
     lines = [f"(a) false promotions of identical arms (true gain 0), sd {SD:.1%} per round, max {MAX_ROUNDS} rounds, "
              f"futility, min-gain {policy.min_gain:+.1%}, {policy.confidence:.0%}; {trials} runs per row "
              "(95% Wilson intervals); goal <= 2%",
-             f"  {'round noise':<38} {'previous rule':>24} {'this rule':>24} {'held at the end':>16} {'mean rounds':>11}"]
+             f"  {'round noise':<38} {'previous rule':>24} {'this rule':>24} {'held at the end':>16} "
+             f"{'mean rounds':>11}"]
     for label, draw in noise_models():
         x = draw(rng, (trials, MAX_ROUNDS))
         _, old = previous_rule(x, thr, policy)
@@ -375,7 +377,8 @@ def power_table(policy: PromotionPolicy, trials: int, seed: int) -> list[str]:
         power = fixed_power(x, thr, policy)
         checked = fixed_checked_power(x, thr, policy)
         x = x[:, :MAX_ROUNDS]
-        for name, (rounds, code) in (("previous", previous_rule(x, thr, policy)), ("this rule", rule(x, thr, policy)[:2])):
+        for name, (rounds, code) in (("previous", previous_rule(x, thr, policy)),
+                                     ("this rule", rule(x, thr, policy)[:2])):
             used = np.where(rounds == 0, MAX_ROUNDS, rounds).mean()
             promote, reject, futile = (float((code == c).mean()) for c in (PROMOTE, REJECT, FUTILE))
             n_same = same_power_n(power, promote) if gain > policy.min_gain else None
@@ -504,7 +507,8 @@ def checks_table(policy: PromotionPolicy, trials: int, seed: int) -> list[str]:
     fixed-n t of the same power at +3% and +5.9%. Only a floor near 20 rounds keeps AR(0.8) at <= 2%."""
     thr = math.log1p(policy.min_gain)
     rng = np.random.default_rng(seed)
-    designs = (("standard (10, 1%)", STANDARD), ("floor 16, 5%", Checks("floor-16", promote_min_rounds=16, dependent_z=1.645)),
+    designs = (("standard (10, 1%)", STANDARD),
+               ("floor 16, 5%", Checks("floor-16", promote_min_rounds=16, dependent_z=1.645)),
                ("STRICT (20, 5%)", STRICT))
     aa = [(label, draw(rng, (trials, MAX_ROUNDS))) for label, draw in noise_models()]
     gains = {g: math.log1p(g) + rng.normal(0.0, SD, (trials, 120)) for g in (0.03, 0.059)}

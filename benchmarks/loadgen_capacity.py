@@ -100,8 +100,10 @@ def main() -> int:
           f"{args.seconds:g} s per turn, {args.turns} alternating turns, {os.cpu_count()} CPUs")
     print(f"{'client':<8} {'tok/s':>9} {'requests':>9} {'client cores':>13} {'sim cores':>10}")
     for r in results:
-        print(f"{r['kind']:<8} {r['tok_per_s']:>9.0f} {r['requests']:>9} {r['client_cores']:>13.2f} {r['sim_cores']:>10.2f}")
-    mean = {k: sum(r["tok_per_s"] for r in results if r["kind"] == k) / args.turns for k in ("raw", "locust", "locust2")}
+        print(f"{r['kind']:<8} {r['tok_per_s']:>9.0f} {r['requests']:>9} {r['client_cores']:>13.2f} "
+              f"{r['sim_cores']:>10.2f}")
+    mean = {k: sum(r["tok_per_s"] for r in results if r["kind"] == k) / args.turns
+            for k in ("raw", "locust", "locust2")}
     print(f"mean tok/s: raw {mean['raw']:.0f}, locust {mean['locust']:.0f} ({mean['locust'] / mean['raw']:.2f} x raw), "
           f"locust --processes 2 {mean['locust2']:.0f} ({mean['locust2'] / mean['raw']:.2f} x raw)")
     return 0

@@ -9,8 +9,8 @@ a time scale, for each profile at three loads (default c = 1, 16, 64):
                wall e2e the concurrency run just measured at c, both arms pooled), so about c requests
                are in flight; Poisson, and constant. Checks: requests sent per second of window vs the
                requested rate (includes the schedule's own sampling noise), the realised mean gap vs
-               the seeded schedule's mean gap (the client's own error), KS distance of the realised inter-arrival gaps from
-               Exp(lambda) (next to the schedule's own distance and the 5% critical value 1.36/sqrt(n)),
+               the seeded schedule's mean gap (the client's own error), KS distance of the realised inter-arrival gaps
+               from Exp(lambda) (next to the schedule's own distance and the 5% critical value 1.36/sqrt(n)),
                or for constant arrivals the mean |gap - 1/lambda|; start-time lateness vs the schedule.
   trace        a generated trace of Poisson arrivals at lambda_c (another seed), max_new_tokens each,
                written to a temp file, replayed with trace.time-scale = the sims' time scale;
@@ -184,7 +184,8 @@ def main() -> int:
     out = Path(tempfile.mkdtemp(prefix="sglab-profile-fidelity-"))
     rows: list[tuple] = []
     t_start = time.monotonic()
-    with start_sims(BenchRequest(loaded=loaded, plan=plan_for(loaded)).arms, extra_env={"SGLAB_SIM_TIME_SCALE": f"{args.time_scale:g}"}, log_dir=out) as targets:
+    with start_sims(BenchRequest(loaded=loaded, plan=plan_for(loaded)).arms,
+                    extra_env={"SGLAB_SIM_TIME_SCALE": f"{args.time_scale:g}"}, log_dir=out) as targets:
         run = run_profile(loaded, targets, out, "concurrency", {**common, "profile": "concurrency",
                                                                 "concurrency": levels})
         rates = {}

@@ -74,7 +74,8 @@ def main() -> int:
     stacks = list_stacks()
     time_in_process(stacks[0])  # warm imports and the Helm library once, as a long-lived process would
     print(f"sglab render, {args.repeat} runs per stack (seconds; target < {TARGET_S:g} s)")
-    print(f"{'stack':<16} {'in-process med':>14} {'max':>7} {'CLI med':>9} {'max':>7} {'render-only med':>16} {'max':>7}")
+    print(f"{'stack':<16} {'in-process med':>14} {'max':>7} {'CLI med':>9} {'max':>7} {'render-only med':>16} "
+          f"{'max':>7}")
     worst = 0.0
     for stack in stacks:
         inproc = [time_in_process(stack) for _ in range(args.repeat)]

@@ -137,7 +137,10 @@ def compare(label: str, accuracy: float, trials: int, arm_rounds: float, k: int,
     low, high = binomial_interval(accuracy, trials)
     n, n_low, n_high = (equal_rounds(curve, a) for a in (accuracy, low, high))
     per_round = segments_per_round or k + 1
-    cost = (lambda r: None if r is None else per_round * r)
+
+    def cost(r):
+        return None if r is None else per_round * r
+
     grid = cost(n)
     span = f"{n_low or '?'}-{n_high or f'>{curve.size}'}"
     fewer = "-" if grid is None else f"{grid / arm_rounds:.2f}x"
@@ -236,7 +239,8 @@ def stress_rows(args, rng, noise: Noise, grid_size: int) -> list[str]:
         out.append(f"| {gap:.2%} | {best_ok:.1%} | {race.p_correct.mean():.1%} | {(shortfall <= 0.005).mean():.1%} "
                    f"| {shortfall.mean():.3%} | {race.segments.mean():.1f} |")
     below = run_race(np.array([-0.03, -0.05, -0.08, -0.12, -0.15]), args.trials, rng, noise)
-    out += ["", f"Five arms all below the baseline (-3% to -15%): no-winner in {(below.outcome == NO_WINNER).mean():.1%}"
+    out += ["",
+            f"Five arms all below the baseline (-3% to -15%): no-winner in {(below.outcome == NO_WINNER).mean():.1%}"
             f" of the sweeps (nothing to confirm), {below.segments.mean():.1f} arm-rounds."]
     return out
 

@@ -158,7 +158,8 @@ def build_arms(dep: Deployment, releases: list[ArmRelease]) -> None:
         pulumi.log.warn(note)
     by_release = {a.release: a for a in wave.arms}
     dep.export("config_hashes", {"baseline": dep.arms["baseline"].config_hash,
-                                 **{by_release[k].arm.name: s.config_hash for k, s in dep.arms.items() if k != "baseline"}})
+                                 **{by_release[k].arm.name: s.config_hash for k, s in dep.arms.items()
+                                    if k != "baseline"}})
     dep.export("sweep_wave", wave.number)
     dep.export("sweep_waves", wave.count)
     dep.export("sweep_carried", wave.carried.arm.name if wave.carried else None)

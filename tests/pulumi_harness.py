@@ -107,7 +107,8 @@ class Monitor(pulumi_mocks.MockMonitor):
         timeouts = request.customTimeouts
         self.options[f"{request.type}::{request.name}"] = {
             "parent": request.parent,
-            "custom_timeouts": {k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)},
+            "custom_timeouts": {k: getattr(timeouts, k) for k in ("create", "update", "delete")
+                                if getattr(timeouts, k)},
             "dependencies": list(request.dependencies),
             "remote": request.remote,
             "retain_on_delete": request.retainOnDelete,

@@ -28,7 +28,8 @@ def imported_modules(directory: Path, root: Path = ROOT) -> dict[str, set[str]]:
     return out
 
 
-def offenders(directory: str, forbidden: tuple[str, ...], allowed: tuple[str, ...] = (), root: Path = ROOT) -> list[str]:
+def offenders(directory: str, forbidden: tuple[str, ...], allowed: tuple[str, ...] = (),
+              root: Path = ROOT) -> list[str]:
     found = []
     for file, names in imported_modules(root / directory, root).items():
         for name in sorted(names):
@@ -82,7 +83,8 @@ def test_the_forbidden_import_check_can_fail(tmp_path):
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "m.py").write_text("def f():\n    from sglab.config import loader\n")
-    assert offenders("pkg", ("sglab.config",), root=tmp_path) == ["pkg/m.py imports sglab.config", "pkg/m.py imports sglab.config.loader"]
+    assert offenders("pkg", ("sglab.config",), root=tmp_path) == ["pkg/m.py imports sglab.config",
+                                                                  "pkg/m.py imports sglab.config.loader"]
 
 
 STACK = """config:
@@ -141,7 +143,8 @@ def test_a_new_sglang_flag_is_one_declaration(tmp_path, monkeypatch):
     text = STACK % "on"
     (tmp_path / "Pulumi.fake.yaml").write_text(text.replace(
         "{max-running-requests: 8}", "{max-running-requests: 8, extra-args: [--fake-window-s, '1']}").replace(
-        "num-draft-tokens: 3}", "num-draft-tokens: 3}\n    confounds: {server: {extra-args: [--fake-window, '1', '2']}}"))
+        "num-draft-tokens: 3}",
+        "num-draft-tokens: 3}\n    confounds: {server: {extra-args: [--fake-window, '1', '2']}}"))
     found = {c.key: (c.baseline, c.candidate) for c in confounds(load_stack("fake").config)}
     assert found == {"server --fake-window-size": ("1", "1 2")}
 

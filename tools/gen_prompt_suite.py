@@ -149,7 +149,8 @@ def business_sentence(rng: random.Random) -> str:
     templates = (
         "{name} from the {team} team reported that {product} now handles about {n} requests per minute at peak.",
         "The group agreed to postpone the {product} launch by {w} weeks so that the {team} team can finish testing.",
-        "{company} signed a {y}-year contract with a regional partner, which is expected to add roughly {p}% to revenue.",
+        "{company} signed a {y}-year contract with a regional partner, which is expected to add roughly {p}% to "
+        "revenue.",
         "Customer complaints about {product} dropped sharply after the {team} team fixed a long-standing timeout.",
         "{name} raised a concern that the budget for {product} does not cover the extra support staff.",
         "The {team} team will own the migration, with {name} as the main point of contact.",
@@ -213,11 +214,13 @@ def chat(rng: random.Random) -> list[dict]:
         lambda: f"I'd like to get into {pick(rng, HOBBIES)}. Where should a complete beginner start?",
         lambda: f"Can you recommend a few {pick(rng, BOOK_GENRES)} books for someone who loved "
                 f"{pick(rng, BOOK_GENRES)} as a teenager? Tell me briefly why each one.",
-        lambda: f"What's the difference between a {pick(rng, ('Roth IRA', 'fixed-rate mortgage', 'index fund', 'credit union'))} "
-                f"and a {pick(rng, ('traditional IRA', 'variable-rate mortgage', 'savings account', 'bank'))}, in plain words?",
+        lambda: "What's the difference between a "
+                f"{pick(rng, ('Roth IRA', 'fixed-rate mortgage', 'index fund', 'credit union'))} and a "
+                f"{pick(rng, ('traditional IRA', 'variable-rate mortgage', 'savings account', 'bank'))}, in "
+                "plain words?",
         lambda: "I keep putting things off until the last minute. Is there a simple routine that actually works?",
         lambda: f"Write a short, warm message to congratulate my {pick(rng, RELATIONS)} on a new job.",
-        lambda: f"Why does bread go stale faster in the fridge? I always thought cold keeps food fresh.",
+        lambda: "Why does bread go stale faster in the fridge? I always thought cold keeps food fresh.",
         lambda: f"Give me three ideas for a rainy weekend in {pick(rng, PLACES)} with two kids.",
     )
     messages = []
@@ -350,8 +353,9 @@ def translation(rng: random.Random) -> list[dict]:
         lang, source = pick(rng, FOREIGN_SENTENCES)
         text = f"Translate this {lang} sentence into English: \"{source}\""
     else:
-        phrase = pick(rng, ("Where is the nearest pharmacy?", "I'm allergic to peanuts.", "Could we get the bill, please?",
-                            "How much does a ticket to the city centre cost?", "Nice to meet you."))
+        phrase = pick(rng, ("Where is the nearest pharmacy?", "I'm allergic to peanuts.",
+                            "Could we get the bill, please?", "How much does a ticket to the city centre cost?",
+                            "Nice to meet you."))
         text = f"How do you say \"{phrase}\" in {pick(rng, LANGUAGES)}? Please translate it and add the pronunciation."
     return [{"role": "user", "content": text}]
 

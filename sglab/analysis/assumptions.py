@@ -16,7 +16,8 @@ What the checks do, per look, from the rounds so far:
   skewness term of the t statistic, gamma (1 + 2 b^2) / (6 sqrt(n)) in units of sd / sqrt(n).
 - drift: a least-squares slope of the rounds over their index with t < -3 (from 6 rounds) holds a promotion:
   the gain is clearly falling while it is measured.
-- and no promotion before the checks' floor (10 rounds, STANDARD; 20, STRICT), the fewest from which these checks can see anything
+- and no promotion before the checks' floor (10 rounds, STANDARD; 20, STRICT), the fewest from which these checks can
+  see anything
   (before it, a dependent or skewed run of rounds looks like a clear gain: the measured table).
 
 The floor and the dependence hold are one `Checks` value, chosen by policy.checks (CHECKS, by name):

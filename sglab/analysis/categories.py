@@ -69,7 +69,8 @@ def category_gains(result: RunResult, base: str, cand: str, policy: PromotionPol
             if rounds:
                 data = np.array([[table[i][base], table[i][cand]] for i in rounds])
                 worse, better = metric.improvement(data[:, 0], data[:, 1])
-                ci = log_ratio_ci(worse, better, confidence=confidence, method=policy.interval_method(level.concurrency))
+                ci = log_ratio_ci(worse, better, confidence=confidence,
+                                  method=policy.interval_method(level.concurrency))
                 estimate, low, high = ci.as_gain()
                 gain = Gain(metric=metric.name, rounds=ci.n, baseline_mean=float(data[:, 0].mean()),
                             candidate_mean=float(data[:, 1].mean()), estimate=estimate, low=low, high=high,

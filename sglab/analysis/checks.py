@@ -206,7 +206,8 @@ def _latency_guard(base_name: str, level: int, delta, cap: float, where: str) ->
     name, knob = f"{base_name}@{level}", f"policy.{base_name.replace('-p99', '')}-p99-max-increase"
     if delta.low is None or delta.high is None:
         ok = delta.increase <= cap
-        return Check(name=name, ok=ok, detail=f"{base_name} {pct(delta.increase)} at {where} ({'within' if ok else 'beyond'} "
+        return Check(name=name, ok=ok,
+                     detail=f"{base_name} {pct(delta.increase)} at {where} ({'within' if ok else 'beyond'} "
                      f"the allowed {cap:+.0%}; a point estimate: too few rounds with request samples for an interval)",
                      fix=None if ok else f"the candidate's {base_name} grew too much; tune it or raise {knob}")
     band = f"{pct(delta.increase)} [{pct(delta.low)}, {pct(delta.high)}]"
@@ -234,7 +235,8 @@ def _requests_to_decide(delta, cap: float) -> str:
     if distance <= 0.0 or half <= 0.0:
         return ""
     times = (half / distance) ** 2
-    return f"; about {times:.0f}x the requests would likely decide it" if times < 1000 else "; the estimate sits at the cap"
+    return (f"; about {times:.0f}x the requests would likely decide it" if times < 1000
+            else "; the estimate sits at the cap")
 
 
 def unable_to_measure(guard: Check) -> bool:

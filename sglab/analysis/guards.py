@@ -113,4 +113,5 @@ def p99_ratio(level: LevelResult, base: str, cand: str, which: Literal["ttft", "
     if not rounds:
         return QuantileRatio(None, None, None, confidence, 0)
     return ratio_interval([np.asarray(per_round[i][base], dtype=float) for i in rounds],
-                          [np.asarray(per_round[i][cand], dtype=float) for i in rounds], confidence=confidence, seed=seed)
+                          [np.asarray(per_round[i][cand], dtype=float) for i in rounds], confidence=confidence,
+                          seed=seed)

@@ -46,7 +46,7 @@ def level_label(result: RunResult) -> str:
     return str(profile or "concurrency")
 
 
-def level_phrase(label: str, level: int | float) -> str:
+def level_phrase(label: str, level: int | float | str | list[int]) -> str:
     """How a sentence names a level: 'concurrency 16', '8 req/s', 'the trace'."""
     text = f"{level:g}" if isinstance(level, float) else str(level)
     if label == "rate":

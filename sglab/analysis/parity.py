@@ -36,7 +36,7 @@ def _answers(level: LevelResult, arm: str) -> dict[Key, str]:
     seen: dict[tuple[int, int], int] = defaultdict(int)
     for sample in sorted((s for s in level.requests if _usable(s, arm)), key=lambda s: s.start_s):
         k = (sample.round_index, sample.prompt_index)
-        out[(*k, seen[k])] = sample.output_sha256
+        out[k + (seen[k],)] = sample.output_sha256
         seen[k] += 1
     return out
 

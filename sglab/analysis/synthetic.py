@@ -127,7 +127,8 @@ def synthetic_result(
                 round_rows.append(RoundSample(
                     level=level, round_index=round_index, position=position, arm=name, started_at_s=clock_s,
                     duration_s=round_duration_s, requests=n, errors=int(errors.sum()), output_tokens=tokens,
-                    output_tok_per_s=rate * level * ok / n * float(np.exp(rng.normal(0.0, request_cv / 2))) if ok else None,
+                    output_tok_per_s=(rate * level * ok / n * float(np.exp(rng.normal(0.0, request_cv / 2)))
+                                      if ok else None),
                     decode_tok_per_s_mean=float(ok_decode.mean()) if ok else None,
                     decode_tok_per_s_p50=float(np.median(ok_decode)) if ok else None,
                     ttft_ms_p50=float(np.median(ttfts)), itl_ms_p50=1000.0 / rate,

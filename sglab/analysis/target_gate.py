@@ -58,12 +58,12 @@ def _undecided_fix(lv, verdict, label: str, target: str, source_stack: str, floo
     where = level_phrase(label, lv.concurrency)
     if gain.low is None and gain.high is None:
         return (f"{where} has only {gain.rounds} rounds, too few for the confidence sequence to bound (a promotion "
-                f"needs at least {floor} under {target}'s checks): it was measured as an ungated level; re-run `sglab bench --stack "
-                f"{source_stack}`, which runs the levels {target} gates sequentially until they decide "
+                f"needs at least {floor} under {target}'s checks): it was measured as an ungated level; re-run `sglab "
+                f"bench --stack {source_stack}`, which runs the levels {target} gates sequentially until they decide "
                 f"(sglab:promote-to)")
     if gain.held:
         return f"{where}: {gain.notes[0] if gain.notes else gain.held}"
     more = f" (about {lv.more_rounds} more rounds would likely decide)" if lv.more_rounds else ""
     return (f"{where}'s sequence [{pct(gain.low)}, {pct(gain.high)}] still straddles {target}'s min-gain "
-            f"{verdict.min_gain:+.1%} after {gain.rounds} rounds{more}: re-run `sglab bench --stack {source_stack}` with "
-            "the same load settings; the new run continues this pair's sequence")
+            f"{verdict.min_gain:+.1%} after {gain.rounds} rounds{more}: re-run `sglab bench --stack {source_stack}` "
+            "with the same load settings; the new run continues this pair's sequence")

@@ -8,7 +8,8 @@ and the promotion target's (`sglab:promote-to`, default production) at the level
 evidence can decide the target's gate too. The level stops when every one of them has decided, or at the max
 rounds. A continued sequence (sglab/analysis/accumulate.py) starts from the earlier runs' rounds of the same
 pair. Every look is recorded in result.sequential (level -> record; `stop_rule`: level -> the lines it
-stopped against, [gain, checks] each: a target may gate with stricter checks, policy.checks) and the level's last look is printed with why it stopped; the verdict recomputes all of it
+stopped against, [gain, checks] each: a target may gate with stricter checks, policy.checks) and the level's last look
+is printed with why it stopped; the verdict recomputes all of it
 from the rounds. Other levels run their fixed load.ungated-rounds (and get the fixed-n interval).
 """
 
@@ -16,12 +17,16 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from sglab.analysis.accumulate import SequenceError, continue_sequence, key_of
 from sglab.analysis.sequential import SequentialRecord, sequential_test
 from sglab.analysis.stops import StopLine, level_log_ratios, line_for, stop_reason, threshold_for
 from sglab.load.request import BenchRequest, RefusedError
 from sglab.schema.result import LevelResult, RunResult
+
+if TYPE_CHECKING:
+    from sglab.config.policy import PromotionPolicy
 
 MAX_ROUNDS_FACTOR = 2  # default max rounds: twice load.rounds (docs/verdict.md measures max 32 vs fixed 16)
 
@@ -162,7 +167,7 @@ def run_sequential(request: BenchRequest, *, max_rounds: int | None = None, roun
     return run_controlled(request, controller)
 
 
-def promotion_target(loaded) -> tuple[str | None, object | None, str | None]:
+def promotion_target(loaded) -> tuple[str | None, PromotionPolicy | None, str | None]:
     """(target stack name, its policy, a note) for `sglab:promote-to`: the stack the evidence is going to. A target
     named on purpose must exist (ConfigError); the default (production) may be absent, said in the note."""
     from sglab.config.loader import load_stack, promotion_target_path

@@ -6,7 +6,7 @@
     sglab bench --stack X --aa | --attribute                # A/A check | four-arm attribution
     sglab bench --stack X --profile rate --rates 2,8        # open loop: Poisson arrivals at 2 and 8 req/s
     sglab bench --stack X --profile trace --trace T.jsonl   # replay a JSONL trace at its arrival times
-    sglab bench --stack X --prompts suite --natural-stop    # the bundled suite (chat endpoint), replies stop by themselves
+    sglab bench --stack X --prompts suite --natural-stop    # the bundled suite (chat), replies stop by themselves
     sglab bench --stack X --prompts sharegpt:S.json --categories field:topic --prompt-limit 200
     sglab bench --stack X --prompts openai:logs.jsonl --endpoint generate   # an import, sent as raw text
 """
@@ -309,7 +309,8 @@ def build_request(args: argparse.Namespace):
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         raise ConfigError(loaded.path, "load." + ".".join(str(p) for p in err["loc"]),
-                          f"{err['msg']} (after command-line overrides)", "check --rounds/--concurrency/--round-*") from None
+                          f"{err['msg']} (after command-line overrides)",
+                          "check --rounds/--concurrency/--round-*") from None
     _check_profile(loaded, plan, args.workers, max_new_tokens_given=args.max_new_tokens is not None)
     _refuse_ungated_run(loaded, plan)
     sim_env = _sim_env(args.sim_env, args.time_scale) if target == "sim" else {}
@@ -363,9 +364,9 @@ def run(args: argparse.Namespace) -> int:
         gated_rounds = (f"{request.plan.rounds} rounds ({request.loaded.config.policy.method}) at gated levels "
                         f"{request.loaded.config.policy.levels}")
     print(printable(f"sglab bench {request.loaded.name}: {request.kind} run, arms {arms}, target "
-                    f"{request.target_kind}, {profile.name} profile, levels {profile.levels()} ({profile.level_label}), "
-                    f"{gated_rounds}, {request.plan.ungated_rounds or request.plan.rounds} rounds elsewhere; "
-                    f"{_prompts_phrase(request.plan)}", limit=None), file=sys.stderr)
+                    f"{request.target_kind}, {profile.name} profile, levels {profile.levels()} "
+                    f"({profile.level_label}), {gated_rounds}, {request.plan.ungated_rounds or request.plan.rounds} "
+                    f"rounds elsewhere; {_prompts_phrase(request.plan)}", limit=None), file=sys.stderr)
     for note in notes:
         print(f"note: {printable(note, limit=None)}", file=sys.stderr)
     try:
@@ -397,8 +398,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
         print(f"result stored in ConfigMap {namespace}/{args.result_configmap}")
     if result.invalid_reason:
-        print(f"run invalid: {printable(result.invalid_reason)}; it cannot be judged. What was measured before is kept in "
-              f"{run_dir}; fix or restart that server and run the bench again", file=sys.stderr)
+        print(f"run invalid: {printable(result.invalid_reason)}; it cannot be judged. What was measured before is kept "
+              f"in {run_dir}; fix or restart that server and run the bench again", file=sys.stderr)
         return EXIT_INVALID
     if not result.complete:
         print(f"run incomplete ({printable(result.incomplete_reason)}); what was measured is kept in {run_dir}",

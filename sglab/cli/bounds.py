@@ -14,7 +14,7 @@ import typing
 from functools import lru_cache
 from typing import Any, Callable
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from sglab.core.untrusted import printable
 
@@ -31,10 +31,11 @@ def _unwrap(annotation: Any) -> Any:
 
 
 @lru_cache(maxsize=None)
-def _field(model: type, name: str) -> tuple[TypeAdapter, Any, Any]:
+def _field(model: type[BaseModel], name: str) -> tuple[TypeAdapter, Any, Any]:
     """(adapter of the field's whole type, its base type, a list field's item base type or None)."""
     info = model.model_fields[name]
-    annotation = typing.Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+    whole = (info.annotation, *info.metadata)  # Annotated[whole] is Annotated[annotation, *metadata]
+    annotation: Any = typing.Annotated[whole] if info.metadata else info.annotation
     base = _unwrap(annotation)
     item = None
     if base is list:
@@ -69,7 +70,7 @@ def _refusal(exc: ValidationError, key: str, shown: str) -> argparse.ArgumentTyp
     return argparse.ArgumentTypeError(f"{printable(shown, limit=40)!r}: {message} (the limit of {key})")
 
 
-def model_option(model: type, field: str, key: str, *, item: bool = False) -> Callable[[str], Any]:
+def model_option(model: type[BaseModel], field: str, key: str, *, item: bool = False) -> Callable[[str], Any]:
     """argparse `type=`: the option's text as `model.field` accepts it; a list field takes comma-separated
     items (`--concurrency 1,4,16`), or with `item` one value as an item of it (`--users 8`)."""
 
@@ -100,7 +101,7 @@ def model_option(model: type, field: str, key: str, *, item: bool = False) -> Ca
     return parse
 
 
-def bound(model: type, field: str, which: str = "le") -> Any:
+def bound(model: type[BaseModel], field: str, which: str = "le") -> Any:
     """A field's declared bound (`le`, `ge`, `gt`, `lt`; a list field's items'), for help texts."""
     info = model.model_fields[field]
     metadata, types_ = list(info.metadata), [info.annotation]

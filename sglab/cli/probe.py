@@ -64,7 +64,8 @@ def _render(args: argparse.Namespace) -> int:
     spec = probe_spec(stack, loaded.name)
     decode = [s for s in spec.sizes if s.decode]
     lines = [f"# sglab probe nccl --stack {loaded.name}: {len(plan.manifests())} objects; Job {plan.names.job} on one "
-             f"{spec.world_size}-GPU node of the stack's placement, image {plan.job['spec']['template']['spec']['initContainers'][0]['image']}",
+             f"{spec.world_size}-GPU node of the stack's placement, image "
+             f"{plan.job['spec']['template']['spec']['initContainers'][0]['image']}",
              f"# hidden size {spec.hidden_size} ({spec.hidden_size_source}); decode sizes: "
              + ", ".join(human_bytes(s.bytes) for s in decode) + f"; sweep {human_bytes(stack.probe.sweep_min_bytes)}"
              f"-{human_bytes(stack.probe.sweep_max_bytes)}",

@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml) with sglab:sweep")
     p.add_argument("--quick", action="store_true",
                    help="CI preset on simulators: sweep.quick-arms only, the bench's --quick plan (10x speed)")
-    p.add_argument("--list", action="store_true", help="print the expanded grid (arms, skipped with reasons); run nothing")
+    p.add_argument("--list", action="store_true",
+                   help="print the expanded grid (arms, skipped with reasons); run nothing")
     p.add_argument("--resume", metavar="RUN", help="continue the interrupted sweep RUN (its run id or directory)")
     p.add_argument("--max-rounds", type=model_option(SweepSpec, "max_rounds", "sweep.max-rounds"),
                    help="rounds at most per gated level (default: sweep.max-rounds)")

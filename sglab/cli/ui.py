@@ -49,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--users", type=model_option(LoadPlan, "concurrency", "load.concurrency", item=True),
                    help="closed loop: users prefilled in the form (default: 2 x the policy's "
                    "first level); open-loop profiles refuse it (their users are the in-flight cap)")
-    p.add_argument("--spawn-rate", type=_spawn_rate, help="closed loop: spawn rate prefilled in the form (default: users "
+    p.add_argument("--spawn-rate", type=_spawn_rate,
+                   help="closed loop: spawn rate prefilled in the form (default: users "
                    "per second)")
     p.add_argument("--profile", help="load profile: concurrency (closed loop: the form's user count, both arms side "
                    "by side) or rate / trace (open loop: START runs the stack's interleaved schedule of rate levels "

@@ -73,7 +73,7 @@ class HfCache(Model):
     size: str = "2Ti"
     storage_class: str | None = None
     access_modes: list[Literal["ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod", "ReadOnlyMany"]] = Field(
-        default_factory=lambda: ["ReadWriteMany"])
+        default_factory=lambda: ["ReadWriteMany"])  # type: ignore[arg-type]  # mypy reads the lambda as list[str]
     mount_path: str = "/var/cache/huggingface"
 
     @field_validator("size", mode="before")

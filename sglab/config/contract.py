@@ -36,7 +36,7 @@ def newer_than_image(argv: tuple[str, ...], version: str) -> list[str]:
     """Each flag or algorithm in argv that the release `version` does not have yet, as 'what (since X)'."""
     found = []
     decoded = flags.decode(argv)
-    for name, value in decoded.items():
+    for name in decoded:
         known = flags.resolve(name) if name.startswith("--") else None
         if known is not None and known.since and not at_least(version, known.since):
             found.append(f"{known.name} (SGLang {known.since} and later)")

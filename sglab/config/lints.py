@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Protocol
 
-from sglab.config.lint_codes import LintCode
 from sglab.sglang import collectives
 
 # NCCL_* keys that do not steer a single-node all-reduce (logging, inter-node transports); the ones SGLang
@@ -25,9 +24,12 @@ OPT_IN_KEY = "accept-lints"
 
 
 class ArmLike(Protocol):
-    name: str
-    env: dict[str, str]
-    args: tuple[str, ...]
+    @property
+    def name(self) -> str: ...
+    @property
+    def env(self) -> dict[str, str]: ...
+    @property
+    def args(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,8 @@ def load_mapping(name: str, path: Path, namespaced: dict[str, Any]) -> LoadedSta
             problem, _, fix = str(exc).partition(";")
             raise ConfigError(path, key, problem.strip(), fix.strip() or "see docs/config.md",
                               _line_at(namespaced, exc.loc)) from None
-    notes = [f"{path}: {w.message}" for w in caught if issubclass(w.category, (UnknownNcclKeyWarning, ImageVersionWarning))]
+    notes = [f"{path}: {w.message}" for w in caught
+             if issubclass(w.category, (UnknownNcclKeyWarning, ImageVersionWarning))]
     return LoadedStack(name=name, path=path, config=config, warnings=notes, raw=namespaced)
 
 
@@ -245,7 +246,7 @@ def _line_at(namespaced: dict[str, Any], loc: tuple[Any, ...]) -> int | None:
             node = node[part]
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             try:
-                line = node.lc.item(part)[0] + 1
+                line = node.lc.item(part)[0] + 1  # type: ignore[attr-defined]  # ruamel's CommentedSeq
             except Exception:
                 pass
             node = node[part]

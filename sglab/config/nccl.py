@@ -67,5 +67,5 @@ class _NcclBase(BaseModel):
 
 
 # One optional string field per declared variable (the key reference lists them); values arrive normalised.
-NcclEnv = create_model("NcclEnv", __base__=_NcclBase, __doc__="The NCCL_* environment of an arm.",
-                       **{name: (str | None, None) for name in KNOWN_NCCL_KEYS})
+_FIELDS: dict[str, Any] = {name: (str | None, None) for name in KNOWN_NCCL_KEYS}
+NcclEnv = create_model("NcclEnv", __base__=_NcclBase, __doc__="The NCCL_* environment of an arm.", **_FIELDS)

@@ -10,7 +10,8 @@ from pydantic import Field, field_validator, model_validator
 from sglab.config.base import _CPU, _DNS_SUBDOMAIN, _QUANTITY, KeyedValueError, Model, _check_labels, number_as_quantity
 from sglab.config.strict import CONTAINER_SYSTEM_DIRS, dir_problem
 
-_EXTENDED_RESOURCE = re.compile(r"^(?=.{1,253}/)[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_EXTENDED_RESOURCE = re.compile(r"^(?=.{1,253}/)[a-z0-9]([-a-z0-9.]*[a-z0-9])?/"
+                                r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 class Toleration(Model):

@@ -93,7 +93,7 @@ def _bounds(metadata: list[Any]) -> list[str]:
 
 def _constraint(field: Any) -> str:
     """The field's bounds, also those inside `X | None` and a list's items ("each >= 1, <= 4096")."""
-    parts, each = _bounds(field.metadata), []
+    parts, each = _bounds(field.metadata), list[str]()
     stack: list[tuple[Any, bool]] = [(field.annotation, False)]
     while stack:
         annotation, item = stack.pop()

@@ -41,12 +41,14 @@ class ModelVolume(Model):
     @model_validator(mode="after")
     def _source(self) -> "ModelVolume":
         if self.kind == "pvc" and not self.claim_name:
-            raise KeyedValueError("claim-name", "kind is pvc but claim-name is missing: name the PersistentVolumeClaim holding the weights")
+            raise KeyedValueError("claim-name", "kind is pvc but claim-name is missing: name the PersistentVolumeClaim "
+                                                "holding the weights")
         if self.claim_name is not None and not _DNS_SUBDOMAIN.match(self.claim_name):
             raise KeyedValueError("claim-name", f"claim-name {printable(repr(self.claim_name), limit=80)} is not a "
                                   "PersistentVolumeClaim name; use lowercase letters, digits, '-' and '.'")
         if self.kind == "hostPath" and not self.host_path:
-            raise KeyedValueError("host-path", "kind is hostPath but host-path is missing: give the node directory holding the weights")
+            raise KeyedValueError("host-path", "kind is hostPath but host-path is missing: give the node directory "
+                                               "holding the weights")
         problem = dir_problem(self.mount_path, CONTAINER_SYSTEM_DIRS, "/shared")
         if problem:
             raise KeyedValueError("mount-path", f"mount-path {problem}")

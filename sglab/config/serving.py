@@ -274,7 +274,7 @@ def serving_checks(stack: Any) -> Any:
     label = serving.canary.category_label
     if label is not None:
         allowed = flags.decode(list(stack.server.extra_args)).get(CUSTOM_LABELS_FLAG)
-        values = (allowed,) if isinstance(allowed, str) else tuple(allowed or ())
+        values = (allowed,) if isinstance(allowed, str) else allowed if isinstance(allowed, tuple) else ()  # True: none
         if label not in values:
             raise KeyedValueError("serving.canary.category-label", f"category-label {label!r} needs the servers to "
                                   f"label their metrics with it; add {CUSTOM_LABELS_FLAG} {label} to "

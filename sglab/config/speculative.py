@@ -17,7 +17,7 @@ from sglab.sglang import flags, rules
 
 SpeculativeAlgorithm = Literal[rules.SPECULATIVE_ALGORITHMS]  # type: ignore[valid-type]
 NgramMatchType = Literal[rules.NGRAM_MATCH_TYPES]  # type: ignore[valid-type]
-_D = rules.NGRAM_DEFAULTS
+_D: dict[str, Any] = rules.NGRAM_DEFAULTS
 _SPEC_PREFIX = "candidate.speculative."
 
 
@@ -63,8 +63,9 @@ class SpeculativeSpec(Model):
         family = rules.family(self.algorithm)
         self._keys_of_other_families(family)
         if self.draft_model_path and not rules.takes_draft_model(self.algorithm):
-            raise KeyedValueError("draft-model-path", f"algorithm {self.algorithm} uses no draft model "
-                                  f"({'it drafts from an n-gram trie of the context' if family == 'ngram' else 'a LoRA on the target drafts'}); "
+            drafter = ("it drafts from an n-gram trie of the context" if family == "ngram"
+                       else "a LoRA on the target drafts")
+            raise KeyedValueError("draft-model-path", f"algorithm {self.algorithm} uses no draft model ({drafter}); "
                                   "remove draft-model-path")
         if rules.needs_draft_model(self.algorithm) and not self.draft_model_path:
             raise KeyedValueError("algorithm", f"algorithm {self.algorithm} needs draft-model-path (the draft "
@@ -114,7 +115,8 @@ class SpeculativeSpec(Model):
         if self.num_draft_tokens is None:
             raise KeyedValueError("num-draft-tokens", "algorithm NGRAM: num-draft-tokens is unset, so SGLang would "
                                   f"pick {rules.NGRAM_DEFAULT_NUM_DRAFT_TOKENS} itself and the benchmark would not say "
-                                  f"what it measured; set num-draft-tokens (e.g. {rules.NGRAM_DEFAULT_NUM_DRAFT_TOKENS})")
+                                  "what it measured; set num-draft-tokens (e.g. "
+                                  f"{rules.NGRAM_DEFAULT_NUM_DRAFT_TOKENS})")
         _bounds(1, ngram.max_bfs_breadth, self.num_draft_tokens)
         problem = rules.ngram_problem(self.num_draft_tokens, ngram.min_bfs_breadth, ngram.max_bfs_breadth,
                                       ngram.external_corpus_path is not None, ngram.external_sam_budget)

@@ -8,7 +8,8 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from sglab import metrics
 from sglab.config.base import KeyedValueError, Model, SecretValue, _kebab, check_env
-from sglab.config.cluster import DEFAULT_PROJECT_IMAGE, HfCache, NamespaceSpec, check_pull_secrets, cluster_checks, namespace_input
+from sglab.config.cluster import (DEFAULT_PROJECT_IMAGE, HfCache, NamespaceSpec, check_pull_secrets, cluster_checks,
+                                  namespace_input)
 from sglab.config.jobs import BenchmarkJob, LocustSpec, PreflightSpec
 from sglab.config.loadplan import LoadPlan
 from sglab.config.nccl import NcclEnv
@@ -32,7 +33,8 @@ SECRET_FIELDS = ("hf_token", "locust_password")
 class StackConfig(Model):
     """Everything under `sglab:` in a stack file."""
 
-    # `sglab:namespace: NAME` or {name, create, protect, pod-security} (config/cluster.py); `stack.namespace` is the name.
+    # `sglab:namespace: NAME` or {name, create, protect, pod-security} (config/cluster.py);
+    # `stack.namespace` is the name.
     namespace_spec: NamespaceSpec = Field(default_factory=NamespaceSpec, alias="namespace")
     production: bool = False  # serving, not a lab: a platform-owned namespace, no hostPath weights (docs/deploy.md)
     image_pull_secrets: list[str] = Field(default_factory=list)  # on every pod sglab renders
@@ -153,9 +155,10 @@ class StackConfig(Model):
                                           "writable-paths, and one directory takes one volume; mount the weights at a "
                                           "directory of their own, e.g. /shared")
                 if is_under(writable, weights):
-                    raise KeyedValueError("model.volume.mount-path", f"pod-security.writable-paths {writable} is inside "
-                                          f"the read-only model volume at {weights}, where the container runtime cannot "
-                                          "create its mount point; move that writable path out of "
+                    raise KeyedValueError("model.volume.mount-path",
+                                          f"pod-security.writable-paths {writable} is inside "
+                                          f"the read-only model volume at {weights}, where the container runtime "
+                                          "cannot create its mount point; move that writable path out of "
                                           f"{weights}, or mount the weights elsewhere")
             mount = self.model.volume.mount_path.rstrip("/") + "/"
             paths = [("model.path", self.model.path)]

@@ -82,7 +82,8 @@ class SweepSpec(Model):
             if rules.family(name) not in SWEEPABLE_FAMILIES:
                 raise KeyedValueError("speculative-algorithm", f"{name} cannot be a sweep factor: its shape is not "
                                       "num-steps/eagle-topk/num-draft-tokens (sweep it as its own stack); use "
-                                      f"{', '.join(a for a in rules.SPECULATIVE_ALGORITHMS if rules.family(a) in SWEEPABLE_FAMILIES)}")
+                                      + ", ".join(a for a in rules.SPECULATIVE_ALGORITHMS
+                                                  if rules.family(a) in SWEEPABLE_FAMILIES))
         for name in self.draft_model_path:
             if not rules.takes_draft_model(name):
                 raise KeyedValueError(("draft-model-path", name), f"algorithm {name} uses no draft model; remove it")

@@ -1,1 +1,2 @@
-"""The ground floor: errors, paths, untrusted input and its bounded reader, child processes. Imports nothing of sglab."""
+"""The ground floor: errors, paths, untrusted input and its bounded reader, child processes. Imports nothing of
+sglab."""

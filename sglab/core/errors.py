@@ -11,7 +11,8 @@ from sglab.core.untrusted import printable
 class ConfigError(Exception):
     """Bad stack input. `str()` is the whole user-facing message (file[:line]: key: problem, then the fix)."""
 
-    def __init__(self, file: Path | str, key: str | None, problem: str, fix: str | None = None, line: int | None = None):
+    def __init__(self, file: Path | str, key: str | None, problem: str, fix: str | None = None,
+                 line: int | None = None):
         self.file = str(file)
         self.key = key
         self.problem = problem

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 
-def write_or_check(files: dict[Path, str], command: str, argv: list[str] | None = None) -> int:
+def write_or_check(files: dict[Path, str] | dict[str, str], command: str, argv: list[str] | None = None) -> int:
     """With --check: exit status 1 and a hint when any file differs; otherwise rewrite the ones that differ."""
     check = "--check" in (sys.argv[1:] if argv is None else argv)
     stale = []

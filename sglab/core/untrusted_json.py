@@ -111,7 +111,8 @@ def _check(value: Any, limits: JsonLimits, surrogates: bool) -> None:
             items = enumerate(node)
         else:
             if kind is str:
-                surrogates and _no_surrogate(node, trail)
+                if surrogates:
+                    _no_surrogate(node, trail)
             elif kind is not bool and node is not None and (bad := _bad_number(node, trail)) is not None:
                 raise bad
             continue

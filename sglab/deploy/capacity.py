@@ -64,7 +64,8 @@ def capacity(stack: StackConfig, max_nodes: int | None = None) -> Capacity | Non
     return Capacity(servers, stack.placement.nodes, max_nodes or stack.placement.max_nodes, stack.probe.enabled)
 
 
-def check_capacity(stack: StackConfig, stack_name: str, max_nodes: int | None = None) -> tuple[Capacity | None, list[str]]:
+def check_capacity(stack: StackConfig, stack_name: str,
+                   max_nodes: int | None = None) -> tuple[Capacity | None, list[str]]:
     """The capacity and its warnings; raises ConfigError (exit 2) for a plan that could deadlock."""
     cap = capacity(stack, max_nodes)
     if cap is None or cap.max_nodes is None:

@@ -68,7 +68,8 @@ LOCKED_DOWN = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL
                "seccompProfile": {"type": "RuntimeDefault"}}
 
 
-def server_image_security(security: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+def server_image_security(
+        security: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """A container running the servers' image as sglab:pod-security runs the servers (the probe, the preflight):
     its securityContext, its writable mounts and their emptyDirs, from the server chart's `security` values."""
     context: dict[str, Any] = {**LOCKED_DOWN, "readOnlyRootFilesystem": security["readOnlyRootFilesystem"]}

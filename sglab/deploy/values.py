@@ -16,8 +16,8 @@ from ruamel.yaml import YAML
 from sglab.config.arms import ArmSpec, baseline_arm
 from sglab.config.stack import StackConfig
 from sglab.config.placement import Toleration
-from sglab.deploy.naming import (HF_CACHE_CLAIM, arm_label, HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF, PROJECT_IMAGE_UID,
-                                 chart_dir)
+from sglab.deploy.naming import (HF_CACHE_CLAIM, arm_label, HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF,
+                                 PROJECT_IMAGE_UID, chart_dir)
 from sglab.deploy.jobs import toleration_manifest
 from sglab.serving.objects import serving_values
 from sglab.core.generated import write_or_check

@@ -90,7 +90,8 @@ class BenchRun:
             confounds=[c.as_dict() for c in confounds(stack.config)] if self.request.kind != "aa" else [],
             lints=[lint.as_dict() for lint in lint_arms(self.request.arms, stack.config.accept_lints)],
             live_mismatches=mismatches,
-            integrity=planned({level: self.rounds_at(level) for level in self.profile.levels()}),  # what it will measure
+            # what it will measure
+            integrity=planned({level: self.rounds_at(level) for level in self.profile.levels()}),
             load_plan=self.plan.model_dump(mode="json", by_alias=False),
             policy=stack.config.policy.model_dump(mode="json", by_alias=False),
             loadgen={"tool": "locust", "locust_version": locust_version, "user_class": "FastHttpUser",

@@ -19,7 +19,8 @@ QUICK_PLAN = {"concurrency": [1, 4], "rounds": 20, "ungated_rounds": 4, "round_d
 # ...and simulators run 10x faster (recorded as target.time_scale): in real time, 9 s per arm at
 # concurrency 1 holds too few verify cycles to tell a +3% gain from acceptance noise (95% CI about
 # +-9%); at 10x the same minute separates eagle-nccl-ll from eagle-default and A/A (20 rounds at the
-# gated level: 10 left eagle-nccl-ll's lower bound too close to the minimum to decide every time). At 20x latency tails (TTFT p99) turn to jitter. Measurements in docs/load.md. Real servers are
+# gated level: 10 left eagle-nccl-ll's lower bound too close to the minimum to decide every time). At 20x latency tails
+# (TTFT p99) turn to jitter. Measurements in docs/load.md. Real servers are
 # never scaled.
 QUICK_SIM_TIME_SCALE = 10.0
 

@@ -279,7 +279,8 @@ def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def parse_recorded(body: bytes, timestamps: list[float] | None = None, endpoint: Endpoint = "generate") -> StreamMetrics:
+def parse_recorded(body: bytes, timestamps: list[float] | None = None,
+                   endpoint: Endpoint = "generate") -> StreamMetrics:
     """Parse a whole recorded body; `timestamps` gives one arrival time per line (default: line index)."""
     parser = StreamParser(endpoint)
     lines = body.splitlines(keepends=True)

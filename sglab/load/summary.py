@@ -75,7 +75,8 @@ def arm_level_summary(samples: Sequence[RequestSample], rounds: Sequence[RoundSa
     duration = sum(r.duration_s for r in measured_rounds)
     windowed = measured_rounds and all(r.window_s for r in measured_rounds)
     if windowed:
-        throughput = sum(r.window_output_tokens or 0 for r in measured_rounds) / sum(r.window_s for r in measured_rounds)
+        throughput = sum(r.window_output_tokens or 0 for r in measured_rounds) / sum(r.window_s
+                                                                                     for r in measured_rounds)
     else:
         throughput = tokens / duration if duration > 0 else None
     client = _mean(s.accept_length for s in ok)
@@ -93,6 +94,7 @@ def arm_level_summary(samples: Sequence[RequestSample], rounds: Sequence[RoundSa
         itl_ms=percentiles(g for s in ok for g in s.itl_ms),
         e2e_ms=percentiles(s.e2e_ms for s in ok),
         accept_length=AcceptLength(client_mean=client, server_mean=server,
-                                   server_method="+".join(methods) if methods else None) if (client or server) else None,
+                                   server_method="+".join(methods) if methods else None) if (client or server)
+                                   else None,
         metrics=_level_metrics(measured_rounds),
     )

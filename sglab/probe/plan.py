@@ -39,15 +39,16 @@ def probe_variants(stack: StackConfig) -> list[Variant]:
     same = [role for role, env in (("baseline", base_env), ("candidate", cand_env)) if env == forced]
     variants = [Variant(name=DEFAULT_VARIANT, env=forced,
                         source="NCCL's own choice (only what SGLang sets itself)"
-                        + (f"; what the {' and '.join(same)} arm{'s' if len(same) > 1 else ''} run{'' if len(same) > 1 else 's'}" if same else ""))]
+                        + (f"; what the {' and '.join(same)} arm{'s' if len(same) > 1 else ''} "
+                           f"run{'' if len(same) > 1 else 's'}" if same else ""))]
     seen = {tuple(forced.items()): DEFAULT_VARIANT}
     if base_env == cand_env:
         candidates = [("arms", base_env, "both arms' NCCL env (sglab:nccl)")]
     else:
         candidates = [("baseline", base_env, "the baseline arm's NCCL env"),
                       ("candidate", cand_env, "the candidate arm's NCCL env (with its confounds)")]
-    for name, env in stack.probe.variants.items():
-        merged = {**forced, **env.as_env()}
+    for name, variant_env in stack.probe.variants.items():
+        merged = {**forced, **variant_env.as_env()}
         candidates.append((name, dict(sorted(merged.items())), "sglab:probe.variants"))
     for name, env, source in candidates:
         key = tuple(env.items())

@@ -11,15 +11,15 @@ import datetime as dt
 import json
 import secrets
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sglab.probe.spec import ProbeRunSpec, Variant
 from sglab.probe.stats import median_ci
 
-PROBE_SCHEMA_VERSION = 1
-PROBE_KIND = "nccl-probe"
+PROBE_SCHEMA_VERSION: Final = 1
+PROBE_KIND: Final = "nccl-probe"
 PROBE_FILE = "probe.json"
 RUN_PREFIX = "probe-"
 

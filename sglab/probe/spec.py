@@ -85,7 +85,8 @@ class ProbeRunSpec(_Strict):
             raise ValueError(f"sizes {odd} are not whole bf16 elements (2 bytes each)")
         names = [v.name for v in self.variants]
         if not names or names[0] != DEFAULT_VARIANT:
-            raise ValueError(f"the first variant must be {DEFAULT_VARIANT!r} (the reference every other is compared to)")
+            raise ValueError(f"the first variant must be {DEFAULT_VARIANT!r} "
+                             "(the reference every other is compared to)")
         if len(set(names)) != len(names):
             raise ValueError(f"variant names repeat: {names}")
         if not self.allow_nvls:

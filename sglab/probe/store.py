@@ -77,7 +77,8 @@ def store_pulled(configmaps: list[Any], stack: str, base: Path) -> ProbePullRepo
 
 
 def pull_probe_results(stack: str, *, namespace: str | None = None, context: str | None = None,
-                       kubeconfig: str | None = None, base: Path | None = None, core_api: Any = None) -> ProbePullReport:
+                       kubeconfig: str | None = None, base: Path | None = None,
+                       core_api: Any = None) -> ProbePullReport:
     """What `sglab results pull` adds for probes: the stack's probe results into results/<stack>/."""
     from sglab.config.loader import load_stack
     from sglab.results.pull import list_result_configmaps

@@ -138,8 +138,8 @@ def check_producer(source: LoadedStack, result: RunResult, target: LoadedStack) 
                                    f"benchmark stack '{source.name}' with `sglab bench --stack {source.name}`")
         gpus = target.config.placement.gpus_per_node
         if gpus:
-            raise PromotionRefused(f"the {name} stack requests {gpus} GPUs per node (placement.gpus-per-node), so it is "
-                                   "a GPU config whatever its backend, and simulator evidence never changes one",
+            raise PromotionRefused(f"the {name} stack requests {gpus} GPUs per node (placement.gpus-per-node), so it "
+                                   "is a GPU config whatever its backend, and simulator evidence never changes one",
                                    real_evidence_fix(source.name))
         closed = (result.loadgen.get("profile") or "concurrency") == "concurrency" and result.levels
         workers = result.loadgen.get("workers") if isinstance(result.loadgen.get("workers"), int) else 0

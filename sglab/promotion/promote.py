@@ -35,7 +35,7 @@ from sglab.schema.result import RunResult
 from sglab.results.store import RESULT_FILE, git_commit, latest_complete, load_result, results_root, utc_now_iso
 from sglab.analysis.verdict import policy_of
 from sglab.promotion.evidence import (PromotionRefused, check_evidence, check_launch_commands, check_producer,
-                                   check_seal, judge_under_policies, refuse_on_verdict)
+                                   check_seal, judge_under_policies)
 from sglab.promotion.log import LOG_NAME
 
 # The keys a promotion owns in the target stack; everything else there is the target's own.

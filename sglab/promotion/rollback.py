@@ -20,7 +20,8 @@ from filelock import Timeout
 from sglab.core.errors import ConfigError
 from sglab.config.loader import load_stack
 from sglab.core.paths import project_root, stack_path
-from sglab.promotion.promote import PROMOTED_KEYS, _sha256, _write_atomic, append_log, apply_promotion, owned_values, target_lock
+from sglab.promotion.promote import (PROMOTED_KEYS, _sha256, _write_atomic, append_log, apply_promotion, owned_values,
+                                    target_lock)
 from sglab.promotion.evidence import PromotionRefused
 from sglab.promotion.log import LOG_NAME, ROLLBACK, LogEntry, effective, read_log
 from sglab.results.store import git_commit, utc_now_iso

@@ -28,10 +28,12 @@ CAPTIONS = {
 }
 
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:1150px;color:#222;padding:0 1rem}
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:1150px;color:#222;
+padding:0 1rem}
 h1{font-size:1.4rem;margin-bottom:.2rem} h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid #ddd}
 .verdict{font-size:1.15rem;padding:.8rem 1rem;border-left:6px solid;background:#f7f7f7;margin:1rem 0}
-table{border-collapse:collapse;font-size:.9rem;margin:.5rem 0} td,th{border:1px solid #ddd;padding:.3rem .6rem;text-align:right}
+table{border-collapse:collapse;font-size:.9rem;margin:.5rem 0}
+td,th{border:1px solid #ddd;padding:.3rem .6rem;text-align:right}
 th{background:#f0f0f0} td.l,th.l{text-align:left} .bad{color:#C62828} .ok{color:#2E7D32} .muted{color:#777}
 figure{margin:1rem 0} figure img{max-width:100%;border:1px solid #eee} figcaption{color:#555;font-size:.9rem}
 code{background:#f3f3f3;padding:0 .2rem;font-size:.85rem;word-break:break-all}
@@ -107,7 +109,8 @@ def _attribution(v: Verdict) -> str:
 def _figure(name: str, path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     return (f"<figure><img alt='{_e(name)}' src='data:image/png;base64,{data}'>"
-            f"<figcaption>{_e(CAPTIONS.get(name, ''))} <a href='{_e(path.name)}'>{_e(path.name)}</a></figcaption></figure>")
+            f"<figcaption>{_e(CAPTIONS.get(name, ''))} <a "
+            f"href='{_e(path.name)}'>{_e(path.name)}</a></figcaption></figure>")
 
 
 def _run_details(result: RunResult) -> str:
@@ -196,10 +199,10 @@ def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> 
     inline = _inline(result, verdict, plots)
     plots = {name: path for name, path in plots.items() if name not in INLINE}
     economics = "".join(
-        f"<li>{level_phrase(level_label(verdict), lv.concurrency)}: baseline step {_num(lv.economics.baseline_step_ms)} ms/token; verify "
-        f"cycle {_num(lv.economics.verify_cycle_ms)} ms = {_num(lv.economics.candidate_itl_ms)} ms × accept "
-        f"{_num(lv.economics.accept_length)}; break-even accept length {_num(lv.economics.break_even_accept_length)}"
-        f" vs measured {_num(lv.economics.accept_length)}</li>"
+        f"<li>{level_phrase(level_label(verdict), lv.concurrency)}: baseline step "
+        f"{_num(lv.economics.baseline_step_ms)} ms/token; verify cycle {_num(lv.economics.verify_cycle_ms)} ms = "
+        f"{_num(lv.economics.candidate_itl_ms)} ms × accept {_num(lv.economics.accept_length)}; break-even accept "
+        f"length {_num(lv.economics.break_even_accept_length)} vs measured {_num(lv.economics.accept_length)}</li>"
         for lv in verdict.levels if lv.economics.verify_cycle_ms is not None)
     figures = "".join(_figure(name, path) for name, path in plots.items())
     notes = "".join(f"<li>{_e(r)}</li>" for r in verdict.reasons)

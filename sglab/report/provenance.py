@@ -36,7 +36,8 @@ def machine_text(machine: ArmMachine | None) -> str:
     if machine.server_version:
         parts.append(f"version {machine.server_version}")
     if machine.image:
-        digest = f"@{machine.image_digest}" if machine.image_digest and machine.image_digest not in machine.image else ""
+        digest = (f"@{machine.image_digest}" if machine.image_digest and machine.image_digest not in machine.image
+                  else "")
         parts.append(f"image {machine.image}{digest} ({machine.image_source or '?'})")
     if machine.node_name:
         parts.append(f"node {machine.node_name}" + (f" (pod {machine.pod})" if machine.pod else ""))

@@ -1,7 +1,9 @@
-"""The result transport's reading end (`sglab results pull --stack NAME`): copy the in-cluster benchmark results into results/<stack>/<run-id>/.
+"""The result transport's reading end (`sglab results pull --stack NAME`): copy the in-cluster benchmark results into
+results/<stack>/<run-id>/.
 
 Every benchmark Job leaves its result in ConfigMaps labelled `sglab/stack=<stack>` (kept when the
-comparison changes): the index `sglab/result=true` and, for a large result, its parts `sglab/result=part`. Pulling validates each one as a RunResult of this stack and writes
+comparison changes): the index `sglab/result=true` and, for a large result, its parts `sglab/result=part`. Pulling
+validates each one as a RunResult of this stack and writes
 it like any local run; an existing result is never overwritten (an identical copy is skipped, a
 different one is reported as a conflict and left alone).
 

@@ -1,4 +1,5 @@
-"""The result transport's writing end, the result ConfigMaps: how an in-cluster run hands its result JSON to `pulumi up` and `sglab results pull`.
+"""The result transport's writing end, the result ConfigMaps: how an in-cluster run hands its result JSON to `pulumi up`
+and `sglab results pull`.
 
 A ConfigMap holds at most 1 MiB and a full run is several MB of JSON (per-token ITLs of every
 request), so the result is gzipped, base64-encoded and split over up to RESULT_PARTS ConfigMaps that

@@ -51,7 +51,8 @@ def resolve(ref: str, name: str, root: Path | None, *, loaded: dict[str, LoadedS
     stack_name, _, role = ref.partition(":")
     role = role or "candidate"
     if role not in ROLES:
-        raise ConfigError(ref, None, f"{role!r} is not an arm", f"write {stack_name}:candidate or {stack_name}:baseline")
+        raise ConfigError(ref, None, f"{role!r} is not an arm",
+                          f"write {stack_name}:candidate or {stack_name}:baseline")
     stack = (loaded or {}).get(stack_name) or load_stack(stack_name, root)
     arm = (candidate_arm if role == "candidate" else baseline_arm)(stack.config)
     return Revision(name, arm.with_name(name), f"{stack_name}:{role}", stack_sim_env(stack))

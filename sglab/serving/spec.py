@@ -101,7 +101,8 @@ def judge_spec(stack: StackConfig, stack_name: str, *, log_path: Path | None = N
         value, source = break_even(current_promotion(log_path or stacks_dir() / LOG_NAME, stack_name))
     fields = dict(stack=stack_name, namespace=stack.namespace,
                   prometheus_url=prometheus_url or serving.monitoring.prometheus_url,
-                  scrape_interval_s=serving.monitoring.interval_s, window_s=judge.window_s, min_windows=judge.min_windows, max_windows=judge.max_windows,
+                  scrape_interval_s=serving.monitoring.interval_s, window_s=judge.window_s,
+                  min_windows=judge.min_windows, max_windows=judge.max_windows,
                   min_gain=judge.min_gain, confidence=judge.confidence, futility=judge.futility, checks=judge.checks,
                   ttft_p99_max_increase=judge.ttft_p99_max_increase, itl_p99_max_increase=judge.itl_p99_max_increase,
                   error_rate_max_increase=judge.error_rate_max_increase,

@@ -5,7 +5,8 @@ Closed loop, non-streaming chat completions (the judge reads the servers' own me
 no token timing), with the prompt's category in SGLang's x-custom-labels header when the stack names a
 category label. The weight splits the users (one Locust user class per revision, weighted): each user keeps
 to one revision, so each simulator holds a steady concurrency, as each pod behind a gateway holds a steady
-share of many clients (a per-request coin would make a 5 s window's load, and its speed, jump by ~20%). The category mix can change while
+share of many clients (a per-request coin would make a 5 s window's load, and its speed, jump by ~20%). The category mix
+can change while
 the traffic runs (`TrafficPlan.shift_to`): the watch must notice when it moves toward what the draft handles
 badly. Every loop is bounded: a run stops when its Locust runner is stopped; a request by its timeout.
 """

@@ -113,7 +113,8 @@ def _categories(pairs: list, spec: JudgeSpec) -> list[CategoryGain]:
     total = sum(tokens.values()) or 1.0
     out = []
     for cat in sorted(tokens, key=lambda c: -tokens[c]):
-        values = [math.log(a / b) for s, c in pairs if (a := s.category_tok_per_s(cat)) and (b := c.category_tok_per_s(cat))]
+        values = [math.log(a / b) for s, c in pairs if (a := s.category_tok_per_s(cat))
+                  and (b := c.category_tok_per_s(cat))]
         if len(values) < 2:
             continue
         estimate, low, high = _cs_last(values, spec)

@@ -174,7 +174,8 @@ def uno_tree_problem(num_steps: int, eagle_topk: int, verify_width: int) -> str 
         if capacity >= verify_width:
             break
     if verify_width > capacity:
-        return f"num-draft-tokens {verify_width} exceeds the tree UNO can build from num-steps and eagle-topk ({capacity})"
+        return (f"num-draft-tokens {verify_width} exceeds the tree UNO can build from num-steps and eagle-topk "
+                f"({capacity})")
     parents = eagle_topk * max(num_steps - 1, 0) + 1
     if verify_width - 1 > parents:
         return (f"num-draft-tokens - 1 = {verify_width - 1} exceeds eagle-topk x (num-steps - 1) + 1 = {parents}, "

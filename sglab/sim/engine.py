@@ -49,7 +49,6 @@ class TokenEvent:
     accept_histogram: tuple[int, ...] = ()
     text: str = ""
     ids_json: str = ""
-    metric_labels: tuple[tuple[str, str], ...] = ()  # SGLang custom labels (x-custom-labels) of its request series
     proposed_drafts: int = 0  # Σ (num_draft_tokens - 1) over its verify passes (the tier may change)
 
 
@@ -72,6 +71,7 @@ class SimRequest:
     accepted_drafts: int = 0
     proposed_drafts: int = 0
     accept_histogram: list[int] = field(default_factory=list)
+    metric_labels: tuple[tuple[str, str], ...] = ()  # SGLang custom labels (x-custom-labels) of its request series
     arrival: float = 0.0
     arrival_wall: float = 0.0
     admitted_at: float | None = None

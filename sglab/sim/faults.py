@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from sglab.sglang import sim_knobs
 
@@ -25,12 +26,15 @@ def _any(self) -> bool:
 
 
 # The fault knobs as the engine reads them: fields, defaults and bounds from sglab/sglang/sim_knobs.py.
-FaultSpec = dataclasses.make_dataclass(
-    "FaultSpec",
-    [(k.name, k.type, dataclasses.field(default=k.default)) for k in sim_knobs.knobs("faults")],
-    frozen=True,
-    namespace={"validate": _validate, "any": property(_any), "__module__": __name__},
-)
+if TYPE_CHECKING:
+    FaultSpec = Any  # its fields are made at import time from sim_knobs, which mypy cannot see
+else:
+    FaultSpec = dataclasses.make_dataclass(
+        "FaultSpec",
+        [(k.name, k.type, dataclasses.field(default=k.default)) for k in sim_knobs.knobs("faults")],
+        frozen=True,
+        namespace={"validate": _validate, "any": property(_any), "__module__": __name__},
+    )
 
 
 @dataclass(frozen=True)

@@ -199,7 +199,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
                 "usage": _running_usage(body, sum(s.prompt_tokens for s in sims), sum(sent.values()))}
 
     return await generate_api.stream_sse(request, state, sims, fault, render,
-                                         tail=lambda: _sglext_tail(body, state, rid, "text_completion", created, model, sims)
+                                         tail=lambda: _sglext_tail(body, state, rid, "text_completion", created, model,
+                                                                   sims)
                                          + _usage_tail(body, rid, "text_completion", created, model, sims))
 
 

@@ -1,7 +1,8 @@
 """Timing profiles: every constant of the simulator's timing model, named, documented and overridable.
 
 A profile is a `SimProfile`; `default` is calibrated to the article (Kimi-K2.5 int4, TP 8, see
-docs/simulator.md for the derivation) and reports the SGLang release sglab pins (sglab/sglang/version.py). Any field can be overridden from a JSON/YAML file
+docs/simulator.md for the derivation) and reports the SGLang release sglab pins (sglab/sglang/version.py). Any field can
+be overridden from a JSON/YAML file
 (`--sim-profile path.yaml`, keys = field names, unknown keys refused) or one by one
 (`--sim-set NAME=VALUE`, `SGLAB_SIM_SET="NAME=VALUE,NAME=VALUE"`).
 """

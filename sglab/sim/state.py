@@ -30,7 +30,8 @@ class SimState:
 
     def __post_init__(self) -> None:
         allowed = self.config.unknown_flags.get("tokenizer_metrics_allowed_custom_labels") or ()
-        self.metrics = Metrics(self.config.served_model_name, (allowed,) if isinstance(allowed, str) else tuple(allowed))
+        self.metrics = Metrics(self.config.served_model_name,
+                               (allowed,) if isinstance(allowed, str) else tuple(allowed))
         self.engine = Engine(self.config, self.metrics)
         self.faults = FaultInjector(self.config.faults, self.config.seed)
 

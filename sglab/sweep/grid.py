@@ -4,7 +4,8 @@ A combination SGLang would refuse or silently change (eagle-topk 1 with num-draf
 num-steps + 1, a draft tree too small, --speculative-adaptive where SGLang falls back to static or at a
 num-steps outside its tiers) is listed as skipped with the reason, never adjusted. The algorithm is a
 factor too (`sweep.speculative-algorithm`): each algorithm takes the shape factors SGLang reads for it
-(the EAGLE family all three; NGRAM only num-draft-tokens, its breadth is the stack's ngram block). Each arm is the stack's candidate with the
+(the EAGLE family all three; NGRAM only num-draft-tokens, its breadth is the stack's ngram block). Each arm is the
+stack's candidate with the
 combination applied (the NCCL variant on the candidate only, so every arm shares the one baseline),
 with a stable name and the config hash of its effective launch args + env.
 """
@@ -75,7 +76,8 @@ class Grid:
 
 def arm_name(steps: int, topk: int, draft: int, variant: str, adaptive: bool, algorithm: str | None = None) -> str:
     """s2-k1-d3[-variant][-adaptive]; another algorithm than the stack's is a prefix (ngram-d12, standalone-s2-...)."""
-    shape = f"d{draft}" if algorithm is not None and rules.family(algorithm) == "ngram" else f"s{steps}-k{topk}-d{draft}"
+    ngram = algorithm is not None and rules.family(algorithm) == "ngram"
+    shape = f"d{draft}" if ngram else f"s{steps}-k{topk}-d{draft}"
     return ("" if algorithm is None else f"{algorithm.lower()}-") + shape + \
         ("" if variant == DEFAULT_VARIANT else f"-{variant}") + ("-adaptive" if adaptive else "")
 
@@ -185,7 +187,7 @@ def expand(loaded: LoadedStack, spec: SweepSpec | None = None, *,
                 if spec.num_draft_tokens == STEPS_PLUS_ONE:
                     drafts = [s + 1 for s in steps_list] if ngram else [steps + 1]
                 else:
-                    drafts = spec.num_draft_tokens or [own_draft]
+                    drafts = spec.num_draft_tokens or [own_draft]  # type: ignore[assignment]  # not steps+1 (above)
                 for draft in drafts:
                     name = arm_name(steps, topk, draft, variant, adaptive, algorithm)
                     if variant in skip_variants:

@@ -66,9 +66,9 @@ def ranking_table(state: SweepState) -> str:
         lines.append(f"\n{level_phrase(label, int(level))}: {raw['outcome']} after {raw['rounds']} rounds{spent}"
                      + (f": pick {pick}, {chance_phrase(raw)}" if pick else ""))
         if raw.get("p_clears_min") is not None:
-            lines.append(f"  P(the pick beats the baseline by min gain {raw['min_gain']:+.1%}) ≈ {raw['p_clears_min']:.0%}"
-                         f"; eliminations at {raw['arm_confidence']:.2%} per sequence (family-wise "
-                         f"{raw['confidence']:.0%}: the best arm is eliminated with probability <= "
+            lines.append(f"  P(the pick beats the baseline by min gain {raw['min_gain']:+.1%}) ≈ "
+                         f"{raw['p_clears_min']:.0%}; eliminations at {raw['arm_confidence']:.2%} per sequence "
+                         f"(family-wise {raw['confidence']:.0%}: the best arm is eliminated with probability <= "
                          f"{1 - raw['confidence']:.0%})")
         lines.append("  gain: against the baseline over the rounds both ran (base), with its confidence sequence; "
                      "vs pick: paired over the rounds both ran, and the estimated chance of beating the pick")
@@ -172,7 +172,8 @@ def _grid(state: SweepState, values: dict[str, float]) -> tuple[list[int], list[
     return steps, drafts, cells
 
 
-def write_outputs(state: SweepState, result: RunResult, run_dir: Path, *, gpus_per_arm: int | None = None) -> list[Path]:
+def write_outputs(state: SweepState, result: RunResult, run_dir: Path, *,
+                  gpus_per_arm: int | None = None) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -17,7 +17,7 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from flask import Blueprint, Response, redirect, request, session, url_for
@@ -47,7 +47,7 @@ class Credentials:
         return user_ok and password_ok
 
 
-def credentials_from_env(environ: dict[str, str] | None = None) -> Credentials:
+def credentials_from_env(environ: Mapping[str, str] | None = None) -> Credentials:
     environ = os.environ if environ is None else environ
     password = environ.get(PASSWORD_ENV, "")
     if not password:

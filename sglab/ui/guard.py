@@ -24,7 +24,7 @@ import ipaddress
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -104,7 +104,7 @@ class GuardPolicy:
     login: bool
 
     @classmethod
-    def for_ui(cls, bind_host: str, login: bool, environ: dict[str, str] | None = None) -> "GuardPolicy":
+    def for_ui(cls, bind_host: str, login: bool, environ: Mapping[str, str] | None = None) -> "GuardPolicy":
         environ = os.environ if environ is None else environ
         extra = {_bare(h) for h in environ.get(ALLOWED_HOSTS_ENV, "").split(",") if h.strip()}
         if login and not extra:

@@ -14,12 +14,16 @@ start), the start lag's percentiles, and the realised arrival rate beside the sc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sglab.load.summary import arm_level_summary
 from sglab.schema.result import LevelResult, RequestSample
 from sglab.ui.live import LiveRun, with_server_accept
+
+if TYPE_CHECKING:  # open_loop imports gevent and Locust; this module must not
+    from sglab.ui.open_loop import OpenLoopDriver
 
 LATE_MS = 20.0  # later than this after its scheduled arrival, a request did not arrive on schedule
 
@@ -38,7 +42,7 @@ class OpenLoopRun(LiveRun):
     users_from: str = ""
     locust_version: str = ""
     segments: list = field(default_factory=list)  # sglab.ui.open_loop.Segment, in schedule order
-    driver: object | None = None
+    driver: OpenLoopDriver | None = None
 
     def add(self, sample: RequestSample, *, level: int = 0, received_monotonic_s: float | None = None) -> RequestSample:
         """The schedule already gave the sample its level, round and warm-up; kept as it is. A request that started

@@ -10,6 +10,7 @@ fixed-n interval recomputed at every look does.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ def gain_series(result: RunResult | None) -> dict:
     policy = result.policy if result is not None else None
     metric = (policy.metric if policy is not None else None) or DEFAULT_METRIC
     confidence = (policy.confidence if policy is not None else None) or 0.95
-    out = {"metric": metric, "min_gain": policy.min_gain if policy is not None else None,
+    out: dict[str, Any] = {"metric": metric, "min_gain": policy.min_gain if policy is not None else None,
            "confidence": confidence, "levels": []}
     if result is None or len(result.arms) < 2:
         return out
@@ -89,7 +90,8 @@ PLOT_SCRIPT = """
     for (const [v, label, dash, left] of [[0, "0%%", "2,3", true], [data.min_gain, "min gain", "6,3", false]]) {
       if (v === null || v === undefined) continue;
       svg.appendChild(el("line", {x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: "gray", "stroke-dasharray": dash}));
-      svg.appendChild(left ? el("text", {x: L - 4, y: y(v) + 4, "font-size": 10, fill: "gray", "text-anchor": "end"}, label)
+      svg.appendChild(left ? el("text", {x: L - 4, y: y(v) + 4, "font-size": 10, fill: "gray", "text-anchor": "end"},
+                                label)
                            : el("text", {x: W - R, y: y(v) - 4, "font-size": 10, fill: "gray", "text-anchor": "end"},
                                 `${label} ${pct(v)}`));
     }

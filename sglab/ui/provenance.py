@@ -25,7 +25,8 @@ def refusal(result: RunResult, stack_urls: dict[str, str] | None = None) -> Refu
     if result.kind != "interactive":
         return None
     target, run, stack = result.target, result.run_id, result.stack
-    rerun = f"measure again with `sglab ui --stack {stack}` (do not edit the arm URLs), or `sglab bench --stack {stack}`"
+    rerun = (f"measure again with `sglab ui --stack {stack}` (do not edit the arm URLs), or "
+             f"`sglab bench --stack {stack}`")
     urls = ", ".join(f"{arm} {url}" for arm, url in sorted(target.urls.items())) or "none recorded"
     if target.urls_source is None:
         return Refusal(f"interactive run {run} does not record where its arm URLs came from ({urls}); it was "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,7 +69,7 @@ class StackContext:
             return cls("interactive", arms, policy=PromotionPolicy().model_dump(mode="json"))
         config = load_stack(stack).config
         plan = config.load
-        update = {"profile": profile} if profile and profile != plan.profile else {}
+        update: dict[str, Any] = {"profile": profile} if profile and profile != plan.profile else {}
         if trace and trace != plan.trace.file:
             update["trace"] = plan.trace.model_copy(update={"file": trace})
         override = bool(update)
@@ -173,7 +174,8 @@ class UiSession:
         if self.binding is None:
             return []
         bound = self.binding.fields()
-        return [f"{key}={form[key]}" for key in BOUND_FORM_FIELDS if key in form and not _same(form[key], bound.get(key))]
+        return [f"{key}={form[key]}" for key in BOUND_FORM_FIELDS if key in form
+                and not _same(form[key], bound.get(key))]
 
     def url_provenance(self, urls: dict[str, str | None]) -> tuple[str, str]:
         """(target kind, urls_source) of a run measuring `urls`: `sim` only for the launcher's own simulators."""

@@ -109,7 +109,8 @@ def table_rows(run: LiveRun, result: RunResult, verdict) -> list[dict]:
         for info in run.arms:
             arm_samples = [s for s in samples if s.level == level and s.arm == info.name]
             if arm_samples:
-                rows.append(arm_row(info.name, level, arm_samples, run.server_accept_length.get(info.name), show_level=show_level))
+                rows.append(arm_row(info.name, level, arm_samples, run.server_accept_length.get(info.name),
+                                    show_level=show_level))
         judged_level = result.level(level)
         windows = len({r.round_index for r in judged_level.rounds}) if judged_level else 0
         rows.append(gain_row(level, verdict, show_level, windows))

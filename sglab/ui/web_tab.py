@@ -198,8 +198,9 @@ def _form_bounds_refusal(form) -> str | None:
         except ValueError:
             value = float("nan")
         if not 0 < value <= most or (whole and not value.is_integer()):
-            return (f"refused: {key} {printable(given, limit=40)!r} must be a {'whole ' if whole else ''}number above 0 "
-                    f"and at most {most} (load.concurrency's limit of {MAX_CONCURRENCY} per arm; docs/load.md, Limits)")
+            return (f"refused: {key} {printable(given, limit=40)!r} must be a {'whole ' if whole else ''}number "
+                    f"above 0 and at most {most} "
+                    f"(load.concurrency's limit of {MAX_CONCURRENCY} per arm; docs/load.md, Limits)")
     return None
 
 

@@ -41,7 +41,8 @@ def test_per_category_accept_lengths_match_the_simulators_truth(tmp_path: Path) 
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / "Pulumi.cats.yaml").write_text(
         # 4 fixed rounds read once: the fixed-n paired-t (the default sequence is unbounded before round 5)
-        stack.replace("config:\n", "config:\n  sglab:load:\n    endpoint: chat\n  sglab:policy:\n    method: paired-t\n", 1))
+        stack.replace("config:\n",
+                      "config:\n  sglab:load:\n    endpoint: chat\n  sglab:policy:\n    method: paired-t\n", 1))
     env = without_server_env(os.environ)
     env.update(SGLAB_STACKS_DIR=str(tmp_path / "stacks"), SGLAB_RESULTS_DIR=str(tmp_path / "results"))
     proc = subprocess.run([sys.executable, "-m", "sglab.cli", "bench", "--stack", "cats", "--target", "sim",

@@ -73,7 +73,8 @@ STACK = """config:
   sglab:backend: sim
   sglab:model: {{path: m}}
   sglab:server: {{tp-size: 1, max-running-requests: 48}}
-  sglab:candidate: {{speculative: {{algorithm: EAGLE3, draft-model-path: d, num-steps: 2, eagle-topk: 1, num-draft-tokens: 3}}}}
+  sglab:candidate:
+    speculative: {{algorithm: EAGLE3, draft-model-path: d, num-steps: 2, eagle-topk: 1, num-draft-tokens: 3}}
   sglab:placement: {{gpus-per-node: 1}}
 {extra}
 """

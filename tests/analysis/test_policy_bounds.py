@@ -36,7 +36,8 @@ def test_policy_accepts_the_defaults_and_zero_min_gain() -> None:
 @pytest.mark.parametrize("change, key", [
     ({"min_gain": 0.0}, "min-gain"), ({"confidence": 0.9}, "confidence"), ({"min_rounds": 2}, "min-rounds"),
     ({"min_requests": 5}, "min-requests"), ({"error_cap": 0.5}, "error-cap"),
-    ({"ttft_p99_max_increase": 0.9}, "ttft-p99-max-increase"), ({"ttft_p99_max_increase": None}, "ttft-p99-max-increase"),
+    ({"ttft_p99_max_increase": 0.9}, "ttft-p99-max-increase"),
+    ({"ttft_p99_max_increase": None}, "ttft-p99-max-increase"),
     ({"levels": [4]}, "levels"), ({"metric": "output_tok_per_s"}, "metric"), ({"method": "bootstrap"}, "method"),
 ])
 def test_every_weaker_dimension_is_named(change: dict, key: str) -> None:

@@ -67,7 +67,8 @@ def test_crossover_interpolates_on_log2_concurrency() -> None:
 
 def test_attribution_parts_on_exact_data() -> None:
     result = synthetic_result(kind="attribute", attribution=(0.025, 0.033, 0.001), round_cv=0.0, shared_cv=0.0,
-                              request_cv=0.0, confounds=[{"key": "env NCCL_PROTO", "baseline": None, "candidate": "LL"}])
+                              request_cv=0.0,
+                              confounds=[{"key": "env NCCL_PROTO", "baseline": None, "candidate": "LL"}])
     att = attribute(result)
     assert att is not None and att.confounds_label == "NCCL alone"
     lv = att.levels[0]

@@ -21,7 +21,8 @@ def with_extra_args(base: list[str] | None, candidate: list[str] | None) -> str:
         text = text.replace("    tp-size: 8", f"    tp-size: 8\n    extra-args: {base!r}", 1)
     if candidate is not None:
         text = text.replace("      num-draft-tokens: 3",
-                            f"      num-draft-tokens: 3\n    confounds:\n      server:\n        extra-args: {candidate!r}", 1)
+                            "      num-draft-tokens: 3\n    confounds:\n      server:\n        extra-args: "
+                            f"{candidate!r}", 1)
     return text
 
 
@@ -41,12 +42,14 @@ def server_confounds(stack) -> dict[str, tuple[str | None, str | None]]:
 
 
 def test_a_list_valued_flag_is_compared_whole(stacks):
-    stack = stack_of(stacks, with_extra_args(["--cuda-graph-bs-decode", "1"], ["--cuda-graph-bs-decode", "1", "2", "4", "8"]))
+    stack = stack_of(stacks,
+                     with_extra_args(["--cuda-graph-bs-decode", "1"], ["--cuda-graph-bs-decode", "1", "2", "4", "8"]))
     assert server_confounds(stack) == {"server --cuda-graph-bs-decode": ("1", "1 2 4 8")}
 
 
 def test_same_list_is_no_confound(stacks):
-    stack = stack_of(stacks, with_extra_args(["--cuda-graph-bs-decode", "1", "2"], ["--cuda-graph-bs-decode", "1", "2"]))
+    stack = stack_of(stacks,
+                     with_extra_args(["--cuda-graph-bs-decode", "1", "2"], ["--cuda-graph-bs-decode", "1", "2"]))
     assert server_confounds(stack) == {}
 
 
@@ -96,7 +99,8 @@ def test_the_live_check_compares_whole_lists_under_the_canonical_name(stacks):
     from sglab.load.server_info import ServerInfo, live_mismatches
     from sglab.sglang.flags import decode, flag_key
 
-    stack = stack_of(stacks, with_extra_args(["--cuda-graph-bs-decode", "1", "2", "4", "8", "--max-total", "9000"], None))
+    stack = stack_of(stacks,
+                     with_extra_args(["--cuda-graph-bs-decode", "1", "2", "4", "8", "--max-total", "9000"], None))
     arm = candidate_arm(stack)
     live = {flag_key(k): v for k, v in decode(arm.args).items()}
     live.update(cuda_graph_bs_decode=[1, 2, 4, 8], max_total_tokens=9000)

@@ -85,8 +85,10 @@ def test_a_huge_file_is_refused_by_size_before_parsing(stacks, capsys):
 
 
 def test_aliases_within_bounds_still_work(stacks):
-    text = edit("  sglab:placement:\n    gpus-per-node: 8\n    node-selector:\n      nvidia.com/gpu.product: NVIDIA-H200",
-                "  sglab:placement:\n    gpus-per-node: 8\n    node-selector: &sel\n      nvidia.com/gpu.product: NVIDIA-H200"
+    text = edit("  sglab:placement:\n    gpus-per-node: 8\n    node-selector:\n      nvidia.com/gpu.product: "
+                "NVIDIA-H200",
+                "  sglab:placement:\n    gpus-per-node: 8\n    node-selector: &sel\n      nvidia.com/gpu.product: "
+                "NVIDIA-H200"
                 ).replace("  sglab:network-policy:", "") + "  sglab:network-policy:\n    allowed-from: *sel\n"
     (stacks / "Pulumi.alias.yaml").write_text(text)
     assert load_stack("alias").config.network_policy.allowed_from == {"nvidia.com/gpu.product": "NVIDIA-H200"}
@@ -95,16 +97,19 @@ def test_aliases_within_bounds_still_work(stacks):
 # --- item 9: secrets by other names -------------------------------------------------------------
 
 SECRETS = {
-    "confounds-env-hf-token": (edit("      num-draft-tokens: 3", f"      num-draft-tokens: 3\n    confounds:\n      env:\n"
+    "confounds-env-hf-token": (edit("      num-draft-tokens: 3",
+                                    f"      num-draft-tokens: 3\n    confounds:\n      env:\n"
                                     f"        HF_TOKEN: {TOKEN}"), "sglab:candidate.confounds.env.HF_TOKEN"),
     "env-hugging-face-hub-token": (edit("  sglab:env:\n", f"  sglab:env:\n    HUGGING_FACE_HUB_TOKEN: {TOKEN}\n"),
                                    "sglab:env.HUGGING_FACE_HUB_TOKEN"),
-    "env-hf-hub-token": (edit("  sglab:env:\n", f"  sglab:env:\n    HF_HUB_TOKEN: {TOKEN}\n"), "sglab:env.HF_HUB_TOKEN"),
+    "env-hf-hub-token": (edit("  sglab:env:\n", f"  sglab:env:\n    HF_HUB_TOKEN: {TOKEN}\n"),
+                         "sglab:env.HF_HUB_TOKEN"),
     "env-other-api-key": (edit("  sglab:env:\n", f"  sglab:env:\n    OPENAI_API_KEY: {TOKEN}\n"),
                           "sglab:env.OPENAI_API_KEY"),
     "extra-args-api-key": (edit("    tp-size: 8", f"    tp-size: 8\n    extra-args: [--api-key, {TOKEN}]"),
                            "sglab:server.extra-args"),
-    "extra-args-api-key-equals": (edit("    tp-size: 8", f"    tp-size: 8\n    extra-args: ['--admin-api-key={TOKEN}']"),
+    "extra-args-api-key-equals": (edit("    tp-size: 8",
+                                       f"    tp-size: 8\n    extra-args: ['--admin-api-key={TOKEN}']"),
                                   "sglab:server.extra-args"),
     "extra-args-api-key-prefix": (edit("    tp-size: 8", f"    tp-size: 8\n    extra-args: [--api-k, {TOKEN}]"),
                                   "sglab:server.extra-args"),

@@ -106,7 +106,8 @@ def test_sglang_flags_that_only_look_like_secrets_pass(stacks, capsys):
 PASSWORD = "hunter2pw"
 URL_CREDENTIALS = {
     "model-path": (edit("    path: /shared/kimi-k2.5-int4", f"    path: https://alice:{PASSWORD}@models.example/kimi")
-                   .replace("    volume:\n      kind: hostPath\n      host-path: /shared\n      mount-path: /shared\n", ""),
+                   .replace("    volume:\n      kind: hostPath\n      host-path: /shared\n      mount-path: /shared\n",
+                            ""),
                    "sglab:model.path"),
     "draft-path": (edit("      draft-model-path: /shared/kimi-k2.5-eagle3",
                         f"      draft-model-path: hf://bob:{PASSWORD}@hub.example/eagle3"),
@@ -202,7 +203,8 @@ def test_nccl_values_are_not_coerced_from_booleans_or_decimals(line, words, stac
 
 def test_yaml_numbers_for_float_keys_stay_fine(stacks):
     text = edit("    mem-fraction-static: 0.88", "    mem-fraction-static: 0.9")
-    (stacks / "Pulumi.floats.yaml").write_text(text.replace("  sglab:load:\n", "  sglab:load:\n    round-duration-s: 3\n"))
+    (stacks / "Pulumi.floats.yaml").write_text(text.replace("  sglab:load:\n",
+                                                            "  sglab:load:\n    round-duration-s: 3\n"))
     config = load_stack("floats").config
     assert config.server.mem_fraction_static == 0.9 and config.load.round_duration_s == 3.0
 
@@ -257,7 +259,8 @@ PATHS = {
                                  "  sglab:load:\n"), "sglab:model.volume.mount-path", ["read-only", "/shared/cache"]),
     "claim-name-invalid": (edit(VOLUME, "    volume:\n      kind: pvc\n      claim-name: 'Weights_Of/Kimi'\n"
                                 "      mount-path: /shared\n"), "sglab:model.volume.claim-name", ["claim-name"]),
-    "writable-etc": (edit("  sglab:load:\n", "  sglab:pod-security:\n    writable-paths: [/tmp, /etc]\n  sglab:load:\n"),
+    "writable-etc": (edit("  sglab:load:\n",
+                          "  sglab:pod-security:\n    writable-paths: [/tmp, /etc]\n  sglab:load:\n"),
                      "sglab:pod-security.writable-paths", ["system directory", "/etc"]),
     "writable-proc": (edit("  sglab:load:\n", "  sglab:pod-security:\n    writable-paths: [/proc]\n  sglab:load:\n"),
                       "sglab:pod-security.writable-paths", ["system directory", "/proc"]),
@@ -299,7 +302,8 @@ def test_the_host_path_prefixes_are_configurable(stacks, capsys):
 
 # --- candidate-only --speculative-* flags -----------------------------------------------------------
 
-@pytest.mark.parametrize("flag", ["--speculative-foo", "--speculative-adaptive", "--speculative-draft-model-quantization",
+@pytest.mark.parametrize("flag",
+                         ["--speculative-foo", "--speculative-adaptive", "--speculative-draft-model-quantization",
                                   "--speculative-moe-runner-backend"])
 def test_a_speculative_flag_under_the_confounds_is_refused_with_where_it_belongs(flag, stacks, capsys):
     value = "" if flag == "--speculative-adaptive" else ", x"
@@ -310,7 +314,8 @@ def test_a_speculative_flag_under_the_confounds_is_refused_with_where_it_belongs
 
 
 def test_an_abbreviated_speculative_flag_is_refused_too(stacks, capsys):
-    refused(stacks, "spec-abbrev", with_confounds("      server:\n        extra-args: [--speculative-adaptive-c, x.json]"),
+    refused(stacks, "spec-abbrev",
+            with_confounds("      server:\n        extra-args: [--speculative-adaptive-c, x.json]"),
             capsys, key="sglab:candidate.confounds.server.extra-args",
             words=["--speculative-adaptive-config", "candidate.speculative"])
 

@@ -35,7 +35,8 @@ def variants() -> list[tuple[str, dict]]:
                                   "model": {"path": "/w/m", "volume": {"kind": "pvc", "claim-name": "weights",
                                                                        "mount-path": "/w"}},
                                   "candidate": {"speculative": {"algorithm": "EAGLE3", "draft-model-path": "/w/d",
-                                                                "num-steps": 2, "eagle-topk": 1, "num-draft-tokens": 3}}}))
+                                                                "num-steps": 2, "eagle-topk": 1,
+                                                                "num-draft-tokens": 3}}}))
     server = load_stack("production").raw["server"]
     # Multi-node servers (LeaderWorkerSet) are not canaried by Argo Rollouts: the two-node variants drop sglab:serving.
     two_node = {"placement": {"gpus-per-node": 8, "nodes": 2, "rdma": RDMA}, "server": {**server, "tp-size": 16},

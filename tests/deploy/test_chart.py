@@ -175,7 +175,8 @@ def test_deployment_matches_the_arm(captured):
         assert pod.get("nodeSelector", {}) == stack.placement.node_selector
         if dep["kind"] == "Deployment":  # Pulumi does not await a Rollout (Argo runs the canary after pulumi up)
             assert dep["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == str(rollout.pulumi_timeout_min * 60)
-        (svc,) = [o for o in by_kind(rendered[arm.role], "Service") if o["metadata"]["name"] == arm_release_name(stack, arm.role)]
+        (svc,) = [o for o in by_kind(rendered[arm.role], "Service")
+                  if o["metadata"]["name"] == arm_release_name(stack, arm.role)]
         assert svc["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == str(rollout.pulumi_timeout_min * 60)
 
 

@@ -126,5 +126,6 @@ def test_pulumi_up_says_which_phase_it_waits_on(caplog):
     phases = [line for line in lines if line.startswith("phase ")]
     assert [p.split(":")[0] for p in phases] == ["phase 1/3 preflight", "phase 2/3 servers", "phase 3/3 benchmark"]
     assert "up to rollout.pulumi-timeout-min 90 min" in phases[1]
-    assert "16 rounds per gated level" in phases[2] and "kubectl -n sglab-eagle-nccl-ll logs -f job/sglab-bench-" in phases[2]
+    assert "16 rounds per gated level" in phases[2]
+    assert "kubectl -n sglab-eagle-nccl-ll logs -f job/sglab-bench-" in phases[2]
     assert any(line.startswith("capacity: up to 2 servers") for line in lines)

@@ -55,7 +55,8 @@ def test_render_shows_the_preflight_before_both_arms(capsys):
     assert {"name": "model", "mountPath": "/shared", "readOnly": True} in container["volumeMounts"]
     assert pod["nodeSelector"] == stack.placement.node_selector  # a hostPath of weights is only on those nodes
     assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
-    configmap = next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == job["metadata"]["name"])
+    configmap = next(o for o in objects if o["kind"] == "ConfigMap"
+                     and o["metadata"]["name"] == job["metadata"]["name"])
     spec = json.loads(configmap["data"]["spec-0.json"])
     releases = arm_releases(stack, "eagle-nccl-ll")
     assert [a["args"] for a in spec["arms"]] == [list(r.arm.args) for r in releases]  # the exact launch commands
@@ -165,7 +166,8 @@ def image(tmp_path, monkeypatch):
 
 
 def spec(weights: Path, *arms: list[str]) -> dict:
-    return {"stack": "s", "image": "img", "arms": [{"name": f"arm{i}", "args": a, "env": {}} for i, a in enumerate(arms)],
+    return {"stack": "s", "image": "img",
+            "arms": [{"name": f"arm{i}", "args": a, "env": {}} for i, a in enumerate(arms)],
             "paths": [{"key": "model.path", "path": str(weights / "model")},
                       {"key": "candidate.speculative.draft-model-path", "path": str(weights / "draft")}]}
 

@@ -245,7 +245,8 @@ def test_pulumi_config_alone_deploys_when_no_stack_file(config_only):
 def test_typo_in_stack_file_fails_pulumi_up_with_the_file_line(monkeypatch, tmp_path):
     from sglab.core.paths import project_root, stack_path
 
-    text = stack_path("eagle-nccl-ll", project_root()).read_text().replace("  sglab:nccl:", "  sglab:nccl:\n    NCCL_PROTOO: LL")
+    text = stack_path("eagle-nccl-ll", project_root()).read_text().replace("  sglab:nccl:",
+                                                                           "  sglab:nccl:\n    NCCL_PROTOO: LL")
     text = text.replace("    num-continuous-decode-steps: 4", "    num-continuous-decode-step: 4")
     (tmp_path / "Pulumi.eagle-nccl-ll.yaml").write_text(text)
     monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))

@@ -79,10 +79,12 @@ def test_both_templates_of_both_arms_carry_the_fabric(lws_schema):
         group = lws["spec"]["leaderWorkerTemplate"]
         for which in ("leaderTemplate", "workerTemplate"):
             pod = group[which]
-            assert pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == "gpu-net/sriov-ib0,gpu-net/sriov-ib1"
+            assert (pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
+                    == "gpu-net/sriov-ib0,gpu-net/sriov-ib1")
             (container,) = pod["spec"]["containers"]
             resources = container["resources"]
-            assert resources["limits"]["rdma/rdma_shared_device_a"] == resources["requests"]["rdma/rdma_shared_device_a"] == 1
+            assert (resources["limits"]["rdma/rdma_shared_device_a"]
+                    == resources["requests"]["rdma/rdma_shared_device_a"] == 1)
             assert resources["limits"]["nvidia.com/gpu"] == 8
             assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
             assert container["securityContext"]["allowPrivilegeEscalation"] is False
@@ -141,7 +143,8 @@ def test_a_multi_node_stack_without_a_fabric_is_linted(capsys):
     assert lint.severity == "warning" and lint.key == "placement.rdma" and "TCP sockets" in lint.message
     assert not [lint for lint in stack_lints(two_node().config) if lint.code == "multi-node-without-rdma"]
     accepted = two_node(rdma=None, **{"accept-lints": ["multi-node-without-rdma"]})
-    assert [lint.severity for lint in stack_lints(accepted.config) if lint.code == "multi-node-without-rdma"] == ["note"]
+    assert [lint.severity for lint in stack_lints(accepted.config)
+            if lint.code == "multi-node-without-rdma"] == ["note"]
 
 
 @pytest.mark.parametrize("rdma, key, words", [

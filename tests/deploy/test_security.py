@@ -301,7 +301,8 @@ def test_every_rendered_pod_is_locked_down(name, monkeypatch, tmp_path):
             assert security.get("capabilities") == {"drop": ["ALL"]}, what
             assert (security.get("seccompProfile") or pod_context.get("seccompProfile")) == {"type": "RuntimeDefault"}
             assert security.get("readOnlyRootFilesystem") is True, what
-        server_image = what.startswith(("Deployment/sglang-", "Rollout/sglang-", "LeaderWorkerSet/", "Job/sglab-preflight-"))
+        server_image = what.startswith(("Deployment/sglang-", "Rollout/sglang-", "LeaderWorkerSet/",
+                                        "Job/sglab-preflight-"))
         if not server_image or loaded.config.backend == "sim":
             for container in spec["containers"]:  # the project image's user (an init container may run the servers')
                 effective = {**spec["securityContext"], **container.get("securityContext", {})}

@@ -226,8 +226,8 @@ READERS: dict[str, tuple[str, Callable[[Path], Any], bytes, str]] = {
                    "provenance"),
     "configmap-payload": ("payload.json", _configmap_payload, RESULT, "result"),
     "sim-profile": ("profile.json", _sim_profile, b'{"scheduler_overhead_ms": 1.5}', "sim"),
-    "adaptive-config": ("adaptive.json", _adaptive_config, b'{"ema_alpha": 0.5, "strategy": "ema", "candidate_steps": [1, 3, 7]}',
-                        "sim"),
+    "adaptive-config": ("adaptive.json", _adaptive_config,
+                        b'{"ema_alpha": 0.5, "strategy": "ema", "candidate_steps": [1, 3, 7]}', "sim"),
 }
 
 

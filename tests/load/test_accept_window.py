@@ -68,7 +68,8 @@ def test_without_counters_the_flush_cache_method_is_used() -> None:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("results")
-    bench(["--stack", "eagle-nccl-ll", "--prompts", "random", "--concurrency", "1,4", "--rounds", "3", "--ungated-rounds", "3",
+    bench(["--stack", "eagle-nccl-ll", "--prompts", "random", "--concurrency", "1,4", "--rounds", "3",
+           "--ungated-rounds", "3",
            "--round-requests", "4", "--warmup-requests", "1", "--max-new-tokens", "24", "--time-scale", "5"], out)
     (run_dir,) = run_dirs(out, "eagle-nccl-ll")
     return load(run_dir)

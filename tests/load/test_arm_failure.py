@@ -22,8 +22,8 @@ from sglab.results.store import load_result
 from .conftest import ROOT, child_env, run_dirs
 
 STACK = "eagle-nccl-ll"
-LONG_RUN = ["--prompts", "random", "--concurrency", "1,2", "--rounds", "40", "--ungated-rounds", "40", "--round-s", "0.5",
-            "--warmup-requests", "1", "--max-new-tokens", "16", "--time-scale", "5"]
+LONG_RUN = ["--prompts", "random", "--concurrency", "1,2", "--rounds", "40", "--ungated-rounds", "40", "--round-s",
+            "0.5", "--warmup-requests", "1", "--max-new-tokens", "16", "--time-scale", "5"]
 EXIT_INVALID = 3
 
 
@@ -122,10 +122,11 @@ def test_a_stopped_candidate_is_caught_without_waiting_for_the_request_timeout(o
 
 @pytest.mark.slow
 def test_a_server_that_answers_health_but_sends_nothing_is_caught_by_the_stall_timeout(out):
-    # every stream stalls for 600 s after a few chunks while /health stays 200; request timeout 200 s (stall timeout 20 s)
+    # every stream stalls for 600 s after a few chunks while /health stays 200;
+    # request timeout 200 s (stall timeout 20 s)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sglab.cli", "bench", "--stack", STACK, "--prompts", "random", "--out", str(out), "--no-progress",
-         "--concurrency", "1", "--rounds", "3", "--round-requests", "2", "--warmup-requests", "0",
+        [sys.executable, "-m", "sglab.cli", "bench", "--stack", STACK, "--prompts", "random", "--out", str(out),
+         "--no-progress", "--concurrency", "1", "--rounds", "3", "--round-requests", "2", "--warmup-requests", "0",
          "--max-new-tokens", "16", "--time-scale", "5", "--request-timeout-s", "200",
          "--sim-env", "SGLAB_SIM_STALL_RATE=1", "--sim-env", "SGLAB_SIM_STALL_S=600"],
         cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -17,8 +17,8 @@ from .conftest import FIXED_ITL_MS, FIXED_PROFILE, FIXED_TTFT_MS, ROOT, bench, c
 
 STACK = "eagle-nccl-ll"
 # the stack ships the suite (chat); this file pins random prompts on /generate with exact token counts
-SMALL = ["--prompts", "random", "--concurrency", "1,2", "--rounds", "3", "--ungated-rounds", "3", "--round-requests", "3",
-         "--warmup-requests", "1", "--max-new-tokens", "16", "--time-scale", "5"]
+SMALL = ["--prompts", "random", "--concurrency", "1,2", "--rounds", "3", "--ungated-rounds", "3", "--round-requests",
+         "3", "--warmup-requests", "1", "--max-new-tokens", "16", "--time-scale", "5"]
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,8 @@ def test_warmup_and_interleaving_are_visible_in_the_samples(small_run):
     # both arms get the same prompts in a round
     level = result["levels"][0]
     for i in range(3):
-        prompts = {arm: sorted(s["prompt_index"] for s in level["requests"] if s["arm"] == arm and s["round_index"] == i)
+        prompts = {arm: sorted(s["prompt_index"] for s in level["requests"] if s["arm"] == arm
+                               and s["round_index"] == i)
                    for arm in ("baseline", "candidate")}
         assert prompts["baseline"] == prompts["candidate"]
 
@@ -135,8 +136,8 @@ def test_ttft_and_itl_match_a_fixed_sim_profile(out):
 
 def test_broken_streams_and_errors_become_failures_with_reasons(out):
     # level 1: the stack's policy gates it, and bench refuses a run that leaves a gated level out
-    proc = bench(["--stack", STACK, "--prompts", "random", "--concurrency", "1", "--rounds", "2", "--round-requests", "8",
-                  "--warmup-requests", "0", "--max-new-tokens", "16", "--time-scale", "5",
+    proc = bench(["--stack", STACK, "--prompts", "random", "--concurrency", "1", "--rounds", "2", "--round-requests",
+                  "8", "--warmup-requests", "0", "--max-new-tokens", "16", "--time-scale", "5",
                   "--sim-env", "SGLAB_SIM_DISCONNECT_RATE=0.3", "--sim-env", "SGLAB_SIM_ERROR_RATE=0.2",
                   "--sim-env", "SGLAB_SIM_STALL_RATE=0.2", "--sim-env", "SGLAB_SIM_STALL_S=3",
                   "--request-timeout-s", "1", "--own-gate-only"], out)  # only concurrency 1, not production's 4
@@ -161,8 +162,8 @@ def test_broken_streams_and_errors_become_failures_with_reasons(out):
 
 
 def test_sigint_keeps_a_valid_incomplete_result(out):
-    cmd = [sys.executable, "-m", "sglab.cli", "bench", "--stack", STACK, "--prompts", "random", "--out", str(out), "--no-progress",
-           "--concurrency", "1,2", "--rounds", "50", "--round-s", "0.5", "--warmup-requests", "1",
+    cmd = [sys.executable, "-m", "sglab.cli", "bench", "--stack", STACK, "--prompts", "random", "--out", str(out),
+           "--no-progress", "--concurrency", "1,2", "--rounds", "50", "--round-s", "0.5", "--warmup-requests", "1",
            "--max-new-tokens", "16", "--time-scale", "5"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -239,8 +240,8 @@ def test_distributed_workers_run_the_same_schedule(out):
 
 
 def test_aa_runs_two_identical_baseline_servers(out):
-    bench(["--stack", STACK, "--prompts", "random", "--aa", "--concurrency", "1", "--rounds", "2", "--round-requests", "2",
-           "--warmup-requests", "0", "--max-new-tokens", "8", "--time-scale", "5"], out)
+    bench(["--stack", STACK, "--prompts", "random", "--aa", "--concurrency", "1", "--rounds", "2", "--round-requests",
+           "2", "--warmup-requests", "0", "--max-new-tokens", "8", "--time-scale", "5"], out)
     (run_dir,) = run_dirs(out, STACK)
     result = load_result(run_dir)
     assert result.kind == "aa" and [a.name for a in result.arms] == ["baseline", "candidate"]
@@ -254,8 +255,8 @@ def test_aa_runs_two_identical_baseline_servers(out):
 
 @pytest.mark.slow
 def test_attribute_interleaves_four_arms_in_the_same_rounds(out):
-    bench(["--stack", "article-replay", "--prompts", "random", "--attribute", "--concurrency", "1", "--rounds", "2", "--round-requests", "2",
-           "--warmup-requests", "0", "--max-new-tokens", "8", "--time-scale", "5"], out)
+    bench(["--stack", "article-replay", "--prompts", "random", "--attribute", "--concurrency", "1", "--rounds", "2",
+           "--round-requests", "2", "--warmup-requests", "0", "--max-new-tokens", "8", "--time-scale", "5"], out)
     (run_dir,) = run_dirs(out, "article-replay")
     result = load_result(run_dir)
     names = ["baseline", "baseline+confounds", "candidate-confounds", "candidate"]

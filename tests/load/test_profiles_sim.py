@@ -1,4 +1,5 @@
-"""The rate and trace profiles against real simulators: arrival times, the same requests for both arms, paired rounds."""
+"""The rate and trace profiles against real simulators: arrival times, the same requests for both arms, paired
+rounds."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def assert_paired_same_requests(level: dict, rounds: int) -> None:
 
 def test_rate_profile_sends_poisson_arrivals_on_schedule_to_both_arms(out):
     # level 1 req/s too: the stack's policy gates level 1, and bench refuses a run that cannot measure it
-    bench(["--stack", STACK, "--prompts", "random", "--profile", "rate", "--rates", "1,20", "--rounds", "2", "--ungated-rounds", "2",
+    bench(["--stack", STACK, "--prompts", "random", "--profile", "rate", "--rates", "1,20", "--rounds", "2",
+           "--ungated-rounds", "2",
            "--round-s", "1.5", "--warmup-requests", "0", "--max-new-tokens", "8", "--time-scale", "5"], out)
     (run_dir,) = run_dirs(out, STACK)
     result = load(run_dir)
@@ -65,7 +67,7 @@ def test_rate_profile_sends_poisson_arrivals_on_schedule_to_both_arms(out):
     level = result["levels"][1]
     assert_paired_same_requests(level, 2)
     late = []
-    for (arm, r), (rnd, samples) in segments(level).items():
+    for (_arm, r), (rnd, samples) in segments(level).items():
         arrivals = Arrivals(20.0, poisson=True, seed=f"arrivals:0:20:{r}")  # the plan's seed is 0
         offsets = [arrivals.start_offset_s(i) for i in range(len(samples))]
         assert offsets[-1] < 1.5 + 0.2  # nothing scheduled after the window was sent
@@ -87,7 +89,7 @@ def test_trace_profile_replays_the_trace_at_its_times_with_its_lengths(out):
     assert_paired_same_requests(level, 2)
     offsets = [stamp - rows[0][0] for stamp, _ in rows]
     late = []
-    for (arm, r), (rnd, samples) in segments(level).items():
+    for (_arm, r), (rnd, samples) in segments(level).items():
         if r < 0:
             assert len(samples) == 1
             continue
@@ -119,7 +121,8 @@ def test_arrival_processes():
 
 
 @pytest.mark.parametrize("lines,problem", [
-    (['{"timestamp_s": 1, "prompt": "a", "output_tokens": 4}', '{"timestamp_s": 0.5, "prompt": "b", "output_tokens": 4}'],
+    (['{"timestamp_s": 1, "prompt": "a", "output_tokens": 4}',
+      '{"timestamp_s": 0.5, "prompt": "b", "output_tokens": 4}'],
      "before the previous line"),
     (['{"timestamp_s": 0, "prompt": "a"}'], "output_tokens"),
     (['{"timestamp_s": 0, "output_tokens": 3}'], "exactly one of prompt or messages"),

@@ -118,7 +118,8 @@ def test_bad_prompt_sources_name_the_file_key_and_fix(tmp_path: Path) -> None:
     assert "nope.json" in str(missing.value) and "load.prompts.file" in str(missing.value)
     assert "fix:" in str(missing.value)
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n{"messages": [{"role": "robot", "content": "x"}]}\n')
+    bad.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n{"messages": [{"role": "robot", "content": '
+                   '"x"}]}\n')
     with pytest.raises(ConfigError) as row:
         build_prompts(PromptSpec(source="openai", file=str(bad)))
     assert "bad.jsonl:2" in str(row.value) and "unknown role 'robot'" in str(row.value)
@@ -128,7 +129,8 @@ def test_bad_prompt_sources_name_the_file_key_and_fix(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as suite:
         build_prompts(PromptSpec(source="suite", categories="code,poetry"))
     assert "load.prompts.categories" in str(suite.value) and "poetry" in str(suite.value)
-    for spec, words in (({"source": "openai"}, "file is missing"), ({"source": "suite", "file": "x.jsonl"}, "reads no file"),
+    for spec, words in (({"source": "openai"}, "file is missing"),
+                        ({"source": "suite", "file": "x.jsonl"}, "reads no file"),
                         ({"source": "random", "categories": "chat"}, "not random")):
         with pytest.raises(ValidationError, match=words):
             PromptSpec.model_validate(spec)

@@ -52,7 +52,8 @@ def test_chunks_without_new_tokens_add_no_gap_and_fall_back_to_spec_accept_lengt
 
 
 def test_split_across_reads_and_keepalive_comments():
-    body = gen_chunk("a", 1) + b": keep-alive\n\n" + gen_chunk("a b", 2, finish={"type": "length"}) + b"data: [DONE]\n\n"
+    body = gen_chunk("a", 1) + b": keep-alive\n\n" + gen_chunk("a b", 2,
+                                                               finish={"type": "length"}) + b"data: [DONE]\n\n"
     parser = StreamParser()
     for i in range(0, len(body), 7):  # arbitrary byte boundaries
         parser.feed_bytes(body[i:i + 7], i / 1000)
@@ -109,8 +110,8 @@ def test_chat_without_usage_counts_content_chunks():
 def test_fast_meta_path_is_safe_for_odd_chunks():
     tricky = json.dumps({"text": 'say "meta_info": {"completion_tokens": 99}', "output_ids": [1],
                          "meta_info": {"completion_tokens": 1, "finish_reason": None}})
-    trailing_key = json.dumps({"text": "a b", "meta_info": {"completion_tokens": 2, "finish_reason": {"type": "length"}},
-                               "index": 0})
+    trailing_key = json.dumps({"text": "a b",
+                               "meta_info": {"completion_tokens": 2, "finish_reason": {"type": "length"}}, "index": 0})
     m = feed([(f"data: {tricky}\n\n".encode(), 0.1), (f"data: {trailing_key}\n\n".encode(), 0.2),
               (b"data: [DONE]\n\n", 0.2)])
     assert m.error is None and m.output_tokens == 2 and m.finish_reason == "length"

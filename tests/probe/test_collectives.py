@@ -30,7 +30,8 @@ def test_lints_and_the_probe_read_the_facts_from_the_contract(monkeypatch):
     assert "2 MiB" in lint.message
     monkeypatch.setattr(collectives, "SGLANG_OWNED_NCCL_ENV", {**collectives.SGLANG_OWNED_NCCL_ENV,
                                                              "NCCL_FAKE_OWNED": "--enable-fake"})
-    codes = {x.key: x for x in lints.lint_arms([arm({"NCCL_FAKE_OWNED": "1"}, ARGS_ON + ("--disable-custom-all-reduce",))])}
+    codes = {x.key: x
+             for x in lints.lint_arms([arm({"NCCL_FAKE_OWNED": "1"}, ARGS_ON + ("--disable-custom-all-reduce",))])}
     assert "--enable-fake" in codes["nccl.NCCL_FAKE_OWNED"].fix
     assert plan.sglang_forced_env(["--enable-fake"])["NCCL_FAKE_OWNED"] == "1"
 

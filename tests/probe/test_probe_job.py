@@ -57,7 +57,8 @@ def test_probe_runs_on_the_servers_image_placement_and_shm(stack_name):
     assert shm == next(v for v in server["volumes"] if v["name"] == "dshm")
     assert {"name": "dshm", "mountPath": "/dev/shm"} in probe["volumeMounts"]
     gpus = stack.placement.gpus_per_node
-    assert probe["resources"]["limits"]["nvidia.com/gpu"] == gpus == server_container["resources"]["limits"]["nvidia.com/gpu"]
+    assert (probe["resources"]["limits"]["nvidia.com/gpu"] == gpus
+            == server_container["resources"]["limits"]["nvidia.com/gpu"])
     assert "--exit-zero" in probe["command"] and "--allow-nvls" not in probe["command"]
     (store,) = pod["containers"]
     assert "nvidia.com/gpu" not in store["resources"].get("limits", {})
@@ -74,7 +75,8 @@ def test_rbac_is_get_and_update_of_the_precreated_result_configmaps():
     assert access.result_configmaps[0]["metadata"]["labels"]["sglab/result"] == PROBE_KIND
     assert access.result_configmaps[1]["metadata"]["labels"]["sglab/result"] == "part"
     pod = plan.job["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == SERVICE_ACCOUNT and access.service_account["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == SERVICE_ACCOUNT
+    assert access.service_account["automountServiceAccountToken"] is False
     assert "sglab/role" not in plan.job["spec"]["template"]["metadata"]["labels"]  # not a load generator
 
 
@@ -120,7 +122,8 @@ def test_probe_pod_is_locked_down_like_the_servers(stack_name):
     # the probe runs the servers' image as the servers run it: same user, same writable paths
     server_user = {k: v for k, v in {**server.get("securityContext", {}), **server_container["securityContext"]}.items()
                    if k in ("runAsUser", "runAsGroup", "runAsNonRoot")}
-    assert {k: v for k, v in probe["securityContext"].items() if k in server_user or k.startswith("runAs")} == server_user
+    assert {k: v for k, v in probe["securityContext"].items() if k in server_user
+            or k.startswith("runAs")} == server_user
     server_writable = _writable(server, server_container)
     probe_writable = _writable(pod, probe)
     assert set(probe_writable) == set(server_writable) | {"/probe-results"}
@@ -166,7 +169,8 @@ def test_probe_job_is_renamed_exactly_when_what_it_measures_changes(changes, ren
 
 def test_program_deploys_the_probe_on_demand_only_when_enabled():
     off = run_program(STACK)
-    assert off.error is None and not [j for j in off.of_type(JOB) if j.inputs["metadata"]["name"].startswith("sglab-probe")]
+    assert off.error is None and not [j for j in off.of_type(JOB)
+                                      if j.inputs["metadata"]["name"].startswith("sglab-probe")]
     on = run_program(STACK, {"probe": {"enabled": True, "timeout-min": 12}})
     assert on.error is None
     (job,) = [j for j in on.of_type(JOB) if j.inputs["metadata"]["name"].startswith("sglab-probe-")]

@@ -1,4 +1,5 @@
-"""A rate or trace run's table, HTML report and `sglab compare` name its levels as it measured them (not concurrency)."""
+"""A rate or trace run's table, HTML report and `sglab compare` name its levels as it measured them (not
+concurrency)."""
 
 from __future__ import annotations
 

@@ -88,7 +88,8 @@ def test_steps_become_argo_steps_with_equal_per_pod_load():
     """canary-replicas k beside N stable pods: weight 100k/(N+k) through the gateway, so a canary pod and a stable
     pod see the same load (what the paired comparison needs); by replica count the weight is k/N of the pods."""
     serving = Serving.model_validate({"replicas": 4, "steps": [
-        {"canary-replicas": 1}, {"analysis": True}, {"set-weight": 50}, {"pause-s": 600}, {"pause-until-resumed": True}]})
+        {"canary-replicas": 1}, {"analysis": True}, {"set-weight": 50}, {"pause-s": 600},
+        {"pause-until-resumed": True}]})
     steps = argo_steps(serving, analysis={"templates": [{"templateName": "judge"}]})
     assert steps == [{"setCanaryScale": {"replicas": 1}}, {"setWeight": 20},
                      {"analysis": {"templates": [{"templateName": "judge"}]}},
@@ -103,3 +104,16 @@ def test_a_step_is_one_action():
     with pytest.raises(ValueError):
         CanaryStep.model_validate({})
     assert CanaryStep.model_validate({"pause-s": 30}).pause_s == 30
+
+def test_category_label_with_the_server_flag_given_no_labels_names_the_fix(tmp_path):
+    """The flag without a value decodes to True (a switch): that lists no label, so it is the same clear
+    refusal as a missing flag, never a TypeError."""
+    path = _write(tmp_path, {"canary": {"category-label": "category"}})
+    yaml = YAML()
+    doc = yaml.load(path.read_text())
+    doc["config"]["sglab:server"]["extra-args"] = ["--tokenizer-metrics-allowed-custom-labels"]
+    with open(path, "w") as fh:
+        yaml.dump(doc, fh)
+    with pytest.raises(ConfigError) as info:
+        _load(path)
+    assert "--tokenizer-metrics-allowed-custom-labels" in str(info.value)

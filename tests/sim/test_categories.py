@@ -134,7 +134,8 @@ def _measure(url: str, records, max_tokens: int) -> float:
     correct = verify = 0
     for record in records:
         body = {"model": "m", **record.chat_body(), "max_tokens": max_tokens, "return_spec_tokens_details": True}
-        details = httpx.post(url + "/v1/chat/completions", json=body, timeout=60).json()["sglext"]["spec_tokens_details"]
+        details = httpx.post(url + "/v1/chat/completions", json=body,
+                             timeout=60).json()["sglext"]["spec_tokens_details"]
         correct += details["spec_num_correct_drafts"]
         verify += details["spec_verify_ct"]
     return 1 + correct / verify

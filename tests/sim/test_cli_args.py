@@ -37,7 +37,8 @@ def test_sim_env_from_a_sim_stack_is_read():
 
 
 def test_unknown_flags_are_echoed():
-    config = parse_sim_args(CHART_COMMON + ["--enable-torch-compile", "--cuda-graph-bs-decode=1,2", "--chat-template", "x"],
+    config = parse_sim_args(CHART_COMMON
+                            + ["--enable-torch-compile", "--cuda-graph-bs-decode=1,2", "--chat-template", "x"],
                             env={})
     assert config.server_args["enable_torch_compile"] is True
     assert config.server_args["cuda_graph_bs_decode"] == "1,2"
@@ -121,8 +122,8 @@ def test_sglab_sim_console_path_serves(tmp_path):
 
 def test_list_valued_flags_and_abbreviations_are_read_like_sglang():
     """SGLang's parser takes every value of a list flag and any unique prefix of a flag."""
-    config = parse_sim_args(["--model-path", "m", "--cuda-graph-bs-decode", "1", "2", "4", "8", "--max-running-req", "64",
-                             "--tensor-parallel-size", "2"], env={})
+    config = parse_sim_args(["--model-path", "m", "--cuda-graph-bs-decode", "1", "2", "4", "8", "--max-running-req",
+                             "64", "--tensor-parallel-size", "2"], env={})
     assert config.server_args["cuda_graph_bs_decode"] == ["1", "2", "4", "8"]
     assert config.max_running_requests == 64 and config.server_args["tp_size"] == 2
     with pytest.raises(SystemExit):

@@ -129,7 +129,8 @@ def test_the_evidence_check_accepts_a_sequential_run_only_where_its_sequence_sto
     policy = {"method": "sequential", "levels": [1]}
     full = synthetic_result(levels=(1,), rounds=30, gain=0.06, policy=policy)
     full.sequential = {}  # what run_sequential records: this run stopped on its sequence
-    stop = decided_rounds(full, load_stack("eagle-nccl-ll").config.policy.model_copy(update={"method": "sequential"}))[1]
+    stop = decided_rounds(full,
+                          load_stack("eagle-nccl-ll").config.policy.model_copy(update={"method": "sequential"}))[1]
     assert 5 <= stop < 30
 
     def cut(n: int):

@@ -58,7 +58,8 @@ def test_invalid_combinations_are_listed_with_reasons_never_adjusted(root: Path)
 
 def test_a_variant_identical_to_the_stack_nccl_is_skipped_as_the_same_server(root: Path) -> None:
     write_stack(root, "dup", {"num-steps": [2], "num-draft-tokens": "steps+1",
-                              "nccl-variants": {"default": {}, "LL": {"NCCL_PROTO": "LL"}, "ll2": {"NCCL_PROTO": "ll"}}})
+                              "nccl-variants": {"default": {}, "LL": {"NCCL_PROTO": "LL"},
+                                                "ll2": {"NCCL_PROTO": "ll"}}})
     grid = expand(load_stack("dup", root))
     assert [a.name for a in grid.arms] == ["s2-k1-d3", "s2-k1-d3-LL"]
     assert grid.skipped[0].name == "s2-k1-d3-ll2" and "same server as arm s2-k1-d3-LL" in grid.skipped[0].reason

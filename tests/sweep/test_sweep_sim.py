@@ -101,7 +101,8 @@ def test_known_best_wins_after_a_resume_and_its_confirmation_promotes(root: Path
         if i < 3:
             assert sorted(arms) == sorted(["baseline", *quick])
     assert record["winner"] == best and record["p_correct"] >= 0.95 and f"pick {best}" in out
-    assert "P(correct selection)" in out and json.loads((run_dir / "result.json").read_text())["verdict"]["winner"] == best
+    assert "P(correct selection)" in out
+    assert json.loads((run_dir / "result.json").read_text())["verdict"]["winner"] == best
     eliminated = {a["arm"]: a["eliminated_at"] for a in record["arms"] if a["eliminated_at"]}
     for arm, at in eliminated.items():  # an eliminated arm gets no further rounds
         assert max(r.round_index for r in level.rounds if r.arm == arm) == at - 1

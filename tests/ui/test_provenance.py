@@ -43,7 +43,6 @@ def test_urls_from_the_form_are_not_evidence():
 
 def test_an_interactive_result_without_a_url_source_is_not_evidence():
     """Results written before the source was recorded cannot show their URLs were not swapped."""
-    from sglab.results.store import create_run_dir, load_result, write_result
     from sglab.ui.provenance import refusal
 
     legacy = json.loads(_result(target_kind="sim").model_dump_json())
