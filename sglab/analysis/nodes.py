@@ -30,6 +30,7 @@ from sglab import metrics
 from sglab.analysis.samples import per_round
 from sglab.analysis.stats import mean_ci
 from sglab.schema.result import LevelResult, RoundSample
+from sglab.schema.verdict import NodeEffect
 
 Design = Literal["parallel", "crossover", "switchback"]
 DESIGNS: tuple[Design, ...] = ("parallel", "crossover", "switchback")
@@ -47,25 +48,6 @@ class Estimate:
     value: float
     rounds: int
     node: float | None = None
-
-
-@dataclass(frozen=True)
-class NodeGap:
-    """A crossover's node effect: `node` over `other` on the metric (relative, larger = faster), with its
-    interval over the pairs (paired-t: it is reported, never gated)."""
-
-    node: str
-    other: str
-    estimate: float
-    low: float | None
-    high: float | None
-    pairs: int
-    confidence: float
-
-    def sentence(self) -> str:
-        band = "" if self.low is None or self.high is None else f" [{self.low:+.1%}, {self.high:+.1%}]"
-        word = "faster" if self.estimate >= 0 else "slower"
-        return f"node {self.node} is {self.estimate:+.1%}{band} {word} than node {self.other}"
 
 
 @dataclass(frozen=True)
@@ -91,7 +73,7 @@ class DesignEstimates:
         """The measured rounds when the `estimates`-th estimate completed (0 for none)."""
         return self.estimates[estimates - 1].rounds if estimates > 0 else 0
 
-    def node_gap(self, confidence: float = 0.95) -> NodeGap | None:
+    def node_effect(self, confidence: float = 0.95) -> NodeEffect | None:
         """The crossover's node effect with its interval; None for other designs, or without a pair."""
         nodes = [e.node for e in self.estimates if e.node is not None]
         if self.design != "crossover" or not nodes:
@@ -99,7 +81,7 @@ class DesignEstimates:
         base_node, cand_node = self.first_nodes
         ci = mean_ci(np.asarray(nodes), confidence=confidence, method="paired-t")
         estimate, low, high = ci.as_gain()
-        return NodeGap(node=cand_node or "of the candidate in period 1", other=base_node or "of the baseline in "
+        return NodeEffect(node=cand_node or "of the candidate in period 1", other=base_node or "of the baseline in "
                        "period 1", estimate=estimate, low=low, high=high, pairs=ci.n, confidence=confidence)
 
 

@@ -38,7 +38,7 @@ def test_parallel_estimates_the_node_offset_as_if_it_were_the_config(node_effect
 
 @pytest.mark.parametrize("node_effect", [0.03, -0.08])
 def test_crossover_reports_the_node_effect_with_an_interval(node_effect):
-    gap = design_estimates(_level("crossover", node_effect, gain=0.04), METRIC).node_gap()
+    gap = design_estimates(_level("crossover", node_effect, gain=0.04), METRIC).node_effect()
     assert gap is not None and gap.node == "sim-node-b" and gap.other == "sim-node-a"
     assert abs(gap.estimate - node_effect) < 0.006
     assert gap.low < node_effect < gap.high
@@ -64,7 +64,7 @@ def test_crossover_period_one_alone_gives_no_estimate_and_says_why():
     found = design_estimates(level, METRIC)
     assert found.estimates == ()
     assert found.pending.startswith("period 1 alone (baseline on node sim-node-a, candidate on node sim-node-b)")
-    assert found.node_gap() is None
+    assert found.node_effect() is None
 
 
 def test_a_crossover_whose_arms_did_not_swap_nodes_is_a_problem():
