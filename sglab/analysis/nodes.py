@@ -59,6 +59,7 @@ class DesignEstimates:
     first_nodes: tuple[str | None, str | None] = (None, None)  # (baseline's, candidate's) in period 1
     pending: str | None = None  # what cannot be estimated yet, in words (crossover period 1 alone)
     problems: tuple[str, ...] = field(default_factory=tuple)  # the rounds do not follow the design's layout
+    rounds_per_estimate: int = 1  # measured rounds one more estimate costs (a crossover's pair: 2)
 
     @property
     def values(self) -> list[float]:
@@ -168,7 +169,7 @@ def _crossover(level: LevelResult, metric: str, arms: tuple[str, str], slo) -> D
                  if None not in first_nodes else "")
         pending = (f"period 1 alone{where} measures the config and the node difference together: no estimate of "
                    "the config effect until the arms swap nodes and period 2 pairs its rounds with period 1's")
-    return DesignEstimates("crossover", tuple(out), first_nodes, pending, tuple(problems))
+    return DesignEstimates("crossover", tuple(out), first_nodes, pending, tuple(problems), 2)
 
 
 def _switchback(level: LevelResult, metric: str, arms: tuple[str, str], slo) -> DesignEstimates:
@@ -200,7 +201,8 @@ def _switchback(level: LevelResult, metric: str, arms: tuple[str, str], slo) -> 
         pending = (f"a switchback estimates once an ABBA block of {_BLOCK} periods is complete "
                    f"({len(periods)} of {_BLOCK} periods so far)")
     node = _node(samples, arms[0], [s.round_index for s in samples])
-    return DesignEstimates("switchback", tuple(out), (node, node), pending, tuple(problems))
+    per_period = max((len(r) for r in periods.values()), default=1)
+    return DesignEstimates("switchback", tuple(out), (node, node), pending, tuple(problems), _BLOCK * per_period)
 
 
 def design_estimates(level: LevelResult, metric: str, arms: tuple[str, str] = ARMS, slo=None) -> DesignEstimates:

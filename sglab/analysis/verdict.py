@@ -141,6 +141,7 @@ def _level(level: LevelResult, base: str, cand: str, policy: PromotionPolicy,
                                 threshold_log=math.log1p(threshold), rounds_now=decisive.rounds,
                                 confidence=policy.confidence, method=policy.interval_method(level.concurrency),
                                 checks=policy.checks)
+        more = None if more is None else more * design.rounds_per_estimate  # rounds, not estimates
     return LevelVerdict(
         concurrency=level.concurrency, gating=gating, outcome=outcome, decode=decode, output=output,
         ttft_p99=_latency(level, base, cand, "ttft", bstats.ttft_p99_ms, cstats.ttft_p99_ms, policy,

@@ -72,3 +72,13 @@ def test_a_run_whose_rounds_contradict_its_recorded_design_is_blocked():
     v = judge(result)
     assert v.outcome != "promote"
     assert any(b.name == "design@4" and "records a crossover design" in b.detail for b in v.blockers)
+
+
+def test_more_rounds_of_an_undecided_crossover_are_rounds_not_pairs():
+    crossover = judge(_run("crossover", 0.03, 0.015, rounds=16, seed=8)).level(4)
+    assert crossover.outcome == "undecided" and crossover.more_rounds is not None
+    from sglab.analysis.power import rounds_to_decide
+    g = crossover.decode
+    pairs = rounds_to_decide(mean_log=g.mean_log, sd_log=g.sd_log, threshold_log=0.00995033, rounds_now=g.rounds,
+                             confidence=0.95, method="sequential", checks="standard")
+    assert crossover.more_rounds == 2 * pairs
