@@ -15,6 +15,7 @@ import shlex
 from functools import partial
 
 from sglab.analysis.operating_point import level_label, level_phrase
+from sglab.analysis.nodes import design_of
 from sglab.analysis.provenance import provenance_blockers
 from sglab.analysis.samples import comparison_arms
 from sglab.analysis.accumulate import earlier_log_ratios
@@ -142,7 +143,22 @@ def blockers(result: RunResult, levels: dict[int, LevelVerdict], policy: Promoti
             out.append(Check(name=f"data@{c}", ok=False, detail=f"gating {at(c)} was not measured",
                              fix=f"add {c} to {levels_key} and re-run"))
             continue
+        if lv.design_problems:
+            out.append(Check(name=f"design@{c}", ok=False, detail=f"the rounds at {at(c)} do not follow the "
+                             f"{lv.design} design: " + "; ".join(lv.design_problems[:_SHOWN]),
+                             fix=f"re-run `sglab bench --stack {stack}`: a design's rounds are laid out by the bench"))
+        recorded = result.design.design if result.design is not None else None
+        if recorded is not None and recorded != lv.design:
+            out.append(Check(name=f"design@{c}", ok=False, detail=f"the run records a {recorded} design but its "
+                             f"rounds at {at(c)} are laid out as {lv.design}",
+                             fix=f"re-run `sglab bench --stack {stack}`: a result whose rounds disagree with its "
+                                 "design was edited, and cannot be evidence"))
         if lv.outcome == "no-data":
+            if lv.design_pending:
+                out.append(Check(name=f"data@{c}", ok=False, detail=f"at gating {at(c)} {lv.design_pending}",
+                                 fix=f"let the run carry out its {lv.design} (re-run `sglab bench --stack {stack}` "
+                                     "to completion): only the swapped period cancels the node difference"))
+                continue
             out.append(Check(name=f"data@{c}", ok=False,
                              detail=f"no round at gating {at(c)} has successful requests from both arms",
                              fix="see the run's errors for why an arm failed, fix it and re-run"))
@@ -289,8 +305,11 @@ def _schedule_problems(result: RunResult) -> list[str]:
             out.append(f"level {level} was planned ({rounds} rounds) but is not in the result")
             continue
         have = {(r.arm, r.round_index) for r in lv.rounds if not r.warmup}
+        one_arm = design_of(lv, comparison_arms(result)) == "switchback"  # one arm a round (its ABBA turn)
         for index in range(rounds):
             missing = [arm for arm in arms if (arm, index) not in have]
+            if one_arm and len(missing) < len(arms):
+                continue
             if missing:
                 out.append(f"level {level}: round {index + 1}/{rounds} of {', '.join(missing)} is missing")
         extra = sorted({i for _, i in have if i >= rounds})

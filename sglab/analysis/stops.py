@@ -2,8 +2,8 @@
 
 The bench's sequential controller (sglab/bench/sequential.py) asks `sequential_test` after every round at a
 sequentially run level; these are the pure parts both it and the verdict's evidence checks use: the gain
-that level must clear, its per-round log-ratios, the sentence that says where it stopped, and the rounds
-its sequence says it should have measured.
+that level must clear, its estimates (per-round log-ratios, or the design's: sglab/analysis/nodes.py), the
+sentence that says where it stopped, and the rounds its sequence says it should have measured.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from sglab import metrics
 from sglab.analysis.operating_point import slo_targets
 from sglab.analysis.assumptions import CHECKS, STANDARD
-from sglab.analysis.samples import paired
+from sglab.analysis.nodes import ARMS, DesignEstimates, design_estimates
 from sglab.analysis.sequential import Look, SequentialRecord, sequential_test
 from sglab.schema.result import LevelResult, RunResult
 
@@ -50,13 +49,18 @@ def recorded_line(value) -> StopLine | None:
     return StopLine(float(gain), checks)
 
 
-def level_log_ratios(level: LevelResult, metric: str, policy=None) -> list[float]:
-    """log(candidate / baseline) of `metric` per paired round, oriented so that larger is better; a goodput
-    metric is computed under `policy`'s SLO (without it a goodput metric has no rounds)."""
+def level_estimates(level: LevelResult, metric: str, policy=None, arms: tuple[str, str] = ARMS) -> DesignEstimates:
+    """The level's estimates of log(candidate / baseline) of `metric` under the design its rounds follow (one
+    per paired round in parallel, per pair of periods in a crossover, per ABBA block in a switchback), oriented
+    so that larger is better; a goodput metric is computed under `policy`'s SLO (without it a goodput metric has
+    no rounds)."""
     slo = slo_targets(policy) if policy is not None else None
-    _, data = paired(level, metric, ["baseline", "candidate"], slo)
-    worse, better = metrics.get(metric).improvement(data[:, 0], data[:, 1]) if data.size else ([], [])
-    return [math.log(b / w) for w, b in zip(worse, better)]
+    return design_estimates(level, metric, arms, slo)
+
+
+def level_log_ratios(level: LevelResult, metric: str, policy=None) -> list[float]:
+    """What the sequence looks at, one value per estimate (level_estimates)."""
+    return level_estimates(level, metric, policy).values
 
 
 def _pct(x: float | None) -> str:
@@ -115,13 +119,15 @@ def decided_rounds(result: RunResult, policy, earlier: dict[int, list[float]] | 
         if not lines:
             continue
         before = (earlier or {}).get(level.concurrency, [])
-        ratios = before + level_log_ratios(level, policy.metric, policy)
+        found = level_estimates(level, policy.metric, policy)
+        ratios = before + found.values
         stops = []
         for line in lines:
             record = sequential_test(ratios, min_gain=line.gain, confidence=policy.confidence,
                                      min_rounds=policy.min_rounds, max_rounds=limit, futility=True,
                                      earlier_rounds=len(before), checks=line.checks)
-            stops.append(record.rounds - len(before) if record.decision != "continue" else limit)
+            decided = record.decision != "continue"
+            stops.append(found.rounds_at(record.rounds - len(before)) if decided else limit)
         out[level.concurrency] = max(stops)  # a level runs until every line it is judged against has decided
     return out
 

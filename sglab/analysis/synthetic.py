@@ -58,6 +58,9 @@ def synthetic_result(
     run_id: str = "20260101T000000Z-synth",
     seed: int = 0,
     producer: str = "simulator",
+    design: str = "parallel",
+    node_effect: float = 0.0,
+    nodes: tuple[str, str] = ("sim-node-a", "sim-node-b"),
 ) -> RunResult:
     """A RunResult whose true relative gain per level is `gain` (or, for kind 'attribute', the
     (confounds, speculation, interaction) parts in `attribution`). `producer` 'sglang' records it as measured
@@ -93,9 +96,15 @@ def synthetic_result(
         for round_index in range(rounds):
             shared = rng.normal(0.0, shared_cv)
             order = rng.permutation(len(arms))
+            period, placed = _placement(design, round_index, rounds, [a[0] for a in arms], nodes, node_effect)
             for position, arm_i in enumerate(order):
                 name, _, speculative = arms[arm_i]
-                rate = base_rate * (1 + arm_gain(name, level)) * float(np.exp(shared + rng.normal(0.0, round_cv)))
+                if name not in placed:
+                    continue
+                node = placed[name]
+                speed = 1 + node_effect if node == nodes[1] else 1.0
+                rate = (base_rate * (1 + arm_gain(name, level)) * speed
+                        * float(np.exp(shared + rng.normal(0.0, round_cv))))
                 per_request_s = output_tokens / rate + ttft_ms / 1000
                 n = max(1, int(round(round_duration_s * level / per_request_s)))
                 cv = candidate_request_cv if speculative and candidate_request_cv is not None else request_cv
@@ -132,7 +141,7 @@ def synthetic_result(
                     decode_tok_per_s_mean=float(ok_decode.mean()) if ok else None,
                     decode_tok_per_s_p50=float(np.median(ok_decode)) if ok else None,
                     ttft_ms_p50=float(np.median(ttfts)), itl_ms_p50=1000.0 / rate,
-                    client_accept_length=accept, server_accept_length=accept))
+                    client_accept_length=accept, server_accept_length=accept, node=node, period=period))
                 counts[name][0] += ok
                 counts[name][1] += int(errors.sum())
                 counts[name][2] += tokens
@@ -168,3 +177,21 @@ def synthetic_result(
         load_plan={"concurrency": list(levels), "rounds": rounds, "round-duration-s": round_duration_s},
         policy=dict(policy or {}), levels=level_results,
     )
+
+
+def _placement(design: str, round_index: int, rounds: int, names: list[str], nodes: tuple[str, str],
+               node_effect: float) -> tuple[int | None, dict[str, str | None]]:
+    """(period, arm -> node) of one round under `design` (names[0] the baseline, names[1] the candidate)."""
+    base, cand = names[0], names[1]
+    if design == "crossover":
+        period = 1 if round_index < (rounds + 1) // 2 else 2
+        first = {base: nodes[0], cand: nodes[1]}
+        placed = first if period == 1 else {base: nodes[1], cand: nodes[0]}
+        return period, {**{n: nodes[0] for n in names}, **placed}
+    if design == "switchback":
+        period = round_index + 1
+        return period, {base if round_index % 4 in (0, 3) else cand: nodes[0]}
+    if design != "parallel":
+        raise ValueError(f"unknown design {design!r} (parallel, crossover or switchback)")
+    known = node_effect != 0.0
+    return None, {n: (nodes[min(i, 1)] if known else None) for i, n in enumerate(names)}

@@ -30,8 +30,10 @@ from sglab.analysis.economics import crossover, level_economics
 from sglab.analysis.guards import p99_ratio
 from sglab.analysis.operating_point import effective_policy, level_label, level_phrase, operating_point, slo_targets
 from sglab.analysis.power import rounds_to_decide
-from sglab.analysis.samples import ArmLevelStats, arm_stats, comparison_arms, paired
-from sglab.analysis.stats import MeanCI, mean_ci, relative_delta
+from sglab.analysis.nodes import PARALLEL_NOTE, DesignEstimates
+from sglab.analysis.samples import ArmLevelStats, arm_stats, comparison_arms, paired, per_round
+from sglab.analysis.stops import level_estimates
+from sglab.analysis.stats import mean_ci, relative_delta
 from sglab.core.errors import ConfigError
 from sglab.config.policy import PromotionPolicy
 from sglab.schema.result import LevelResult, RunResult
@@ -62,21 +64,36 @@ def policy_of(result: RunResult) -> PromotionPolicy:
 
 
 def _gain(level: LevelResult, metric: str, base: str, cand: str, policy: PromotionPolicy,
-          earlier: list[float] | None = None) -> tuple[Gain, MeanCI | None]:
-    """`earlier`: the log-ratios of earlier runs a sequential level's sequence continues (gate metric only)."""
-    rounds, data = paired(level, metric, [base, cand], slo_targets(policy))
+          earlier: list[float] | None = None) -> tuple[Gain, DesignEstimates]:
+    """The gain over the level's estimates under its design (sglab/analysis/nodes.py: per round, per pair of
+    crossover periods, per switchback block). `earlier`: the estimates of earlier runs a sequential level's
+    sequence continues (gate metric only)."""
+    found = level_estimates(level, metric, policy, (base, cand))
     method = policy.interval_method(level.concurrency)
     before = list(earlier or []) if method == "sequential" else []
-    if not rounds and not before:
-        return Gain(metric=metric, rounds=0), None
-    worse, better = metrics.get(metric).improvement(data[:, 0], data[:, 1]) if rounds else ([], [])
-    d = np.concatenate([before, np.log(np.asarray(better, dtype=float) / np.asarray(worse, dtype=float))])
-    ci = mean_ci(d, confidence=policy.confidence, method=method, checks=policy.checks)
+    if not found.estimates and not before:
+        return Gain(metric=metric, rounds=0), found
+    ci = mean_ci(np.asarray(before + found.values, dtype=float), confidence=policy.confidence, method=method,
+                 checks=policy.checks)
     estimate, low, high = ci.as_gain()
-    return Gain(metric=metric, rounds=ci.n, baseline_mean=float(data[:, 0].mean()) if rounds else None,
-                candidate_mean=float(data[:, 1].mean()) if rounds else None, estimate=estimate, low=low, high=high,
-                mean_log=ci.mean, sd_log=ci.sd, earlier_rounds=len(before), held=ci.held,
-                notes=list(ci.notes)), ci
+    base_mean, cand_mean = _arm_means(level, metric, base, cand, policy, found.design)
+    return Gain(metric=metric, rounds=ci.n, baseline_mean=base_mean, candidate_mean=cand_mean, estimate=estimate,
+                low=low, high=high, mean_log=ci.mean, sd_log=ci.sd, earlier_rounds=len(before), held=ci.held,
+                notes=list(ci.notes)), found
+
+
+def _arm_means(level: LevelResult, metric: str, base: str, cand: str, policy: PromotionPolicy,
+               design: str) -> tuple[float | None, float | None]:
+    """Each arm's mean over its rounds: the paired rounds in parallel, every round of the arm otherwise."""
+    if design == "parallel":
+        rounds, data = paired(level, metric, [base, cand], slo_targets(policy))
+        return (float(data[:, 0].mean()), float(data[:, 1].mean())) if rounds else (None, None)
+    table = per_round(level, metric, slo_targets(policy))
+
+    def mean(arm: str) -> float | None:
+        values = [v[arm] for v in table.values() if v.get(arm, 0) > 0]
+        return float(np.mean(values)) if values else None
+    return mean(base), mean(cand)
 
 
 def _level_outcome(gain: Gain, threshold: float) -> LevelOutcome:
@@ -104,9 +121,11 @@ def _latency(level: LevelResult, base_arm: str, cand_arm: str, which: str, base:
 
 def _level(level: LevelResult, base: str, cand: str, policy: PromotionPolicy,
            earlier: list[float] | None = None) -> LevelVerdict:
-    gains = {m.name: _gain(level, m.name, base, cand, policy, earlier if m.name == policy.metric else None)[0]
-             for m in metrics.all_metrics()
-             if m.name == policy.metric or not (m.uses_slo and policy.slo is None)}  # goodput needs an SLO
+    judged = {m.name: _gain(level, m.name, base, cand, policy, earlier if m.name == policy.metric else None)
+              for m in metrics.all_metrics()
+              if m.name == policy.metric or not (m.uses_slo and policy.slo is None)}  # goodput needs an SLO
+    gains = {name: gain for name, (gain, _) in judged.items()}
+    design = judged[policy.metric][1]
     decode = gains.pop("decode_tok_per_s")
     output = gains.pop("output_tok_per_s")
     bstats: ArmLevelStats = arm_stats(level, base)
@@ -122,6 +141,7 @@ def _level(level: LevelResult, base: str, cand: str, policy: PromotionPolicy,
                                 threshold_log=math.log1p(threshold), rounds_now=decisive.rounds,
                                 confidence=policy.confidence, method=policy.interval_method(level.concurrency),
                                 checks=policy.checks)
+        more = None if more is None else more * design.rounds_per_estimate  # rounds, not estimates
     return LevelVerdict(
         concurrency=level.concurrency, gating=gating, outcome=outcome, decode=decode, output=output,
         ttft_p99=_latency(level, base, cand, "ttft", bstats.ttft_p99_ms, cstats.ttft_p99_ms, policy,
@@ -131,7 +151,8 @@ def _level(level: LevelResult, base: str, cand: str, policy: PromotionPolicy,
         baseline_requests=bstats.succeeded, candidate_requests=cstats.succeeded,
         baseline_error_rate=bstats.error_rate, candidate_error_rate=cstats.error_rate,
         economics=level_economics(level.concurrency, bstats, cstats), more_rounds=more, extra_gains=gains,
-        non_inferiority_margin=margin,
+        non_inferiority_margin=margin, design=design.design, node_effect=design.node_effect(policy.confidence),
+        design_pending=design.pending, design_problems=list(design.problems),
     )
 
 
@@ -188,6 +209,7 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
         counts = [lv.more_rounds for lv in undecided]
         more = max(counts) if counts and all(c is not None for c in counts) else None
     gains = {c: lv.decode.estimate for c, lv in levels.items() if lv.decode.estimate is not None}
+    design = _design(levels, policy)
     verdict = Verdict(
         run_id=result.run_id, stack=result.stack, kind=result.kind, outcome=outcome,
         statistical_outcome=statistical, sentence="", baseline_arm=base, candidate_arm=cand,
@@ -195,7 +217,7 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
         gating_levels=list(policy.levels), levels=list(levels.values()), guards=guards, blockers=blockers,
         reasons=reasons, crossover=crossover(gains, level_label(result)), more_rounds=more,
         attribution=attribute(result, metric=policy.metric, confidence=policy.confidence, method=policy.method),
-        output_parity=parity,
+        output_parity=parity, design=design, design_note=PARALLEL_NOTE if design == "parallel" else None,
         policy=policy.model_dump(mode="json", by_alias=True), sequence=_sequence_summary(result, earlier),
         computed_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
@@ -204,6 +226,12 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
     verdict.categories = category_gains(result, base, cand, policy)
     verdict.sentence = _sentence(verdict, failed, level_label(result))
     return verdict
+
+
+def _design(levels: dict[int, LevelVerdict], policy: PromotionPolicy) -> str:
+    """The gated levels' design (their rounds' layout); levels that disagree: 'mixed'."""
+    found = {levels[c].design for c in policy.levels if c in levels} or {lv.design for lv in levels.values()}
+    return found.pop() if len(found) == 1 else ("mixed" if found else "parallel")
 
 
 def _sequence_summary(result: RunResult, earlier: dict[int, list[float]]) -> dict | None:

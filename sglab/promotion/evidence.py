@@ -12,6 +12,8 @@ an explicit, logged opt-in (`check_seal`).
 from __future__ import annotations
 
 from sglab.analysis.checks import policy_weakenings
+from sglab.analysis.nodes import BALANCED, PARALLEL_NOTE, design_of
+from sglab.analysis.samples import comparison_arms
 from sglab.analysis.verdict import Verdict, judge, policy_of
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.core.errors import ConfigError
@@ -150,6 +152,27 @@ def check_producer(source: LoadedStack, result: RunResult, target: LoadedStack) 
                                    f"re-run `sglab bench --stack {source.name}` within that range")
     return {"kind": producer.kind, "time_scale": producer.time_scale, "versions": list(producer.versions),
             "why": producer.why}
+
+
+def check_design(source: LoadedStack, result: RunResult, target: LoadedStack) -> None:
+    """Where the target's policy asks for a node-balanced design (policy.design crossover or switchback), the
+    evidence must have been measured in one: read from its rounds' periods and nodes at the levels the target
+    gates (sglab/analysis/nodes.py), never from what the result says of itself. Parallel evidence's gain
+    includes any difference between the two nodes, which a same-SKU node alone makes up to 8%."""
+    wanted = target.config.policy.design
+    if wanted not in BALANCED:
+        return
+    arms = comparison_arms(result)
+    gated = [lv for lv in result.levels if lv.concurrency in target.config.policy.levels] or result.levels
+    found = sorted({design_of(lv, arms) for lv in gated})
+    if found and all(d in BALANCED for d in found):
+        return
+    measured = " and ".join(found) or "no"
+    raise PromotionRefused(
+        f"run {result.run_id} measured its arms in a {measured} design, so its gain {PARALLEL_NOTE}; stack "
+        f"'{target.name}' asks for a node-balanced design (policy.design: {wanted} in {target.path.name})",
+        f"set `sglab:policy.design: crossover` in {source.path.name} (the arms swap nodes halfway and the node "
+        f"difference cancels), re-run `sglab bench --stack {source.name}` and promote that run")
 
 
 def refuse_on_verdict(stack: str, verdict: Verdict, under: str = "") -> None:

@@ -34,8 +34,8 @@ from sglab.schema.records import Confound
 from sglab.schema.result import RunResult
 from sglab.results.store import RESULT_FILE, git_commit, latest_complete, load_result, results_root, utc_now_iso
 from sglab.analysis.verdict import policy_of
-from sglab.promotion.evidence import (PromotionRefused, check_evidence, check_launch_commands, check_producer,
-                                   check_seal, judge_under_policies)
+from sglab.promotion.evidence import (PromotionRefused, check_design, check_evidence, check_launch_commands,
+                                   check_producer, check_seal, judge_under_policies)
 from sglab.promotion.log import LOG_NAME
 
 # The keys a promotion owns in the target stack; everything else there is the target's own.
@@ -250,6 +250,7 @@ def promote(stack: str, *, target: str | None = None, root: Path | None = None, 
         raise PromotionRefused(f"the target stack is not usable: {exc}",
                                f"create or fix {target_path} (see stacks/Pulumi.production.yaml)") from None
     producer = check_producer(source, result, target_stack)  # simulator evidence never changes a GPU stack
+    check_design(source, result, target_stack)  # parallel evidence never into a stack that asks for a balanced one
 
     benchmarked = {name: result.config_hash.get(name) for name in ("baseline", "candidate")}
     now = {"baseline": baseline_arm(source.config).config_hash, "candidate": candidate_arm(source.config).config_hash}

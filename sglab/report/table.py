@@ -67,6 +67,10 @@ def format_table(v: Verdict, lints: Iterable[Any] = ()) -> str:
                      + (f" (non-inferiority {-lv.non_inferiority_margin:+.1%})"
                         if lv.non_inferiority_margin is not None else ""))
     lines.append("")
+    if v.design_note:
+        lines.append(f"design: {v.design} (the gain {v.design_note})")
+    lines += [f"nodes @{lv.concurrency}: {lv.node_effect.sentence()} (crossover, {lv.node_effect.pairs} pairs; not in "
+              "the gain)" for lv in v.levels if lv.node_effect is not None]
     op = v.operating_point
     if op is not None and op.loss_text:
         head = "LOSES" if op.slower else "below the baseline within the noise"

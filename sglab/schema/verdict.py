@@ -134,6 +134,24 @@ class CategoryGain(BaseModel):
                                      "the level's categories (1 - alpha / k)")
 
 
+class NodeEffect(BaseModel):
+    """A crossover's node effect (sglab/analysis/nodes.py): how much faster `node` ran than `other` on the gated
+    metric, whichever arm it served, with its interval over the pairs of periods (reported, never gated)."""
+
+    node: str
+    other: str
+    estimate: float
+    low: float | None = None
+    high: float | None = None
+    pairs: int
+    confidence: float
+
+    def sentence(self) -> str:
+        band = "" if self.low is None or self.high is None else f" [{pct(self.low)}, {pct(self.high)}]"
+        return f"node {self.node} is {pct(self.estimate)}{band} {'faster' if self.estimate >= 0 else 'slower'} " \
+               f"than node {self.other}"
+
+
 class LevelVerdict(BaseModel):
     concurrency: int
     gating: bool
@@ -152,6 +170,13 @@ class LevelVerdict(BaseModel):
                                          description="gains of the registry's other metrics (sglab.metrics)")
     non_inferiority_margin: float | None = Field(None, description="traffic.non-inferiority at this level: "
                                                  "a win means the gain's low end is >= -margin")
+    design: str = Field("parallel", description="how the rounds were laid out (sglab/analysis/nodes.py): what one "
+                        "of the gain's rounds is (parallel: a round; crossover: a pair of periods' rounds; "
+                        "switchback: an ABBA block)")
+    node_effect: NodeEffect | None = Field(None, description="crossover: the node difference, apart from the gain")
+    design_pending: str | None = Field(None, description="what the design cannot estimate yet (a crossover's "
+                                       "period 1 alone)")
+    design_problems: list[str] = Field(default_factory=list, description="rounds that do not follow the design")
 
     def gain(self, metric: str) -> Gain:
         if metric == "decode_tok_per_s":
@@ -220,6 +245,9 @@ class Verdict(BaseModel):
                                             "the same pair it continues (sglab/analysis/accumulate.py)")
     output_parity: OutputParity | None = Field(None, description="temperature-0 answers: candidate vs baseline, "
                                                "and A/A; None when the run recorded no output text")
+    design: str = Field("parallel", description="the gated levels' design as their rounds are laid out")
+    design_note: str | None = Field(None, description="what the gain includes besides the config (parallel: any "
+                                    "difference between the two nodes)")
     policy: dict[str, Any]  # the policy applied, as the stack spells it (kebab-case keys)
     computed_at: str
     # A sweep's confirmation run: the directory its promotion must name (`--result`; it is never the newest run)

@@ -25,13 +25,15 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _evidence(root: Path, gain: dict[int, float], levels=(1, 4, 16), rounds: int = 20):
-    """20 rounds a level (production's strict checks promote from 20 on)."""
+def _evidence(root: Path, gain: dict[int, float], levels=(1, 4, 16), rounds: int = 40, design: str = "crossover"):
+    """A crossover (production's policy.design) of 40 rounds a level: 20 pairs, where production's strict checks
+    promote from (`design` parallel: 20 rounds are 20 estimates; target_gate_refusal reads no design)."""
     config = load_stack("eagle-nccl-ll", root).config
     arms = {"baseline": baseline_arm(config), "candidate": candidate_arm(config)}
     result = synthetic_result(stack="eagle-nccl-ll", gain=gain, levels=levels, rounds=rounds,
                               config_hash={n: a.config_hash for n, a in arms.items()},
-                              policy=config.policy.model_dump(mode="json"), producer="sglang", **QUIET)
+                              policy=config.policy.model_dump(mode="json"), producer="sglang", design=design,
+                              **QUIET)
     for info in result.arms:
         info.launch_command = arms[info.name].launch_command
     try:
@@ -66,7 +68,7 @@ def test_evidence_that_passes_production_gate_is_not_refused(root: Path) -> None
 def test_production_judges_with_its_strict_checks_what_the_stack_promotes_with_its_standard_ones(root: Path) -> None:
     """stacks/Pulumi.production.yaml sets policy.checks strict: 12 rounds of a clear win decide the source stack's
     gate (standard checks, from 10 rounds) but not production's, and the refusal says why."""
-    result = _evidence(root, {1: 0.06, 4: 0.06, 16: 0.03}, rounds=12)
+    result = _evidence(root, {1: 0.06, 4: 0.06, 16: 0.03}, rounds=12, design="parallel")
     from sglab.analysis.verdict import judge
 
     assert judge(result, load_stack("eagle-nccl-ll", root).config.policy).outcome == "promote"
@@ -83,7 +85,7 @@ def test_a_level_production_gates_on_but_nobody_measured(root: Path) -> None:
 def test_a_level_measured_ungated_names_its_too_few_rounds_not_a_bystander(root: Path) -> None:
     """Concurrency 4 ran its 4 ungated rounds; production gates it, where 4 rounds give the sequence no
     bounds ('95% CI n/a to n/a' before), and the refusal blamed something else."""
-    result = _evidence(root, {1: 0.06, 4: 0.06, 16: 0.03})
+    result = _evidence(root, {1: 0.06, 4: 0.06, 16: 0.03}, rounds=20, design="parallel")
     level = result.level(4)
     level.rounds = [r for r in level.rounds if r.round_index < 4]
     level.requests = [q for q in level.requests if q.round_index < 4]

@@ -33,7 +33,8 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def bench(root: Path, stack: str, *, gain: float = 0.06, run_id: str = "20260101T000000Z-aaaaaa", **kw) -> Path:
+def bench(root: Path, stack: str, *, gain: float = 0.06, run_id: str = "20260101T000000Z-aaaaaa", edit=None,
+          **kw) -> Path:
     """A synthetic result for `stack` whose config hashes match the stack as it is now, measured (as its
     record says) on servers of the stack's backend: real SGLang servers, or simulators for a `sim` stack."""
     config = load_stack(stack, root).config
@@ -41,10 +42,14 @@ def bench(root: Path, stack: str, *, gain: float = 0.06, run_id: str = "20260101
     hashes = {name: arm.config_hash for name, arm in arms.items()}
     kw.setdefault("policy", config.policy.model_dump(mode="json"))
     kw.setdefault("producer", "simulator" if config.backend == "sim" else "sglang")
+    # production asks for a crossover (policy.design): 40 rounds in two periods give 20 pairs, its strict
+    # checks' floor; the second node 3% faster, which the crossover cancels
     result = synthetic_result(stack=stack, gain=gain, config_hash=hashes, run_id=run_id, levels=(1, 4),
-                              **{**QUIET, "rounds": 20, **kw})  # production's strict checks promote from 20 rounds on
+                              **{**QUIET, "rounds": 40, "design": "crossover", "node_effect": 0.03, **kw})
     for info in result.arms:  # as the bench runner records them
         info.launch_command = arms[info.name].launch_command
+    if edit is not None:  # before the seal: what the bench itself recorded
+        edit(result)
     result.integrity = planned({level.concurrency: result.load_plan.rounds for level in result.levels})
     run_dir = create_run_dir(stack, run_id, root / "results")
     write_result(result, run_dir)
@@ -228,3 +233,32 @@ def test_a_no_op_promotion_writes_and_logs_nothing(root: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "wrote" not in out and "already holds this config" in out
     assert first.log_path.read_bytes() == log_before
+
+
+def test_parallel_evidence_is_refused_where_the_target_asks_for_a_crossover(root: Path) -> None:
+    bench(root, "eagle-nccl-ll", design="parallel", rounds=20)
+    with pytest.raises(PromotionRefused) as refused:
+        promote("eagle-nccl-ll", root=root)
+    assert "measured its arms in a parallel design, so its gain includes any difference between the two nodes" \
+        in refused.value.why
+    assert "policy.design: crossover in Pulumi.production.yaml" in refused.value.why
+    assert refused.value.fix.startswith("set `sglab:policy.design: crossover` in Pulumi.eagle-nccl-ll.yaml")
+
+
+def test_parallel_evidence_promotes_where_the_target_asks_for_no_balanced_design(root: Path) -> None:
+    target = root / "stacks" / "Pulumi.production.yaml"
+    target.write_text(target.read_text().replace("design: crossover", "design: parallel"))
+    bench(root, "eagle-nccl-ll", design="parallel", rounds=20)
+    assert promote("eagle-nccl-ll", root=root).verdict.outcome == "promote"
+
+
+def test_a_crossover_stopped_after_period_one_does_not_promote(root: Path) -> None:
+    def first_period_only(result) -> None:
+        for level in result.levels:
+            for r in level.rounds:  # as if the arms had never swapped nodes
+                r.period, r.node = 1, "sim-node-a" if r.arm == "baseline" else "sim-node-b"
+
+    bench(root, "eagle-nccl-ll", edit=first_period_only)
+    with pytest.raises(PromotionRefused) as refused:
+        promote("eagle-nccl-ll", root=root)
+    assert "period 1 alone" in refused.value.why

@@ -27,11 +27,12 @@ def bench(root: Path, stack: str, *, run_id: str = "20260101T000000Z-aaaaaa") ->
     config = load_stack(stack, root).config
     arms = {"baseline": baseline_arm(config), "candidate": candidate_arm(config)}
     result = synthetic_result(stack=stack, gain=0.06, config_hash={n: a.config_hash for n, a in arms.items()},
-                              run_id=run_id, levels=(1, 4), rounds=20, policy=config.policy.model_dump(mode="json"),
-                              round_cv=0.005, shared_cv=0.005, request_cv=0.01, producer="sglang")
+                              run_id=run_id, levels=(1, 4), rounds=40, policy=config.policy.model_dump(mode="json"),
+                              round_cv=0.005, shared_cv=0.005, request_cv=0.01, producer="sglang",
+                              design="crossover")
     for info in result.arms:
         info.launch_command = arms[info.name].launch_command
-    result.integrity = planned({level.concurrency: 20 for level in result.levels})
+    result.integrity = planned({level.concurrency: 40 for level in result.levels})
     run_dir = create_run_dir(stack, run_id, root / "results")
     write_result(result, run_dir)
     return run_dir

@@ -50,6 +50,9 @@ def root(tmp_path: Path) -> Path:
     # The quick grid's confirmation is sized for the standard checks; the shipped production's strict ones promote
     # from round 20 only (docs/verdict.md (f)).
     doc["config"]["sglab:policy"]["checks"] = "standard"
+    # A sweep's confirmation measures its arms in parallel (its slots are nodes of their own); the shipped production
+    # asks for a crossover (policy.design), which these tests of the sweep do not carry out.
+    doc["config"]["sglab:policy"]["design"] = "parallel"
     # A simulator production: sweep evidence measured on simulators promotes only into one (docs/promotion.md)
     doc["config"]["sglab:backend"] = "sim"
     doc["config"]["sglab:placement"] = {"gpus-per-node": 0}
