@@ -82,6 +82,22 @@ def analysis_template(stack: StackConfig, stack_name: str, spec_json: str) -> di
     }
 
 
+API_KEY_ENV = "SGLAB_API_KEY"
+ADMIN_API_KEY_ENV = "SGLAB_ADMIN_API_KEY"
+
+
+def server_api_keys(stack: StackConfig) -> tuple[list[str], list[dict[str, str]]]:
+    """The servers' key flags and the env they read them from: each flag's value is a `$(VAR)` reference the
+    kubelet expands from the Secret, so no key is in the stack, the chart values or a rendered object."""
+    if stack.serving is None:
+        return [], []
+    keys = stack.serving.api_keys
+    pairs = (("--api-key", API_KEY_ENV, keys.api_key_key), ("--admin-api-key", ADMIN_API_KEY_ENV, keys.admin_api_key_key))
+    args = [a for flag, env, _ in pairs for a in (flag, f"$({env})")]
+    env = [{"name": env, "secretName": keys.secret, "secretKey": key} for _, env, key in pairs]
+    return args, env
+
+
 def _backend(name: str, port: int, weight: int) -> dict[str, Any]:
     return {"name": name, "port": port, "weight": weight}
 
@@ -102,7 +118,8 @@ def http_route(serving: Serving, release: str, port: int) -> dict[str, Any]:
     if serving.control.replicas:
         refs.append(_backend(release_name("baseline"), port, control_weight(serving)))
     spec: dict[str, Any] = {"parentRefs": [parent], "rules": [{
-        "matches": [{"path": {"type": "PathPrefix", "value": gw.path_prefix}}],
+        # the declared inference paths only: SGLang serves its control endpoints on the same port
+        "matches": [{"path": {"type": p.match, "value": p.path}} for p in gw.paths],
         "backendRefs": refs, "timeouts": {"request": f"{gw.request_timeout_s}s"}}]}
     if gw.hostnames:
         spec["hostnames"] = list(gw.hostnames)
@@ -146,7 +163,8 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
         return dict(OFF)
     common: dict[str, Any] = {
         "enabled": True,
-        "peerNamespaces": sorted({serving.gateway.namespace, serving.monitoring.namespace}),
+        # the gateway's data plane and Prometheus (scraping /metrics on the same port), as declared
+        "peers": [p.policy_peer() for p in [*serving.gateway.peers, *serving.monitoring.peers]],
         "scrape": _scrape(serving),
         "podAnnotations": ({"prometheus.io/scrape": "true", "prometheus.io/port": str(arm.port),
                             "prometheus.io/path": "/metrics"} if serving.monitoring.scrape == "annotations" else {}),
