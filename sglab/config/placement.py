@@ -113,6 +113,9 @@ class Placement(Model):
     # The benchmark Job, Locust and the preflight get the tolerations and priority class above; a node selector of
     # their own (e.g. the CPU pool) only if given here.
     loadgen_node_selector: dict[str, str] = Field(default_factory=dict)
+    # Those CPU-only pods (and the live judge, the watch) keep off nodes labelled nvidia.com/gpu.present=true
+    # unless this is true (a cluster of GPU nodes only).
+    cpu_pods_on_gpu_nodes: bool = False
 
     @field_validator("loadgen_node_selector")
     @classmethod

@@ -15,6 +15,7 @@ from sglab.serving.spec import POD_LABELS, REVISION_LABEL, SPEC_ENV, judge_spec
 from sglab.config.arms import ArmSpec
 from sglab.config.stack import StackConfig
 from sglab.config.serving import Serving, argo_steps, control_weight
+from sglab.deploy.jobs import support_pod_placement
 from sglab.deploy.naming import PROJECT_IMAGE_UID, release_name
 
 GATEWAY_PLUGIN = "argoproj-labs/gatewayAPI"
@@ -25,9 +26,11 @@ JUDGE_SLACK_S = 300
 OFF = {"enabled": False, "workload": "Deployment", "replicas": 1}
 
 
-def _restricted_pod(container: dict[str, Any]) -> dict[str, Any]:
-    """A pod of the project image that reads Prometheus and nothing else (no API token, read-only root)."""
+def _restricted_pod(stack: StackConfig, container: dict[str, Any]) -> dict[str, Any]:
+    """A pod of the project image that reads Prometheus and nothing else (no API token, read-only root), placed
+    as the stack's other CPU-only pods (pull secrets, tolerations, priority, off the GPU nodes)."""
     return {
+        **support_pod_placement(stack),
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
@@ -77,7 +80,7 @@ def analysis_template(stack: StackConfig, stack_name: str, spec_json: str) -> di
                 "metadata": {"labels": _pod_labels(stack_name, "canary-judge")},
                 "spec": {"backoffLimit": 0, "activeDeadlineSeconds": deadline,
                          "template": {"metadata": {"labels": _pod_labels(stack_name, "canary-judge")},
-                                      "spec": _restricted_pod(container)}}}},
+                                      "spec": _restricted_pod(stack, container)}}}},
         }],
     }
 
@@ -180,7 +183,7 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
         watch = {"schedule": serving.watch.schedule, "jobSpec": {
             "backoffLimit": 0, "activeDeadlineSeconds": 600,
             "template": {"metadata": {"labels": _pod_labels(stack_name, "watch")},
-                         "spec": _restricted_pod(_judge_container(stack, spec_json, "watch",
+                         "spec": _restricted_pod(stack, _judge_container(stack, spec_json, "watch",
                                                                   ["watch", "--from-env"]))}}}
     return {
         **common,
