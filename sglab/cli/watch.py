@@ -60,7 +60,7 @@ def _print_report(report, prefix: str = "watch") -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sglab.serving.prometheus import Prometheus, PrometheusError
+    from sglab.serving.prometheus import PrometheusError
     from sglab.serving.prom_server import PrometheusUnavailable
     from sglab.serving.spec import spec_from_env, stack_judge_spec
     from sglab.serving.watch import watch_once
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError("--target sim rehearses a stack file: give --stack")
             report = _rehearse(args, spec, loaded)
         else:
-            with Prometheus(spec.prometheus_url) as prom:
+            with spec.prometheus() as prom:
                 report, _ = watch_once(prom, spec, horizon_windows=args.horizon_windows)
     except (PrometheusError, PrometheusUnavailable) as exc:
         print(f"error: {printable(exc, newlines=True, limit=1500)}\n  fix: {exc.fix}", file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
@@ -197,6 +198,27 @@ class Gateway(Model):
     endpoint_picker_port: Annotated[int, Field(ge=1, le=65535)] = 9002
 
 
+class ObjectKey(Model):
+    """One key of a Secret or ConfigMap in the stack's namespace."""
+
+    name: str
+    key: str
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _DNS_LABEL.match(value):
+            raise ValueError(f"{value!r} is not an object name (lowercase letters, digits and '-', max 63)")
+        return value
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        if not value or "/" in value or value in (".", ".."):
+            raise ValueError(f"{value!r} is not a Secret/ConfigMap key (a file name: no '/')")
+        return value
+
+
 def _prometheus_peers() -> list[NetworkPeer]:
     return [NetworkPeer(namespace_labels={"kubernetes.io/metadata.name": "monitoring"},
                         pod_labels={"app.kubernetes.io/name": "prometheus"})]
@@ -207,7 +229,14 @@ class Monitoring(Model):
 
     scrape: Literal["pod-monitor", "service-monitor", "annotations"] = "pod-monitor"
     interval_s: Annotated[int, Field(ge=1)] = 15
-    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    # A load-balanced Service (kube-prometheus-stack's), not the operator's headless prometheus-operated: that one
+    # resolves to every replica's pod, and HA replicas' data differ, so windows would mix two Prometheuses.
+    prometheus_url: str = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
+    # An authenticating Prometheus (or Thanos/Mimir front): a token Secret and a CA ConfigMap mounted into the
+    # judge and watch pods, and headers on every query (e.g. X-Scope-OrgID: a tenant); none of them secret.
+    bearer_token_secret: ObjectKey | None = None
+    ca_configmap: ObjectKey | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
     # Labels the Prometheus' podMonitorSelector / serviceMonitorSelector matches (e.g. release: prometheus).
     labels: dict[str, str] = Field(default_factory=dict)
     # The Prometheus pods that scrape /metrics (the NetworkPolicy admits them, not their whole namespace).
@@ -217,6 +246,17 @@ class Monitoring(Model):
     @classmethod
     def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
         return _check_labels(labels)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", name) or name.lower() == "authorization":
+                raise ValueError(f"{name!r} is not an extra header name (letters, digits, '-'; the token is "
+                                 "bearer-token-secret, never a header value in the stack)")
+            if any(ord(c) < 0x20 or ord(c) == 0x7f for c in value):
+                raise ValueError(f"the value of header {name} holds a control character")
+        return headers
 
     @field_validator("prometheus_url")
     @classmethod

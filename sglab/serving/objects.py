@@ -26,9 +26,35 @@ JUDGE_SLACK_S = 300
 OFF = {"enabled": False, "workload": "Deployment", "replicas": 1}
 
 
+TOKEN_DIR, CA_DIR = "/var/run/sglab/prometheus-token", "/var/run/sglab/prometheus-ca"
+
+
+def _prometheus_credentials(serving: Serving) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The judge spec's credential files, and the volumes and mounts that put them there."""
+    mon = serving.monitoring
+    spec: dict[str, Any] = {}
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    if mon.bearer_token_secret is not None:
+        ref = mon.bearer_token_secret
+        spec["prometheus_bearer_token_file"] = f"{TOKEN_DIR}/{ref.key}"
+        volumes.append({"name": "prometheus-token", "secret": {"secretName": ref.name,
+                                                               "items": [{"key": ref.key, "path": ref.key}]}})
+        mounts.append({"name": "prometheus-token", "mountPath": TOKEN_DIR, "readOnly": True})
+    if mon.ca_configmap is not None:
+        ref = mon.ca_configmap
+        spec["prometheus_ca_file"] = f"{CA_DIR}/{ref.key}"
+        volumes.append({"name": "prometheus-ca", "configMap": {"name": ref.name,
+                                                               "items": [{"key": ref.key, "path": ref.key}]}})
+        mounts.append({"name": "prometheus-ca", "mountPath": CA_DIR, "readOnly": True})
+    return spec, volumes, mounts
+
+
 def _restricted_pod(stack: StackConfig, container: dict[str, Any]) -> dict[str, Any]:
     """A pod of the project image that reads Prometheus and nothing else (no API token, read-only root), placed
     as the stack's other CPU-only pods (pull secrets, tolerations, priority, off the GPU nodes)."""
+    assert stack.serving is not None
+    _, volumes, mounts = _prometheus_credentials(stack.serving)
     return {
         **support_pod_placement(stack),
         "restartPolicy": "Never",
@@ -39,8 +65,8 @@ def _restricted_pod(stack: StackConfig, container: dict[str, Any]) -> dict[str, 
         "containers": [{**container, "securityContext": {
             "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"}},
-            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}],
-        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *mounts]}],
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}, *volumes],
     }
 
 
@@ -176,7 +202,7 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
         return {**common, "workload": "Deployment", "replicas": serving.control.replicas}
     release = release_name("candidate")
     analysis_name = f"{release}-{JUDGE_METRIC}"
-    spec_json = judge_spec(stack, stack_name).to_env()
+    spec_json = judge_spec(stack, stack_name, overrides=_prometheus_credentials(serving)[0]).to_env()
     startup_s = stack.rollout.startup_timeout_min * 60
     watch = None
     if serving.watch.enabled and serving.control.replicas:
