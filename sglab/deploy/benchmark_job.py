@@ -224,7 +224,7 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     from sglab.deploy.plan import arm_releases  # the arms' Services are named after their releases
 
     access.role["rules"] += arm_read_rules([r.release for r in arm_releases(stack, stack_name)])
-    nodes, nodes_binding = node_reader(labels, ns)
+    nodes, nodes_binding = node_reader(labels, ns) if job_cfg.read_node_labels else (None, None)
     return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,
                          access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave, nodes,
                          nodes_binding)
