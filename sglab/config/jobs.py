@@ -49,6 +49,8 @@ class BenchmarkJob(_PodRequests):
     # Record the arms' nodes' GPU labels with the evidence: a ClusterRole (get nodes) and its binding, the stack's
     # only cluster-scoped grant, so an opt-in. Without it the evidence keeps each arm's node name (from its pod).
     read_node_labels: bool = False
+    # A lab stack's Job ends by scaling its two arms to 0 (no idle GPUs); `pulumi up --refresh` brings them back.
+    scale_arms_to_zero: bool = True
 
     @field_validator("rerun", mode="before")
     @classmethod
