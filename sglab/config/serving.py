@@ -326,6 +326,8 @@ class Serving(Model):
     rollback_window_revisions: Annotated[int, Field(ge=1)] = 3
     judge_cpu: str = "500m"
     judge_memory: str = "512Mi"
+    # A finished judge or watch Job (and its pod, whose log holds the decision) is deleted after this long.
+    finished_job_ttl_s: Annotated[int, Field(ge=0)] = 7 * 24 * 3600
 
     @model_validator(mode="after")
     def _shape(self) -> "Serving":

@@ -38,6 +38,11 @@ def pod_labels(stack: StackConfig, stack_name: str) -> dict[str, str]:
     }
 
 
+# The bench's /tmp (its results before they are stored, matplotlib's cache): bounded, and requested so the
+# scheduler counts it and the kubelet evicts no other pod for it.
+TMP_SIZE = "4Gi"
+
+
 def held_budgets(stack: StackConfig, releases: list[str]) -> list[str]:
     """The PodDisruptionBudgets the guard holds (the chart names each after its release), or none."""
     budget = stack.disruption_budget
@@ -114,7 +119,8 @@ def pod_template(stack: StackConfig, stack_name: str, *, command: list[str], sta
             {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         ],
-        "resources": {"requests": {"cpu": stack.benchmark_job.cpu, "memory": stack.benchmark_job.memory},
+        "resources": {"requests": {"cpu": stack.benchmark_job.cpu, "memory": stack.benchmark_job.memory,
+                                   "ephemeral-storage": TMP_SIZE},
                       "limits": {"memory": stack.benchmark_job.memory}},
         "volumeMounts": [{"name": "stack", "mountPath": STACKS_MOUNT, "readOnly": True},
                          {"name": "tmp", "mountPath": "/tmp"}],
@@ -128,7 +134,8 @@ def pod_template(stack: StackConfig, stack_name: str, *, command: list[str], sta
         "securityContext": {"runAsNonRoot": True, "runAsUser": PROJECT_IMAGE_UID, "runAsGroup": PROJECT_IMAGE_UID,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
-        "volumes": [{"name": "stack", "configMap": {"name": stack_configmap}}, {"name": "tmp", "emptyDir": {}}],
+        "volumes": [{"name": "stack", "configMap": {"name": stack_configmap}},
+                    {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}}],
         **support_pod_placement(stack),
     }
     if budgets or scaled:

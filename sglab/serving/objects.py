@@ -23,6 +23,7 @@ JUDGE_METRIC = "live-judge"
 # Past the judge's own deadline (max-windows x window-s, plus the first window's wait), so the judge ends
 # with its own `abort` and evidence rather than the Job's DeadlineExceeded.
 JUDGE_SLACK_S = 300
+TMP_SIZE = "1Gi"  # the judge's and the watch's /tmp, requested as ephemeral storage
 OFF = {"enabled": False, "workload": "Deployment", "replicas": 1}
 
 
@@ -66,7 +67,7 @@ def _restricted_pod(stack: StackConfig, container: dict[str, Any]) -> dict[str, 
             "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"}},
             "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *mounts]}],
-        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}, *volumes],
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}}, *volumes],
     }
 
 
@@ -79,7 +80,8 @@ def _judge_container(stack: StackConfig, spec_json: str, name: str, args: list[s
         "imagePullPolicy": stack.image_pull_policy,
         "command": ["sglab", *args],
         "env": [{"name": SPEC_ENV, "value": spec_json}, {"name": "HOME", "value": "/tmp"}],
-        "resources": {"requests": {"cpu": serving.judge_cpu, "memory": serving.judge_memory},
+        "resources": {"requests": {"cpu": serving.judge_cpu, "memory": serving.judge_memory,
+                                   "ephemeral-storage": TMP_SIZE},
                       "limits": {"memory": serving.judge_memory}},
     }
 
@@ -105,6 +107,7 @@ def analysis_template(stack: StackConfig, stack_name: str, spec_json: str) -> di
             "provider": {"job": {
                 "metadata": {"labels": _pod_labels(stack_name, "canary-judge")},
                 "spec": {"backoffLimit": 0, "activeDeadlineSeconds": deadline,
+                         "ttlSecondsAfterFinished": serving.finished_job_ttl_s,
                          "template": {"metadata": {"labels": _pod_labels(stack_name, "canary-judge")},
                                       "spec": _restricted_pod(stack, container)}}}},
         }],
@@ -207,7 +210,7 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
     watch = None
     if serving.watch.enabled and serving.control.replicas:
         watch = {"schedule": serving.watch.schedule, "jobSpec": {
-            "backoffLimit": 0, "activeDeadlineSeconds": 600,
+            "backoffLimit": 0, "activeDeadlineSeconds": 600, "ttlSecondsAfterFinished": serving.finished_job_ttl_s,
             "template": {"metadata": {"labels": _pod_labels(stack_name, "watch")},
                          "spec": _restricted_pod(stack, _judge_container(stack, spec_json, "watch",
                                                                   ["watch", "--from-env"]))}}}

@@ -56,3 +56,35 @@ def test_a_stack_may_put_its_cpu_pods_on_gpu_nodes(tmp_path):
     assert "affinity" not in support_pod_placement(loaded.config)
     for pod in _support_pods(render_stack(loaded).objects).values():
         assert "affinity" not in pod
+
+
+def _gi(quantity: str) -> float:
+    units = {"Gi": 1.0, "Mi": 1 / 1024}
+    return float(quantity[:-2]) * units[quantity[-2:]]
+
+
+def _disk_requests_cover_the_empty_dirs(pod: dict) -> None:
+    """Every disk emptyDir is bounded and its size requested: the scheduler counts it, the kubelet evicts nobody
+    else for it."""
+    disk = [v["emptyDir"] for v in pod["volumes"] if "emptyDir" in v and v["emptyDir"].get("medium") != "Memory"]
+    assert all("sizeLimit" in d for d in disk), disk
+    requested = sum(_gi(c["resources"]["requests"].get("ephemeral-storage", "0Gi"))
+                    for c in pod["containers"] + pod.get("initContainers", []))
+    assert requested >= sum(_gi(d["sizeLimit"]) for d in disk) > 0
+
+
+def test_finished_judge_and_watch_jobs_are_cleaned_up_and_request_their_disk(tmp_path):
+    objects = render_stack(_stack(tmp_path)).objects
+    (template,) = [o for o in objects if o["kind"] == "AnalysisTemplate"]
+    (cron,) = [o for o in objects if o["kind"] == "CronJob"]
+    jobs = [template["spec"]["metrics"][0]["provider"]["job"]["spec"], cron["spec"]["jobTemplate"]["spec"]]
+    for job in jobs:
+        assert job["ttlSecondsAfterFinished"] == 7 * 24 * 3600
+        _disk_requests_cover_the_empty_dirs(job["template"]["spec"])
+
+
+def test_the_benchmark_job_requests_its_disk():
+    from sglab.deploy.benchmark_job import benchmark_plan
+
+    plan = benchmark_plan(load_stack("sim").config, "sim")
+    _disk_requests_cover_the_empty_dirs(plan.job["spec"]["template"]["spec"])
