@@ -237,6 +237,11 @@ class Rollout(Model):
     probe_timeout_s: Annotated[int, Field(ge=1)] = 25
     liveness_failure_threshold: Annotated[int, Field(ge=1)] = 6
     pulumi_timeout_min: Annotated[int, Field(ge=1)] = 90
+    # How long a stopping server may finish its requests after SIGTERM (a streamed reply can run for minutes).
+    termination_grace_period_s: Annotated[int, Field(ge=1, le=86_400)] = 60
+    # Seconds the pod keeps serving after it is marked for deletion, before SIGTERM: the Services' endpoints and
+    # the gateway drop it meanwhile, so no new request reaches a server that is shutting down (0: none).
+    pre_stop_drain_s: Annotated[int, Field(ge=0, le=3_600)] = 0
 
     @field_validator("readiness_path", "liveness_path")
     @classmethod
@@ -264,6 +269,13 @@ class Rollout(Model):
                 f"pulumi-timeout-min ({self.pulumi_timeout_min}) is shorter than startup-timeout-min "
                 f"({self.startup_timeout_min}): pulumi up would give up while the model is still loading; "
                 "raise pulumi-timeout-min"
+            )
+        if self.pre_stop_drain_s >= self.termination_grace_period_s:
+            raise KeyedValueError(
+                "pre-stop-drain-s",
+                f"pre-stop-drain-s ({self.pre_stop_drain_s}) is not shorter than termination-grace-period-s "
+                f"({self.termination_grace_period_s}): the drain would use up the whole grace period and the server "
+                "would be killed without a clean shutdown; raise termination-grace-period-s"
             )
         return self
 

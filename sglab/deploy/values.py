@@ -120,6 +120,8 @@ def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str, arm_name:
             "livenessPath": rollout.liveness_path,
             "livenessFailureThreshold": rollout.liveness_failure_threshold,
         },
+        "termination": {"gracePeriodSeconds": rollout.termination_grace_period_s,
+                        "preStopDrainSeconds": rollout.pre_stop_drain_s},
         "awaitTimeoutSeconds": rollout.pulumi_timeout_min * 60,
         "progressDeadlineSeconds": rollout.progress_deadline_s,
         "nodeSelector": dict(stack.placement.node_selector),
