@@ -116,6 +116,9 @@ class Placement(Model):
     # Those CPU-only pods (and the live judge, the watch) keep off nodes labelled nvidia.com/gpu.present=true
     # unless this is true (a cluster of GPU nodes only).
     cpu_pods_on_gpu_nodes: bool = False
+    # A Kueue LocalQueue of the namespace: the servers' Deployments and the benchmark Job carry its
+    # kueue.x-k8s.io/queue-name label, so the cluster's quota admits them (unset: no Kueue).
+    kueue_queue: str | None = None
 
     @field_validator("loadgen_node_selector")
     @classmethod
@@ -130,7 +133,7 @@ class Placement(Model):
     def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
         return _check_labels(labels)
 
-    @field_validator("priority_class_name", "runtime_class_name")
+    @field_validator("priority_class_name", "runtime_class_name", "kueue_queue")
     @classmethod
     def _object_name(cls, value: str | None) -> str | None:
         if value is not None and not _DNS_SUBDOMAIN.match(value):

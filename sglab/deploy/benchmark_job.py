@@ -193,6 +193,15 @@ def node_reader(meta_labels: dict[str, str], namespace: str) -> tuple[dict[str, 
     return role, binding
 
 
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def kueue_labels(stack: StackConfig) -> dict[str, str]:
+    """The label that puts a workload in the stack's Kueue LocalQueue (placement.kueue-queue), or none."""
+    queue = stack.placement.kueue_queue
+    return {KUEUE_QUEUE_LABEL: queue} if queue else {}
+
+
 def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     n = names(stack, stack_name)
     ns = stack.namespace
@@ -209,7 +218,8 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {**meta(n.job), "annotations": {"sglab/result-configmap": n.result_configmap}},
+        "metadata": {**meta(n.job, kueue_labels(stack)),
+                     "annotations": {"sglab/result-configmap": n.result_configmap}},
         "spec": {
             "backoffLimit": 0,
             "activeDeadlineSeconds": job_cfg.timeout_min * 60,

@@ -128,6 +128,7 @@ def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str, arm_name:
         "tolerations": [_toleration(t) for t in stack.placement.tolerations],
         "priorityClassName": stack.placement.priority_class_name or "",
         "runtimeClassName": stack.placement.runtime_class_name or "",
+        "kueueQueue": stack.placement.kueue_queue or "",
         "antiAffinity": {"enabled": stack.placement.separate_nodes},
         "networkPolicy": {
             "enabled": stack.network_policy.enabled,
