@@ -131,6 +131,11 @@ def tenancy_lines(stack: StackConfig, stack_name: str) -> list[str]:
                      + ", ".join(f"{kind} {name} ({key})" for kind, name, key in found))
     else:
         lines.append("cluster-scoped objects: none (every object is in the namespace)")
+    if stack.serving is not None:
+        keys = stack.serving.api_keys
+        lines.append(f"api keys: the servers read --api-key and --admin-api-key from Secret {keys.secret} (keys "
+                     f"{keys.api_key_key}, {keys.admin_api_key_key}) in {stack.namespace}; create it before pulumi "
+                     "up (docs/production.md)")
     priority = stack.placement.priority_class_name
     if priority:
         lines.append(f"priority: {priority} for the servers and the pods beside them; if its value is above other "

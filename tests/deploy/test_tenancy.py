@@ -49,6 +49,7 @@ def test_validate_states_pod_security_cluster_scope_and_production_capacity(caps
     assert "cluster-scoped objects: none" in out
     assert "GPU nodes at once" in out
     assert "priority: inference-critical" in out and "preempt" in out
+    assert "api keys: the servers read --api-key and --admin-api-key from Secret sglang-api-keys" in out
 
 
 def test_validate_names_each_cluster_scoped_object_and_why(capsys):
