@@ -95,3 +95,26 @@ def test_the_network_policy_admits_the_declared_peers_only(objects):
             {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
              "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}},
         ], policy["metadata"]["name"]
+
+
+def test_a_cloud_gateway_is_admitted_by_its_proxy_subnet(tmp_path):
+    """GKE, ALB and AGC gateways are no pods: their peer is an IP block, rendered strict-valid."""
+    from ruamel.yaml import YAML
+
+    from sglab.core.paths import stacks_dir
+    from tests.serving.test_render_production import validate_all
+
+    yaml_rt = YAML()
+    doc = yaml_rt.load((stacks_dir() / "Pulumi.production.yaml").read_text())
+    doc["config"]["sglab:serving"]["gateway"]["peers"] = [{"cidr": "10.129.0.0/23", "except-cidrs": ["10.129.1.0/24"]}]
+    (tmp_path / "stacks").mkdir()
+    path = tmp_path / "stacks" / "Pulumi.production.yaml"
+    with open(path, "w") as fh:
+        yaml_rt.dump(doc, fh)
+    objects = render_stack(load_stack("production", path=path)).objects
+    policies = _of(objects, "NetworkPolicy")
+    assert policies
+    for policy in policies:
+        peers = [p for rule in policy["spec"]["ingress"] for p in rule["from"]]
+        assert {"ipBlock": {"cidr": "10.129.0.0/23", "except": ["10.129.1.0/24"]}} in peers
+    validate_all(policies)
