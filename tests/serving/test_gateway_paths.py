@@ -86,15 +86,16 @@ def test_servers_take_their_api_keys_from_the_secret(objects):
 
 
 def test_the_network_policy_admits_the_declared_peers_only(objects):
+    """Production declares this Gateway's own Envoy proxies and the Prometheus pods: pods, never a namespace."""
+    serving = load_stack("production").config.serving
+    declared = [p.policy_peer() for p in [*serving.gateway.peers, *serving.monitoring.peers]]
+    proxies = declared[0]["podSelector"]["matchLabels"]
+    assert proxies["gateway.envoyproxy.io/owning-gateway-name"] == "inference-gateway"
     for policy in _of(objects, "NetworkPolicy"):
         peers = [p for rule in policy["spec"]["ingress"] for p in rule["from"]]
         outside = [p for p in peers if "namespaceSelector" in p or "ipBlock" in p]
-        assert outside == [
-            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "envoy-gateway-system"}},
-             "podSelector": {"matchLabels": {"app.kubernetes.io/component": "proxy"}}},
-            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
-             "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}},
-        ], policy["metadata"]["name"]
+        assert outside == declared, policy["metadata"]["name"]
+        assert all("podSelector" in p for p in outside)
 
 
 def test_a_cloud_gateway_is_admitted_by_its_proxy_subnet(tmp_path):
