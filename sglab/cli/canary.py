@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from sglab.serving.judge import decide
     from sglab.serving.live import DecisionLog, judge_live
     from sglab.serving.prom_server import PrometheusUnavailable
-    from sglab.serving.prometheus import Prometheus, PrometheusError
+    from sglab.serving.prometheus import PrometheusError
     from sglab.serving.windows import fetch_windows
     from sglab.core.untrusted import printable
 
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             arms = {"canary": spec.revision("canary", args.canary_hash),
                     "stable": spec.revision("stable", args.stable_hash)}
-            with Prometheus(spec.prometheus_url) as prom:
+            with spec.prometheus() as prom:
                 if args.once:
                     windows = fetch_windows(prom, arms, start=time.time() - spec.max_windows * spec.window_s,
                                             now=time.time(), window_s=spec.window_s, settle_s=spec.settle_s,

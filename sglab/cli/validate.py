@@ -31,6 +31,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"{printable(loaded.path, limit=None)}: valid")
     if capacity is not None:
         print(printable(capacity.describe(), newlines=True, limit=None))
+    from sglab.deploy.admission import tenancy_lines
+
+    for line in tenancy_lines(stack, loaded.name):
+        print(printable(line, limit=None))
     for arm in (baseline_arm(stack), candidate_arm(stack)):
         print(f"{arm.role}: config-hash {arm.config_hash[:12]}  {printable(arm.launch_command, limit=None)}")
     found = confounds(stack)

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Pairs the promoted config's pods with the standing control (the same server "
                                    "without speculation) window by window from Prometheus, and says whether the gain "
                                    "still holds or has dropped below zero (the traffic no longer suits the draft), "
-                                   "with the command that rolls back. Exit 0 holding, 1 below zero, 3 no data.")
+                                   "with the command that rolls back. Exit 0 holding or no data (a quiet night pages no one), 1 below zero.")
     p.add_argument("--stack", help="the serving stack")
     p.add_argument("--from-env", action="store_true", help="read the spec from SGLAB_CANARY_SPEC (in-cluster)")
     p.add_argument("--target", choices=("prometheus", "sim"), default="prometheus")
@@ -60,7 +60,7 @@ def _print_report(report, prefix: str = "watch") -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sglab.serving.prometheus import Prometheus, PrometheusError
+    from sglab.serving.prometheus import PrometheusError
     from sglab.serving.prom_server import PrometheusUnavailable
     from sglab.serving.spec import spec_from_env, stack_judge_spec
     from sglab.serving.watch import watch_once
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError("--target sim rehearses a stack file: give --stack")
             report = _rehearse(args, spec, loaded)
         else:
-            with Prometheus(spec.prometheus_url) as prom:
+            with spec.prometheus() as prom:
                 report, _ = watch_once(prom, spec, horizon_windows=args.horizon_windows)
     except (PrometheusError, PrometheusUnavailable) as exc:
         print(f"error: {printable(exc, newlines=True, limit=1500)}\n  fix: {exc.fix}", file=sys.stderr)

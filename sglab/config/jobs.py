@@ -46,6 +46,11 @@ class BenchmarkJob(_PodRequests):
     # Runs whose result ConfigMaps stay in the cluster (each run is at most ~7 MiB of etcd: docs/in-cluster.md);
     # `sglab results pull` copies every run home and deletes the older ones from the cluster.
     keep_results: Annotated[int, Field(ge=1, le=100)] = 10  # 100 runs are up to ~700 MiB of etcd
+    # Record the arms' nodes' GPU labels with the evidence: a ClusterRole (get nodes) and its binding, the stack's
+    # only cluster-scoped grant, so an opt-in. Without it the evidence keeps each arm's node name (from its pod).
+    read_node_labels: bool = False
+    # A lab stack's Job ends by scaling its two arms to 0 (no idle GPUs); `pulumi up --refresh` brings them back.
+    scale_arms_to_zero: bool = True
 
     @field_validator("rerun", mode="before")
     @classmethod

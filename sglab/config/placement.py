@@ -114,6 +114,12 @@ class Placement(Model):
     # The benchmark Job, Locust and the preflight get the tolerations and priority class above; a node selector of
     # their own (e.g. the CPU pool) only if given here.
     loadgen_node_selector: dict[str, str] = Field(default_factory=dict)
+    # Those CPU-only pods (and the live judge, the watch) keep off nodes labelled nvidia.com/gpu.present=true
+    # unless this is true (a cluster of GPU nodes only).
+    cpu_pods_on_gpu_nodes: bool = False
+    # A Kueue LocalQueue of the namespace: the servers' Deployments and the benchmark Job carry its
+    # kueue.x-k8s.io/queue-name label, so the cluster's quota admits them (unset: no Kueue).
+    kueue_queue: str | None = None
 
     @field_validator("loadgen_node_selector")
     @classmethod
@@ -128,7 +134,7 @@ class Placement(Model):
     def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
         return _check_labels(labels)
 
-    @field_validator("priority_class_name", "runtime_class_name")
+    @field_validator("priority_class_name", "runtime_class_name", "kueue_queue")
     @classmethod
     def _object_name(cls, value: str | None) -> str | None:
         if value is not None and not _DNS_SUBDOMAIN.match(value):
@@ -235,6 +241,11 @@ class Rollout(Model):
     probe_timeout_s: Annotated[int, Field(ge=1)] = 25
     liveness_failure_threshold: Annotated[int, Field(ge=1)] = 6
     pulumi_timeout_min: Annotated[int, Field(ge=1)] = 90
+    # How long a stopping server may finish its requests after SIGTERM (a streamed reply can run for minutes).
+    termination_grace_period_s: Annotated[int, Field(ge=1, le=86_400)] = 60
+    # Seconds the pod keeps serving after it is marked for deletion, before SIGTERM: the Services' endpoints and
+    # the gateway drop it meanwhile, so no new request reaches a server that is shutting down (0: none).
+    pre_stop_drain_s: Annotated[int, Field(ge=0, le=3_600)] = 0
 
     @field_validator("readiness_path", "liveness_path")
     @classmethod
@@ -262,6 +273,13 @@ class Rollout(Model):
                 f"pulumi-timeout-min ({self.pulumi_timeout_min}) is shorter than startup-timeout-min "
                 f"({self.startup_timeout_min}): pulumi up would give up while the model is still loading; "
                 "raise pulumi-timeout-min"
+            )
+        if self.pre_stop_drain_s >= self.termination_grace_period_s:
+            raise KeyedValueError(
+                "pre-stop-drain-s",
+                f"pre-stop-drain-s ({self.pre_stop_drain_s}) is not shorter than termination-grace-period-s "
+                f"({self.termination_grace_period_s}): the drain would use up the whole grace period and the server "
+                "would be killed without a clean shutdown; raise termination-grace-period-s"
             )
         return self
 

@@ -9,7 +9,9 @@ chart values and the Argo steps are derived in sglab/serving/objects.py and `arg
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
@@ -103,14 +105,91 @@ class CanaryJudge(Model):
         return self
 
 
+class RoutePath(Model):
+    """One inference path the HTTPRoute sends to the servers (Gateway API path match): Exact for one endpoint,
+    PathPrefix for an endpoint and what lies below it (/v1/models and /v1/models/{model})."""
+
+    path: str
+    match: Literal["Exact", "PathPrefix"] = "Exact"
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/") or value == "/" or value.endswith("/"):
+            raise ValueError(f"{value!r} is not an endpoint path; give one like /v1/chat/completions (not / and "
+                             "no trailing /: a prefix of / would expose SGLang's control endpoints)")
+        return value
+
+
+def _inference_paths() -> list[RoutePath]:
+    # The OpenAI and native generate endpoints the product serves; SGLang's control endpoints (/pause_generation,
+    # /abort_request, /flush_cache, /metrics, ...) share the port and stay unreachable through the gateway.
+    return [RoutePath(path="/v1/chat/completions"), RoutePath(path="/v1/completions"),
+            RoutePath(path="/v1/models", match="PathPrefix"), RoutePath(path="/generate")]
+
+
+class NetworkPeer(Model):
+    """One NetworkPolicy peer allowed to reach the servers' port: pods (by labels) in namespaces (by labels),
+    or an IP block (a cloud gateway's proxy subnet, which is no pod)."""
+
+    namespace_labels: dict[str, str] = Field(default_factory=dict)
+    pod_labels: dict[str, str] = Field(default_factory=dict)
+    cidr: str | None = None
+    except_cidrs: list[str] = Field(default_factory=list)
+
+    @field_validator("namespace_labels", "pod_labels")
+    @classmethod
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return _check_labels(labels)
+
+    @field_validator("cidr")
+    @classmethod
+    def _cidr(cls, value: str | None) -> str | None:
+        if value is not None:
+            ipaddress.ip_network(value, strict=False)
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "NetworkPeer":
+        selects = bool(self.namespace_labels or self.pod_labels)
+        if selects == (self.cidr is not None):
+            raise ValueError("a peer is either pods (namespace-labels and/or pod-labels) or an ip block (cidr); "
+                             "give one of the two")
+        if self.except_cidrs and self.cidr is None:
+            raise KeyedValueError("except-cidrs", "except-cidrs narrows a cidr; give cidr too")
+        return self
+
+    def policy_peer(self) -> dict[str, Any]:
+        """The NetworkPolicy `from` entry."""
+        if self.cidr is not None:
+            block: dict[str, Any] = {"cidr": self.cidr}
+            if self.except_cidrs:
+                block["except"] = list(self.except_cidrs)
+            return {"ipBlock": block}
+        peer: dict[str, Any] = {}
+        if self.namespace_labels:
+            peer["namespaceSelector"] = {"matchLabels": dict(self.namespace_labels)}
+        if self.pod_labels:
+            peer["podSelector"] = {"matchLabels": dict(self.pod_labels)}
+        return peer
+
+
+def _gateway_peers() -> list[NetworkPeer]:
+    # Envoy Gateway's proxies run in envoy-gateway-system, not in the Gateway's namespace.
+    return [NetworkPeer(namespace_labels={"kubernetes.io/metadata.name": "envoy-gateway-system"},
+                        pod_labels={"app.kubernetes.io/component": "proxy"})]
+
+
 class Gateway(Model):
-    """The entry point: an HTTPRoute attached to an existing Gateway (its namespace is a NetworkPolicy peer)."""
+    """The entry point: an HTTPRoute attached to an existing Gateway; `peers` are what carries its traffic to the
+    pods (the proxies' pods, or a cloud gateway's proxy subnet), the servers' NetworkPolicy admits only them."""
 
     name: str = "inference-gateway"
     namespace: Namespace = "gateway"
     section_name: str | None = None
     hostnames: list[str] = Field(default_factory=list)
-    path_prefix: str = "/"
+    paths: list[RoutePath] = Field(default_factory=_inference_paths, min_length=1)
+    peers: list[NetworkPeer] = Field(default_factory=_gateway_peers, min_length=1)
     # A streamed reply can run for minutes; implementations' defaults (often seconds) would cut it.
     request_timeout_s: Annotated[int, Field(ge=1)] = 3600
     # Route to an InferencePool (Gateway API Inference Extension) of the serving pods instead of Services.
@@ -118,28 +197,66 @@ class Gateway(Model):
     endpoint_picker: str = "sglang-epp"
     endpoint_picker_port: Annotated[int, Field(ge=1, le=65535)] = 9002
 
-    @field_validator("path_prefix")
+
+class ObjectKey(Model):
+    """One key of a Secret or ConfigMap in the stack's namespace."""
+
+    name: str
+    key: str
+
+    @field_validator("name")
     @classmethod
-    def _path(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError(f"{value!r} is not an HTTP path; start it with /")
+    def _name(cls, value: str) -> str:
+        if not _DNS_LABEL.match(value):
+            raise ValueError(f"{value!r} is not an object name (lowercase letters, digits and '-', max 63)")
+        return value
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        if not value or "/" in value or value in (".", ".."):
+            raise ValueError(f"{value!r} is not a Secret/ConfigMap key (a file name: no '/')")
         return value
 
 
+def _prometheus_peers() -> list[NetworkPeer]:
+    return [NetworkPeer(namespace_labels={"kubernetes.io/metadata.name": "monitoring"},
+                        pod_labels={"app.kubernetes.io/name": "prometheus"})]
+
+
 class Monitoring(Model):
-    """How Prometheus scrapes the servers (its namespace is a NetworkPolicy peer) and where the judge reads it."""
+    """How Prometheus scrapes the servers (its pods, `peers`, are NetworkPolicy peers) and where the judge reads it."""
 
     scrape: Literal["pod-monitor", "service-monitor", "annotations"] = "pod-monitor"
-    namespace: Namespace = "monitoring"
     interval_s: Annotated[int, Field(ge=1)] = 15
-    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    # A load-balanced Service (kube-prometheus-stack's), not the operator's headless prometheus-operated: that one
+    # resolves to every replica's pod, and HA replicas' data differ, so windows would mix two Prometheuses.
+    prometheus_url: str = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
+    # An authenticating Prometheus (or Thanos/Mimir front): a token Secret and a CA ConfigMap mounted into the
+    # judge and watch pods, and headers on every query (e.g. X-Scope-OrgID: a tenant); none of them secret.
+    bearer_token_secret: ObjectKey | None = None
+    ca_configmap: ObjectKey | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
     # Labels the Prometheus' podMonitorSelector / serviceMonitorSelector matches (e.g. release: prometheus).
     labels: dict[str, str] = Field(default_factory=dict)
+    # The Prometheus pods that scrape /metrics (the NetworkPolicy admits them, not their whole namespace).
+    peers: list[NetworkPeer] = Field(default_factory=_prometheus_peers, min_length=1)
 
     @field_validator("labels")
     @classmethod
     def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
         return _check_labels(labels)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", name) or name.lower() == "authorization":
+                raise ValueError(f"{name!r} is not an extra header name (letters, digits, '-'; the token is "
+                                 "bearer-token-secret, never a header value in the stack)")
+            if any(ord(c) < 0x20 or ord(c) == 0x7f for c in value):
+                raise ValueError(f"the value of header {name} holds a control character")
+        return headers
 
     @field_validator("prometheus_url")
     @classmethod
@@ -147,6 +264,23 @@ class Monitoring(Model):
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an http(s) URL of Prometheus")
         return value.rstrip("/")
+
+
+class ApiKeys(Model):
+    """The servers' `--api-key` (every request but /health and /metrics) and `--admin-api-key` (the control
+    endpoints), read from keys of an existing Secret into env and passed as `$(VAR)`: the key is never in the stack,
+    the values or a rendered object. Provision the Secret outside the stack (kubectl create secret generic)."""
+
+    secret: str = "sglang-api-keys"
+    api_key_key: str = "api-key"
+    admin_api_key_key: str = "admin-api-key"
+
+    @field_validator("secret")
+    @classmethod
+    def _secret(cls, value: str) -> str:
+        if not _DNS_LABEL.match(value):
+            raise ValueError(f"{value!r} is not a Secret name (lowercase letters, digits and '-', max 63)")
+        return value
 
 
 class Control(Model):
@@ -182,6 +316,7 @@ class Serving(Model):
     gateway: Gateway = Field(default_factory=Gateway)
     monitoring: Monitoring = Field(default_factory=Monitoring)
     control: Control = Field(default_factory=Control)
+    api_keys: ApiKeys = Field(default_factory=ApiKeys)
     watch: Watch = Field(default_factory=Watch)
     # replicas router: extra pods while the canary starts (whole GPU nodes; 0 would take a stable pod away).
     max_surge: Annotated[int, Field(ge=0)] = 1
@@ -191,6 +326,8 @@ class Serving(Model):
     rollback_window_revisions: Annotated[int, Field(ge=1)] = 3
     judge_cpu: str = "500m"
     judge_memory: str = "512Mi"
+    # A finished judge or watch Job (and its pod, whose log holds the decision) is deleted after this long.
+    finished_job_ttl_s: Annotated[int, Field(ge=0)] = 7 * 24 * 3600
 
     @model_validator(mode="after")
     def _shape(self) -> "Serving":

@@ -93,3 +93,54 @@ def existing_namespace_problem(stack: StackConfig, labels: dict[str, str] | None
                 f"pods need {needed!r} ({reasons}), so Kubernetes would refuse to create them; ask the platform "
                 f"team for a namespace at {needed}, or change what needs it (docs/deploy.md, \"Admission\")")
     return None
+
+
+def cluster_scoped(stack: StackConfig, stack_name: str) -> list[tuple[str, str, str]]:
+    """(kind, name, the key that opted in) of every cluster-scoped object the stack renders: none unless it says
+    so (a tenant of a shared cluster may create none; tests/deploy/test_tenancy.py checks it against a render)."""
+    from sglab.deploy.benchmark_job import benchmark_plan
+    from sglab.deploy.objects import namespace_manifest
+
+    found: list[tuple[str, str, str]] = []
+    namespace = namespace_manifest(stack, stack_name)
+    if namespace is not None:
+        found.append(("Namespace", namespace["metadata"]["name"], "namespace.create"))
+    if stack.benchmark_job.enabled and stack.benchmark_job.read_node_labels:
+        plan = benchmark_plan(stack, stack_name)
+        for manifest in (plan.node_role, plan.node_role_binding):
+            if manifest is not None:
+                found.append((manifest["kind"], manifest["metadata"]["name"], "benchmark-job.read-node-labels"))
+    return found
+
+
+def tenancy_lines(stack: StackConfig, stack_name: str) -> list[str]:
+    """What a platform team checks before admitting the stack: the Pod Security level, the cluster-scoped
+    objects, and the priority its pods schedule at."""
+    from sglab.deploy.objects import namespace_manifest
+
+    level, needs = namespace_level(stack, stack_name), server_needs(stack)
+    why = "; ".join(n.why for n in needs if n.level == level) or "every pod meets it"
+    if namespace_manifest(stack, stack_name) is not None:
+        lines = [f"pod security: {level} enforced on namespace {stack.namespace} (created by the stack): {why}"]
+    else:
+        lines = [f"pod security: {level} needed ({why}); the existing namespace {stack.namespace} must admit it "
+                 f"(its pod-security.kubernetes.io/enforce label at {level} or looser)"]
+    found = cluster_scoped(stack, stack_name)
+    if found:
+        lines.append(f"cluster-scoped objects ({len(found)}): "
+                     + ", ".join(f"{kind} {name} ({key})" for kind, name, key in found))
+    else:
+        lines.append("cluster-scoped objects: none (every object is in the namespace)")
+    if stack.serving is not None:
+        keys = stack.serving.api_keys
+        lines.append(f"api keys: the servers read --api-key and --admin-api-key from Secret {keys.secret} (keys "
+                     f"{keys.api_key_key}, {keys.admin_api_key_key}) in {stack.namespace}; create it before pulumi "
+                     "up (docs/production.md)")
+    priority = stack.placement.priority_class_name
+    if priority:
+        lines.append(f"priority: {priority} for the servers and the pods beside them; if its value is above other "
+                     "tenants' and its preemptionPolicy is PreemptLowerPriority, a pending pod of this stack "
+                     f"preempts theirs (kubectl get priorityclass {priority})")
+    else:
+        lines.append("priority: the cluster's default (no priority class: preempts no other tenant)")
+    return lines

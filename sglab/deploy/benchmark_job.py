@@ -33,7 +33,8 @@ from sglab.config.stack import StackConfig
 from sglab.core.paths import stacks_dir
 from sglab.deploy.benchmark_outputs import summarize_result
 from sglab.deploy.benchmark_pod import (RESULTS_DIR, SERVICE_ACCOUNT, STACKS_MOUNT, held_budgets, job_image,  # noqa: F401
-                                        pod_labels, pod_template as _pod_template, role_rules)
+                                        pod_labels, pod_template as _pod_template, role_rules,
+                                        scaled_arms)
 from sglab.deploy.jobs import job_access
 from sglab.deploy.naming import (PENDING, PROJECT_IMAGE_UID, RESULT_CONFIGMAP_FLAG, SECRET_KEYS,  # noqa: F401 (re-exported)
                                  arm_url)
@@ -192,6 +193,15 @@ def node_reader(meta_labels: dict[str, str], namespace: str) -> tuple[dict[str, 
     return role, binding
 
 
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def kueue_labels(stack: StackConfig) -> dict[str, str]:
+    """The label that puts a workload in the stack's Kueue LocalQueue (placement.kueue-queue), or none."""
+    queue = stack.placement.kueue_queue
+    return {KUEUE_QUEUE_LABEL: queue} if queue else {}
+
+
 def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     n = names(stack, stack_name)
     ns = stack.namespace
@@ -208,7 +218,8 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {**meta(n.job), "annotations": {"sglab/result-configmap": n.result_configmap}},
+        "metadata": {**meta(n.job, kueue_labels(stack)),
+                     "annotations": {"sglab/result-configmap": n.result_configmap}},
         "spec": {
             "backoffLimit": 0,
             "activeDeadlineSeconds": job_cfg.timeout_min * 60,
@@ -217,14 +228,14 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     }
     wave = plan_wave(stack, stack_name) if stack.sweep is not None else None
     budgets = arm_budgets(stack, stack_name)
-    access.role["rules"] = role_rules(n.result_configmap, budgets)
+    access.role["rules"] = role_rules(n.result_configmap, budgets, arm_scaled(stack, stack_name))
     if wave is not None:
         return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,
                              access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave)
     from sglab.deploy.plan import arm_releases  # the arms' Services are named after their releases
 
     access.role["rules"] += arm_read_rules([r.release for r in arm_releases(stack, stack_name)])
-    nodes, nodes_binding = node_reader(labels, ns)
+    nodes, nodes_binding = node_reader(labels, ns) if job_cfg.read_node_labels else (None, None)
     return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,
                          access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave, nodes,
                          nodes_binding)
@@ -237,9 +248,17 @@ def arm_budgets(stack: StackConfig, stack_name: str) -> list[str]:
     return held_budgets(stack, [r.release for r in arm_releases(stack, stack_name)])
 
 
+def arm_scaled(stack: StackConfig, stack_name: str) -> list[str]:
+    """The arms' Deployments (named after their releases) the Job scales to 0 when it ends."""
+    from sglab.deploy.plan import arm_releases
+
+    return scaled_arms(stack, [r.release for r in arm_releases(stack, stack_name)])
+
+
 def pod_template(stack: StackConfig, stack_name: str, n: BenchmarkNames) -> dict[str, Any]:
     return _pod_template(stack, stack_name, command=bench_command(stack, stack_name, n.result_configmap),
-                         stack_configmap=n.stack_configmap, budgets=arm_budgets(stack, stack_name))
+                         stack_configmap=n.stack_configmap, budgets=arm_budgets(stack, stack_name),
+                         scaled=arm_scaled(stack, stack_name))
 
 
 def declare_job_access(parent: pulumi.Resource, name: str, plan: Any,

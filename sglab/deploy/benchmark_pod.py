@@ -38,20 +38,38 @@ def pod_labels(stack: StackConfig, stack_name: str) -> dict[str, str]:
     }
 
 
+# The bench's /tmp (its results before they are stored, matplotlib's cache): bounded, and requested so the
+# scheduler counts it and the kubelet evicts no other pod for it.
+TMP_SIZE = "4Gi"
+
+
 def held_budgets(stack: StackConfig, releases: list[str]) -> list[str]:
     """The PodDisruptionBudgets the guard holds (the chart names each after its release), or none."""
     budget = stack.disruption_budget
     return list(releases) if budget.enabled and budget.hold_during_benchmark else []
 
 
-def role_rules(result_configmap: str, budgets: list[str] | None = None) -> list[dict[str, Any]]:
-    """Minimal: read and overwrite the pre-created result ConfigMaps (index and parts), and get/patch the arms'
-    budgets the guard holds, each by name. No create (it cannot be limited by name), no list, no delete."""
+def scaled_arms(stack: StackConfig, releases: list[str]) -> list[str]:
+    """The arms' Deployments the Job scales to 0 when it ends: a lab stack's two single-node arms, unless
+    benchmark-job.scale-arms-to-zero is false. Never a serving stack's (production traffic), a sweep's slots
+    (the next wave reuses them) or a multi-node server (a LeaderWorkerSet)."""
+    lab = stack.serving is None and stack.sweep is None and stack.placement.nodes == 1
+    return list(releases) if lab and stack.benchmark_job.scale_arms_to_zero else []
+
+
+def role_rules(result_configmap: str, budgets: list[str] | None = None,
+               scaled: list[str] | None = None) -> list[dict[str, Any]]:
+    """Minimal: read and overwrite the pre-created result ConfigMaps (index and parts), get/patch the arms'
+    budgets the guard holds and patch the scale of the arms it scales down, each by name. No create (it cannot be
+    limited by name), no list, no delete."""
     rules = [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": part_names(result_configmap),
               "verbs": ["get", "update"]}]
     if budgets:
         rules.append({"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "resourceNames": list(budgets),
                       "verbs": ["get", "patch"]})
+    if scaled:
+        rules.append({"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": list(scaled),
+                      "verbs": ["patch"]})
     return rules
 
 
@@ -59,7 +77,7 @@ def _restricted(**extra: Any) -> dict[str, Any]:
     return {**LOCKED_DOWN, "readOnlyRootFilesystem": True, **extra}
 
 
-def guard_container(stack: StackConfig, budgets: list[str]) -> dict[str, Any]:
+def guard_container(stack: StackConfig, budgets: list[str], scaled: list[str]) -> dict[str, Any]:
     """The native sidecar (restartPolicy Always): the benchmark container starts once its startup probe sees the
     budgets held; the kubelet stops it after the benchmark container, and it lets the budgets go."""
     # No hold limit of its own: when the Job ends (done, failed, or past activeDeadlineSeconds) the kubelet stops
@@ -68,6 +86,8 @@ def guard_container(stack: StackConfig, budgets: list[str]) -> dict[str, Any]:
                str(stack.disruption_budget.max_unavailable)]
     for name in budgets:
         command += ["--pdb", name]
+    for name in scaled:
+        command += ["--scale-to-zero", name]
     return {
         "name": "disruption-guard",
         "image": job_image(stack),
@@ -85,7 +105,7 @@ def guard_container(stack: StackConfig, budgets: list[str]) -> dict[str, Any]:
 
 
 def pod_template(stack: StackConfig, stack_name: str, *, command: list[str], stack_configmap: str,
-                 budgets: list[str]) -> dict[str, Any]:
+                 budgets: list[str], scaled: list[str] | None = None) -> dict[str, Any]:
     """The Job's pod: the benchmark against the arms' Services, the stack file mounted, a read-only root."""
     container = {
         "name": "bench",
@@ -99,7 +119,8 @@ def pod_template(stack: StackConfig, stack_name: str, *, command: list[str], sta
             {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         ],
-        "resources": {"requests": {"cpu": stack.benchmark_job.cpu, "memory": stack.benchmark_job.memory},
+        "resources": {"requests": {"cpu": stack.benchmark_job.cpu, "memory": stack.benchmark_job.memory,
+                                   "ephemeral-storage": TMP_SIZE},
                       "limits": {"memory": stack.benchmark_job.memory}},
         "volumeMounts": [{"name": "stack", "mountPath": STACKS_MOUNT, "readOnly": True},
                          {"name": "tmp", "mountPath": "/tmp"}],
@@ -113,10 +134,11 @@ def pod_template(stack: StackConfig, stack_name: str, *, command: list[str], sta
         "securityContext": {"runAsNonRoot": True, "runAsUser": PROJECT_IMAGE_UID, "runAsGroup": PROJECT_IMAGE_UID,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
-        "volumes": [{"name": "stack", "configMap": {"name": stack_configmap}}, {"name": "tmp", "emptyDir": {}}],
+        "volumes": [{"name": "stack", "configMap": {"name": stack_configmap}},
+                    {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}}],
         **support_pod_placement(stack),
     }
-    if budgets:
-        spec["initContainers"] = [guard_container(stack, budgets)]
+    if budgets or scaled:
+        spec["initContainers"] = [guard_container(stack, budgets, scaled or [])]
         spec["volumes"].append({"name": "guard", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
     return {"metadata": {"labels": pod_labels(stack, stack_name)}, "spec": spec}

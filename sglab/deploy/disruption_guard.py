@@ -6,7 +6,10 @@ comparison and reload the model. The guard runs as a native sidecar of the Job's
 `restartPolicy: Always`, Kubernetes 1.29+): it holds every budget at 0 before the benchmark container starts
 (its startup probe waits for the file `--ready-file`), and when the benchmark ends (the kubelet stops the
 sidecar after the main container, on success, failure or deadline) it lowers each budget back to its standing
-value. Its Role may get and patch exactly those budgets (by name), nothing else.
+value. Its Role may get and patch exactly those budgets (by name), nothing else. In a lab stack it then scales
+the arms' Deployments to 0 (`--scale-to-zero`, benchmark-job.scale-arms-to-zero): the GPUs go back to the pool
+when the measurement is done; its Role may patch exactly those Deployments' scale. `pulumi up --refresh` brings
+them back (docs/in-cluster.md).
 
     python -m sglab.deploy.disruption_guard --pdb sglang-baseline --pdb sglang-candidate --release-to 1 \\
         --ready-file /run/sglab-guard/held
@@ -74,9 +77,31 @@ def release(api: Any, namespace: str, budgets: list[str], standing: int) -> list
     return failed
 
 
+def _apps_api() -> Any:
+    from kubernetes import client
+
+    return client.AppsV1Api()  # the configuration _policy_api loaded
+
+
+def scale_down(apps: Any, namespace: str, deployments: list[str]) -> list[str]:
+    """Scale each Deployment to 0 replicas; returns the ones that failed (each is tried)."""
+    failed = []
+    for name in deployments:
+        try:
+            apps.patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": 0}})
+            print(f"disruption guard: scaled {namespace}/{name} to 0 replicas (its GPUs are free; "
+                  "`pulumi up --refresh` brings it back)", flush=True)
+        except Exception as exc:
+            failed.append(name)
+            print(f"disruption guard: could not scale {namespace}/{name} to 0: {type(exc).__name__}: {exc}",
+                  file=sys.stderr, flush=True)
+    return failed
+
+
 def run(budgets: list[str], standing: int, *, namespace: str | None = None, ready_file: str = READY_FILE,
-        max_hold_s: float | None = None, api: Any = None, stop: threading.Event | None = None) -> int:
-    """Hold, signal readiness, wait for SIGTERM (or `stop`, or max_hold_s), release."""
+        max_hold_s: float | None = None, api: Any = None, stop: threading.Event | None = None,
+        scale_to_zero: list[str] | None = None, apps_api: Any = None) -> int:
+    """Hold, signal readiness, wait for SIGTERM (or `stop`, or max_hold_s), release, scale the arms down."""
     api = api or _policy_api()
     namespace = _namespace(namespace)
     stop = stop or threading.Event()
@@ -95,19 +120,25 @@ def run(budgets: list[str], standing: int, *, namespace: str | None = None, read
     Path(ready_file).write_text(f"{time.time():.0f}\n", encoding="utf-8")
     stop.wait(max_hold_s)
     failed = release(api, namespace, budgets, standing)
+    if scale_to_zero:
+        failed += scale_down(apps_api or _apps_api(), namespace, scale_to_zero)
     return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="hold the arms' PodDisruptionBudgets while the benchmark runs")
-    parser.add_argument("--pdb", action="append", required=True, help="a PodDisruptionBudget to hold (repeat)")
+    parser.add_argument("--pdb", action="append", default=[], help="a PodDisruptionBudget to hold (repeat)")
+    parser.add_argument("--scale-to-zero", action="append", default=[],
+                        help="a Deployment to scale to 0 replicas at the end (repeat)")
     parser.add_argument("--release-to", type=int, required=True, help="maxUnavailable to restore at the end")
     parser.add_argument("--namespace")
     parser.add_argument("--ready-file", default=READY_FILE)
     parser.add_argument("--max-hold-s", type=float, help="release after this long even without a signal")
     args = parser.parse_args(argv)
+    if not args.pdb and not args.scale_to_zero:
+        parser.error("give --pdb or --scale-to-zero (nothing to hold or scale down)")
     return run(args.pdb, args.release_to, namespace=args.namespace, ready_file=args.ready_file,
-               max_hold_s=args.max_hold_s)
+               max_hold_s=args.max_hold_s, scale_to_zero=args.scale_to_zero)
 
 
 if __name__ == "__main__":

@@ -91,14 +91,22 @@ def toleration_manifest(tol: Any) -> dict[str, Any]:
     return out
 
 
+# What the GPU operator's feature discovery labels every GPU node with.
+GPU_NODE_LABEL = "nvidia.com/gpu.present"
+
+
 def support_pod_placement(stack: Any) -> dict[str, Any]:
-    """Pod spec fields of the pods sglab runs beside the servers (benchmark Job, Locust, preflight): the stack's
-    tolerations and priority class (a tainted GPU-only pool must still schedule them), placement's
-    loadgen-node-selector, and the image pull secrets."""
+    """Pod spec fields of the CPU-only pods sglab runs beside the servers (benchmark Job, Locust, preflight, the
+    live judge, the watch): the stack's tolerations and priority class (a tainted pool must still schedule them),
+    placement's loadgen-node-selector, the image pull secrets, and a node affinity that keeps them off GPU nodes
+    (a pod there holds CPU and memory a GPU server's scheduling needs) unless placement.cpu-pods-on-gpu-nodes."""
     placement = stack.placement
     spec: dict[str, Any] = {}
     if placement.loadgen_node_selector:
         spec["nodeSelector"] = dict(placement.loadgen_node_selector)
+    if not placement.cpu_pods_on_gpu_nodes:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": GPU_NODE_LABEL, "operator": "NotIn", "values": ["true"]}]}]}}}
     if placement.tolerations:
         spec["tolerations"] = [toleration_manifest(t) for t in placement.tolerations]
     if placement.priority_class_name:

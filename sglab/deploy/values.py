@@ -19,7 +19,7 @@ from sglab.config.placement import Toleration
 from sglab.deploy.naming import (HF_CACHE_CLAIM, arm_label, HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF,
                                  PROJECT_IMAGE_UID, chart_dir)
 from sglab.deploy.jobs import toleration_manifest
-from sglab.serving.objects import serving_values
+from sglab.serving.objects import server_api_keys, serving_values
 from sglab.core.generated import write_or_check
 
 
@@ -100,11 +100,12 @@ def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str, arm_name:
         "image": {"name": arm.image, "pullPolicy": stack.image_pull_policy},
         "imagePullSecrets": list(stack.image_pull_secrets),
         "command": list(arm.command),
-        "args": list(arm.args),
+        "args": [*arm.args, *server_api_keys(stack)[0]],
         "port": arm.port,
         "env": [{"name": k, "value": v} for k, v in arm.env.items()],
         "secretEnv": [
-            {"name": name, "secretName": HF_TOKEN_SECRET, "secretKey": HF_TOKEN_SECRET_KEY} for name in arm.secret_env
+            *({"name": name, "secretName": HF_TOKEN_SECRET, "secretKey": HF_TOKEN_SECRET_KEY} for name in arm.secret_env),
+            *server_api_keys(stack)[1],
         ],
         "nodes": stack.placement.nodes,
         "gpus": stack.placement.gpus_per_node,
@@ -119,12 +120,15 @@ def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str, arm_name:
             "livenessPath": rollout.liveness_path,
             "livenessFailureThreshold": rollout.liveness_failure_threshold,
         },
+        "termination": {"gracePeriodSeconds": rollout.termination_grace_period_s,
+                        "preStopDrainSeconds": rollout.pre_stop_drain_s},
         "awaitTimeoutSeconds": rollout.pulumi_timeout_min * 60,
         "progressDeadlineSeconds": rollout.progress_deadline_s,
         "nodeSelector": dict(stack.placement.node_selector),
         "tolerations": [_toleration(t) for t in stack.placement.tolerations],
         "priorityClassName": stack.placement.priority_class_name or "",
         "runtimeClassName": stack.placement.runtime_class_name or "",
+        "kueueQueue": stack.placement.kueue_queue or "",
         "antiAffinity": {"enabled": stack.placement.separate_nodes},
         "networkPolicy": {
             "enabled": stack.network_policy.enabled,

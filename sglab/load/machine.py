@@ -9,8 +9,9 @@ the cluster, the pod behind the arm's Service and its node.
 - In the cluster (the benchmark Job, target 'in-cluster'): the Service named by the arm's URL, the pods
   its selector picks, the node of the first ready one and that node's GPU labels (NVIDIA GPU Feature
   Discovery: nvidia.com/gpu.*, nvidia.com/cuda.*, nvidia.com/mig.*; GKE: cloud.google.com/gke-*). The
-  Job's Role may get the two Services and list pods; a ClusterRole lets it get nodes
-  (sglab/deploy/benchmark_job.py). Whatever cannot be read is a note, never a failed run.
+  Job's Role may get the two Services and list pods; a ClusterRole lets it get nodes, only where the stack opts
+  in (benchmark-job.read-node-labels, sglab/deploy/benchmark_job.py). Whatever cannot be read is a note, never
+  a failed run.
 """
 
 from __future__ import annotations
@@ -98,8 +99,12 @@ def cluster_placement(url: str, *, core_api: Any = None, namespace: str | None =
             out["image"], out["image_source"] = statuses[0].image, "pod"
             out["image_digest"] = image_digest(statuses[0].image_id) or image_digest(statuses[0].image)
         if pod.spec.node_name:
-            step = "get node"
-            out["node_labels"] = gpu_labels(core.read_node(pod.spec.node_name).metadata.labels)
+            try:
+                out["node_labels"] = gpu_labels(core.read_node(pod.spec.node_name).metadata.labels)
+            except Exception as exc:  # no node reader (a tenant-scoped stack): the node's name is still recorded
+                reason = getattr(exc, "reason", None) or type(exc).__name__
+                notes.append(f"cannot get node {pod.spec.node_name} for its GPU labels: {reason} (the stack "
+                             "grants it with benchmark-job.read-node-labels: true)")
         out["notes"] = notes
         return out
     except Exception as exc:  # Forbidden, NotFound, timeouts: a note, the run goes on

@@ -15,6 +15,7 @@ from sglab.serving.spec import POD_LABELS, REVISION_LABEL, SPEC_ENV, judge_spec
 from sglab.config.arms import ArmSpec
 from sglab.config.stack import StackConfig
 from sglab.config.serving import Serving, argo_steps, control_weight
+from sglab.deploy.jobs import support_pod_placement
 from sglab.deploy.naming import PROJECT_IMAGE_UID, release_name
 
 GATEWAY_PLUGIN = "argoproj-labs/gatewayAPI"
@@ -22,12 +23,41 @@ JUDGE_METRIC = "live-judge"
 # Past the judge's own deadline (max-windows x window-s, plus the first window's wait), so the judge ends
 # with its own `abort` and evidence rather than the Job's DeadlineExceeded.
 JUDGE_SLACK_S = 300
+TMP_SIZE = "1Gi"  # the judge's and the watch's /tmp, requested as ephemeral storage
 OFF = {"enabled": False, "workload": "Deployment", "replicas": 1}
 
 
-def _restricted_pod(container: dict[str, Any]) -> dict[str, Any]:
-    """A pod of the project image that reads Prometheus and nothing else (no API token, read-only root)."""
+TOKEN_DIR, CA_DIR = "/var/run/sglab/prometheus-token", "/var/run/sglab/prometheus-ca"
+
+
+def _prometheus_credentials(serving: Serving) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The judge spec's credential files, and the volumes and mounts that put them there."""
+    mon = serving.monitoring
+    spec: dict[str, Any] = {}
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    if mon.bearer_token_secret is not None:
+        ref = mon.bearer_token_secret
+        spec["prometheus_bearer_token_file"] = f"{TOKEN_DIR}/{ref.key}"
+        volumes.append({"name": "prometheus-token", "secret": {"secretName": ref.name,
+                                                               "items": [{"key": ref.key, "path": ref.key}]}})
+        mounts.append({"name": "prometheus-token", "mountPath": TOKEN_DIR, "readOnly": True})
+    if mon.ca_configmap is not None:
+        ref = mon.ca_configmap
+        spec["prometheus_ca_file"] = f"{CA_DIR}/{ref.key}"
+        volumes.append({"name": "prometheus-ca", "configMap": {"name": ref.name,
+                                                               "items": [{"key": ref.key, "path": ref.key}]}})
+        mounts.append({"name": "prometheus-ca", "mountPath": CA_DIR, "readOnly": True})
+    return spec, volumes, mounts
+
+
+def _restricted_pod(stack: StackConfig, container: dict[str, Any]) -> dict[str, Any]:
+    """A pod of the project image that reads Prometheus and nothing else (no API token, read-only root), placed
+    as the stack's other CPU-only pods (pull secrets, tolerations, priority, off the GPU nodes)."""
+    assert stack.serving is not None
+    _, volumes, mounts = _prometheus_credentials(stack.serving)
     return {
+        **support_pod_placement(stack),
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
@@ -36,8 +66,8 @@ def _restricted_pod(container: dict[str, Any]) -> dict[str, Any]:
         "containers": [{**container, "securityContext": {
             "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"}},
-            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}],
-        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *mounts]}],
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}}, *volumes],
     }
 
 
@@ -50,7 +80,8 @@ def _judge_container(stack: StackConfig, spec_json: str, name: str, args: list[s
         "imagePullPolicy": stack.image_pull_policy,
         "command": ["sglab", *args],
         "env": [{"name": SPEC_ENV, "value": spec_json}, {"name": "HOME", "value": "/tmp"}],
-        "resources": {"requests": {"cpu": serving.judge_cpu, "memory": serving.judge_memory},
+        "resources": {"requests": {"cpu": serving.judge_cpu, "memory": serving.judge_memory,
+                                   "ephemeral-storage": TMP_SIZE},
                       "limits": {"memory": serving.judge_memory}},
     }
 
@@ -76,10 +107,27 @@ def analysis_template(stack: StackConfig, stack_name: str, spec_json: str) -> di
             "provider": {"job": {
                 "metadata": {"labels": _pod_labels(stack_name, "canary-judge")},
                 "spec": {"backoffLimit": 0, "activeDeadlineSeconds": deadline,
+                         "ttlSecondsAfterFinished": serving.finished_job_ttl_s,
                          "template": {"metadata": {"labels": _pod_labels(stack_name, "canary-judge")},
-                                      "spec": _restricted_pod(container)}}}},
+                                      "spec": _restricted_pod(stack, container)}}}},
         }],
     }
+
+
+API_KEY_ENV = "SGLAB_API_KEY"
+ADMIN_API_KEY_ENV = "SGLAB_ADMIN_API_KEY"
+
+
+def server_api_keys(stack: StackConfig) -> tuple[list[str], list[dict[str, str]]]:
+    """The servers' key flags and the env they read them from: each flag's value is a `$(VAR)` reference the
+    kubelet expands from the Secret, so no key is in the stack, the chart values or a rendered object."""
+    if stack.serving is None:
+        return [], []
+    keys = stack.serving.api_keys
+    pairs = (("--api-key", API_KEY_ENV, keys.api_key_key), ("--admin-api-key", ADMIN_API_KEY_ENV, keys.admin_api_key_key))
+    args = [a for flag, env, _ in pairs for a in (flag, f"$({env})")]
+    env = [{"name": env, "secretName": keys.secret, "secretKey": key} for _, env, key in pairs]
+    return args, env
 
 
 def _backend(name: str, port: int, weight: int) -> dict[str, Any]:
@@ -102,7 +150,8 @@ def http_route(serving: Serving, release: str, port: int) -> dict[str, Any]:
     if serving.control.replicas:
         refs.append(_backend(release_name("baseline"), port, control_weight(serving)))
     spec: dict[str, Any] = {"parentRefs": [parent], "rules": [{
-        "matches": [{"path": {"type": "PathPrefix", "value": gw.path_prefix}}],
+        # the declared inference paths only: SGLang serves its control endpoints on the same port
+        "matches": [{"path": {"type": p.match, "value": p.path}} for p in gw.paths],
         "backendRefs": refs, "timeouts": {"request": f"{gw.request_timeout_s}s"}}]}
     if gw.hostnames:
         spec["hostnames"] = list(gw.hostnames)
@@ -146,7 +195,8 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
         return dict(OFF)
     common: dict[str, Any] = {
         "enabled": True,
-        "peerNamespaces": sorted({serving.gateway.namespace, serving.monitoring.namespace}),
+        # the gateway's data plane and Prometheus (scraping /metrics on the same port), as declared
+        "peers": [p.policy_peer() for p in [*serving.gateway.peers, *serving.monitoring.peers]],
         "scrape": _scrape(serving),
         "podAnnotations": ({"prometheus.io/scrape": "true", "prometheus.io/port": str(arm.port),
                             "prometheus.io/path": "/metrics"} if serving.monitoring.scrape == "annotations" else {}),
@@ -155,14 +205,14 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
         return {**common, "workload": "Deployment", "replicas": serving.control.replicas}
     release = release_name("candidate")
     analysis_name = f"{release}-{JUDGE_METRIC}"
-    spec_json = judge_spec(stack, stack_name).to_env()
+    spec_json = judge_spec(stack, stack_name, overrides=_prometheus_credentials(serving)[0]).to_env()
     startup_s = stack.rollout.startup_timeout_min * 60
     watch = None
     if serving.watch.enabled and serving.control.replicas:
         watch = {"schedule": serving.watch.schedule, "jobSpec": {
-            "backoffLimit": 0, "activeDeadlineSeconds": 600,
+            "backoffLimit": 0, "activeDeadlineSeconds": 600, "ttlSecondsAfterFinished": serving.finished_job_ttl_s,
             "template": {"metadata": {"labels": _pod_labels(stack_name, "watch")},
-                         "spec": _restricted_pod(_judge_container(stack, spec_json, "watch",
+                         "spec": _restricted_pod(stack, _judge_container(stack, spec_json, "watch",
                                                                   ["watch", "--from-env"]))}}}
     return {
         **common,

@@ -8,12 +8,14 @@ sglab.core.untrusted.printable by the callers.
 from __future__ import annotations
 
 import math
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 DEFAULT_TIMEOUT_S = 15.0
+MAX_TOKEN_BYTES = 16 * 1024
 
 
 class PrometheusError(Exception):
@@ -46,11 +48,41 @@ def _number(raw: Any) -> float:
 
 
 class Prometheus:
-    """A client of one Prometheus server (base URL, e.g. http://prometheus-operated.monitoring.svc:9090)."""
+    """A client of one Prometheus server (base URL, e.g. http://kube-prometheus-stack-prometheus.monitoring.svc:9090)."""
 
-    def __init__(self, url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, client: httpx.Client | None = None) -> None:
+    def __init__(self, url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, client: httpx.Client | None = None,
+                 bearer_token_file: str | None = None, ca_file: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         self.url = url.rstrip("/")
-        self._client = client or httpx.Client(timeout=timeout_s)
+        self._token_file = bearer_token_file
+        self._headers = dict(headers or {})
+        if client is None:
+            verify: Any = True
+            if ca_file:
+                try:
+                    verify = ssl.create_default_context(cafile=ca_file)
+                except (OSError, ssl.SSLError) as exc:
+                    raise PrometheusError(f"cannot read Prometheus' CA {ca_file}: {type(exc).__name__}: {exc}",
+                                          "check sglab:serving.monitoring.ca-configmap (a PEM certificate)") from None
+            client = httpx.Client(timeout=timeout_s, verify=verify)
+        self._client = client
+
+    def _request_headers(self) -> dict[str, str]:
+        """The extra headers and the bearer token, read at every query: the kubelet rotates mounted tokens."""
+        headers = dict(self._headers)
+        if self._token_file:
+            try:
+                with open(self._token_file, "rb") as fh:
+                    token = fh.read(MAX_TOKEN_BYTES + 1)
+            except OSError as exc:
+                raise PrometheusError(f"cannot read the Prometheus token {self._token_file}: {exc.strerror}",
+                                      "check sglab:serving.monitoring.bearer-token-secret") from None
+            text = token.decode("ascii", "replace").strip()
+            if len(token) > MAX_TOKEN_BYTES or not text or not text.isprintable():
+                raise PrometheusError(f"the Prometheus token {self._token_file} is empty, too long or not printable "
+                                      "text", "check sglab:serving.monitoring.bearer-token-secret")
+            headers["Authorization"] = f"Bearer {text}"
+        return headers
 
     def close(self) -> None:
         self._client.close()
@@ -64,9 +96,9 @@ class Prometheus:
     def _get(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
         where = f"{self.url}{path}"
         fix = ("check the Prometheus URL (--prometheus-url or sglab:serving.monitoring.prometheus-url) and that it "
-               "is reachable from here (e.g. kubectl port-forward -n monitoring svc/prometheus-operated 9090)")
+               "is reachable from here (e.g. kubectl port-forward -n monitoring svc/kube-prometheus-stack-prometheus 9090)")
         try:
-            response = self._client.get(where, params=params)
+            response = self._client.get(where, params=params, headers=self._request_headers())
         except httpx.HTTPError as exc:
             raise PrometheusError(f"cannot reach Prometheus at {where}: {type(exc).__name__}: {exc}", fix) from None
         try:
@@ -110,6 +142,6 @@ class Prometheus:
 
     def ready(self) -> bool:
         try:
-            return self._client.get(f"{self.url}/-/ready").status_code == 200
-        except httpx.HTTPError:
+            return self._client.get(f"{self.url}/-/ready", headers=self._request_headers()).status_code == 200
+        except (httpx.HTTPError, PrometheusError):
             return False

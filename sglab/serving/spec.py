@@ -19,6 +19,7 @@ from sglab.core.errors import ConfigError
 from sglab.config.loader import LoadedStack
 from sglab.config.stack import StackConfig
 from sglab.core.paths import stacks_dir
+from sglab.serving.prometheus import Prometheus
 from sglab.promotion.log import LOG_NAME, break_even, current_promotion
 
 SPEC_ENV = "SGLAB_CANARY_SPEC"
@@ -56,6 +57,10 @@ class JudgeSpec(BaseModel):
     min_requests_per_window: int
     horizon_windows: int
     control: bool
+    # An authenticating Prometheus: files mounted in the pod (sglab/serving/objects.py) and non-secret headers.
+    prometheus_bearer_token_file: str | None = None
+    prometheus_ca_file: str | None = None
+    prometheus_headers: dict[str, str] = {}
 
     def base_labels(self) -> dict[str, str]:
         return {"namespace": self.namespace, STACK: self.stack}
@@ -81,6 +86,11 @@ class JudgeSpec(BaseModel):
     @property
     def rollback_command(self) -> str:
         return f"sglab rollback --stack {self.stack} && pulumi up --stack {self.stack}"
+
+    def prometheus(self) -> Prometheus:
+        """A client of the spec's Prometheus, with its credentials."""
+        return Prometheus(self.prometheus_url, bearer_token_file=self.prometheus_bearer_token_file,
+                          ca_file=self.prometheus_ca_file, headers=self.prometheus_headers)
 
     def to_env(self) -> str:
         return self.model_dump_json()
@@ -110,7 +120,8 @@ def judge_spec(stack: StackConfig, stack_name: str, *, log_path: Path | None = N
                   break_even_accept_length=value, break_even_source=source, category_label=judge.category_label,
                   category_min_share=judge.category_min_share, category_max_loss=judge.category_max_loss,
                   min_requests_per_window=judge.min_requests_per_window,
-                  horizon_windows=serving.watch.horizon_windows, control=serving.control.replicas > 0)
+                  horizon_windows=serving.watch.horizon_windows, control=serving.control.replicas > 0,
+                  prometheus_headers=dict(serving.monitoring.headers))
     fields.update(overrides or {})
     return JudgeSpec(**fields)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import os
 import signal
@@ -161,10 +162,23 @@ async def metrics(request: web.Request) -> web.Response:
                         content_type="text/plain", charset="utf-8", headers={"X-Content-Type-Options": "nosniff"})
 
 
-def _auth_middleware(api_key: str):
+# As SGLang's key middleware: the probes and Prometheus pass without a key; the control endpoints take the admin
+# key when one is set (SGLang's admin endpoints; the simulator serves only /flush_cache of them).
+OPEN_PREFIXES = ("/health", "/metrics")
+ADMIN_PATHS = frozenset({"/flush_cache", "/pause_generation", "/continue_generation", "/abort_request", "/slow_down",
+                         "/release_memory_occupation", "/resume_memory_occupation", "/configure_logging",
+                         "/load_lora_adapter", "/unload_lora_adapter", "/update_weight_version",
+                         "/get_weights_by_name", "/update_weights_from_disk"})
+
+
+def _auth_middleware(api_key: str | None, admin_api_key: str | None):
     @web.middleware
     async def check(request: web.Request, handler):
-        if request.headers.get("Authorization", "") != f"Bearer {api_key}":
+        path = request.path
+        if request.method == "OPTIONS" or path.startswith(OPEN_PREFIXES):
+            return await handler(request)
+        needed = admin_api_key if admin_api_key and path in ADMIN_PATHS else api_key
+        if needed and not hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {needed}"):
             return web.json_response({"error": "Unauthorized"}, status=401)
         return await handler(request)
 
@@ -172,7 +186,8 @@ def _auth_middleware(api_key: str):
 
 
 def build_app(config: SimConfig) -> web.Application:
-    middlewares = [_auth_middleware(config.server_args["api_key"])] if config.server_args.get("api_key") else []
+    api_key, admin_api_key = config.server_args.get("api_key"), config.server_args.get("admin_api_key")
+    middlewares = [_auth_middleware(api_key, admin_api_key)] if api_key or admin_api_key else []
     app = web.Application(middlewares=middlewares, client_max_size=64 * 1024 * 1024)
     state = SimState(config)
     app[STATE_KEY] = state

@@ -13,6 +13,7 @@ import yaml
 from sglab.cli import main
 from sglab.config import baseline_arm, candidate_arm, load_stack
 from sglab.config.loader import _plain
+from sglab.serving.objects import server_api_keys
 from sglab.config.stack import StackConfig
 from sglab.deploy import crd_schemas
 from sglab.deploy import values as values_module
@@ -147,7 +148,7 @@ def test_deployment_matches_the_arm(captured):
         (container,) = pod["containers"]
         assert container["image"] == arm.image
         assert container["command"] == list(arm.command)
-        assert container["args"] == list(arm.args)
+        assert container["args"] == list(arm.args) + server_api_keys(stack)[0]  # a serving stack's key references
         env = {e["name"]: e.get("value") for e in container.get("env", [])}
         assert {k: v for k, v in env.items() if v is not None} == arm.env
         assert container["ports"][0]["containerPort"] == arm.port

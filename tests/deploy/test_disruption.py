@@ -73,7 +73,8 @@ def test_a_sweep_wave_holds_the_baseline_and_every_slot():
 
 @pytest.mark.parametrize("budget", [{"hold-during-benchmark": False}, {"enabled": False}])
 def test_no_hold_no_guard_and_no_rights(budget):
-    stack = stack_with("eagle-nccl-ll", **{"disruption-budget": budget}).config
+    stack = stack_with("eagle-nccl-ll", **{"disruption-budget": budget},
+                       **{"benchmark-job": {"scale-arms-to-zero": False}}).config
     plan = benchmark_plan(stack, "eagle-nccl-ll")
     assert "initContainers" not in plan.job["spec"]["template"]["spec"]
     # no rights over budgets (the Services and pods: the machine in the evidence, sglab/load/machine.py)

@@ -14,6 +14,7 @@ from sglab.config import baseline_arm, candidate_arm, confounds, load_stack
 from sglab.config.arms import parse_launch_args
 from sglab.deploy.naming import HF_TOKEN_SECRET, arm_release_name, chart_dir
 from sglab.deploy.values import chart_values
+from sglab.serving.objects import server_api_keys
 from pulumi_harness import SECRET_PREFIX as TEST_SECRET_PREFIX
 from pulumi_harness import arm_resource, pulumi_config, run_program, shipped_stacks
 
@@ -82,7 +83,7 @@ def test_chart_values_are_the_config_models_values(deployed):
         chart = run.named(CHART, keys(loaded)[arm.role])
         assert chart.inputs["values"] == wire(chart_values(stack, arm, stack_name=name))
         assert chart.inputs["values"]["command"] == list(arm.command)
-        assert chart.inputs["values"]["args"] == list(arm.args)
+        assert chart.inputs["values"]["args"] == list(arm.args) + server_api_keys(stack)[0]  # serving: key refs
         assert chart.inputs["values"]["arm"] == arm.role
         assert chart.inputs["values"]["configHash"] == arm.config_hash
 
@@ -118,8 +119,9 @@ def test_secret_present_iff_hf_token_set(deployed):
     _, loaded, run = deployed
     secrets = run.of_type(SECRET)
     if loaded.config.hf_token is None:
-        assert secrets == []
-        assert all(run.named(CHART, r).inputs["values"]["secretEnv"] == [] for r in keys(loaded).values())
+        assert secrets == []  # a serving stack's API key Secret is provisioned outside the stack
+        assert all(run.named(CHART, r).inputs["values"]["secretEnv"] == server_api_keys(loaded.config)[1]
+                   for r in keys(loaded).values())
     else:
         assert [s.inputs["metadata"]["name"] for s in secrets] == [HF_TOKEN_SECRET]
 

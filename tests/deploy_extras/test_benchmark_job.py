@@ -159,7 +159,8 @@ def test_names_fit_kubernetes_limits():
 
 @pytest.fixture(scope="module")
 def program():
-    run = run_program(STACK, {"benchmark-job": {"timeout-min": 45}, "rollout": {"pulumi-timeout-min": 120}})
+    run = run_program(STACK, {"benchmark-job": {"timeout-min": 45, "read-node-labels": True},
+                              "rollout": {"pulumi-timeout-min": 120}})
     assert run.error is None
     return run
 
@@ -188,11 +189,15 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
                                     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
                                      "resourceNames": ["sglang-baseline", "sglang-candidate"],
                                      "verbs": ["get", "patch"]},
+                                    # no idle GPUs: the arms scaled to 0 at the end, by name
+                                    {"apiGroups": ["apps"], "resources": ["deployments/scale"],
+                                     "resourceNames": ["sglang-baseline", "sglang-candidate"], "verbs": ["patch"]},
                                     # the machine in the evidence: the arms' Services by name, and their pods
                                     {"apiGroups": [""], "resources": ["services"],
                                      "resourceNames": ["sglang-baseline", "sglang-candidate"], "verbs": ["get"]},
                                     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
-    assert role.inputs["rules"] == role_rules(n.result_configmap, ["sglang-baseline", "sglang-candidate"]) + \
+    assert role.inputs["rules"] == role_rules(n.result_configmap, ["sglang-baseline", "sglang-candidate"],
+                                              ["sglang-baseline", "sglang-candidate"]) + \
         arm_read_rules(["sglang-baseline", "sglang-candidate"])
     (binding,) = program.of_type(BINDING)
     assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
@@ -201,7 +206,7 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
                                            "namespace": stack.namespace}]
     (sa,) = program.of_type(SA)
     assert sa.inputs["automountServiceAccountToken"] is False
-    (nodes,) = program.of_type(CLUSTER_ROLE)  # the only cluster-wide grant: get nodes (their GPU labels)
+    (nodes,) = program.of_type(CLUSTER_ROLE)  # the only cluster-wide grant, opted in: get nodes (GPU labels)
     assert nodes.inputs["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
     (node_binding,) = program.of_type(CLUSTER_BINDING)
     assert node_binding.inputs["subjects"] == binding.inputs["subjects"]

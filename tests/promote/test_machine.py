@@ -136,3 +136,13 @@ def test_the_same_machines_pass() -> None:
     result = _with_machines(H200, dict(H200))
     assert machine_confounds(result) == [] and judge(result).outcome == "promote"
     assert producer_of(result).kind == "sglang" and producer_of(result).versions == ("0.5.23",)
+
+
+def test_without_a_node_reader_the_pod_node_name_and_image_are_still_recorded() -> None:
+    """A tenant-scoped stack grants no `get nodes` (benchmark-job.read-node-labels): the node's name comes from
+    the pod itself, only its labels are missing."""
+    found = cluster_placement(URL, core_api=FakeCore(forbid="node"))
+    assert found["pod"] == "sglang-candidate-7f9c-x2" and found["node_name"] == "gpu-a"
+    assert found["image_digest"] == DIGEST and "node_labels" not in found
+    (note,) = found["notes"]
+    assert "read-node-labels" in note

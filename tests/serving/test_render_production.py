@@ -4,6 +4,7 @@ newest kubernetes-validate knows; the vendored Argo Rollouts / Gateway API / Pro
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 from pathlib import Path
@@ -73,20 +74,18 @@ def test_render_shows_the_serving_shape_and_no_benchmark_job(printed):
     validate_all(printed)
 
 
-def test_network_policies_admit_the_gateway_and_monitoring_namespaces(printed):
-    for policy in named(printed, "NetworkPolicy"):
-        peers = [p for rule in policy["spec"]["ingress"] for p in rule["from"]]
-        namespaces = {p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
-                      for p in peers if "namespaceSelector" in p}
-        assert namespaces == {"gateway", "monitoring"}, policy["metadata"]["name"]
-
-
 def test_the_rollout_runs_the_benchmarked_pod_template(printed, tmp_path):
-    """The same chart and stack without sglab:serving renders the candidate as a Deployment: same pod template."""
+    """The same chart and stack without sglab:serving renders the candidate as a Deployment: same pod template,
+    but for the API keys a serving server requires (they change no measured behaviour)."""
     plain = _render(_stack_copy(tmp_path, lambda c: c.pop("sglab:serving")))
     (deployment,) = named(plain, "Deployment", "sglang-candidate")
     (rollout,) = named(printed, "Rollout")
-    assert rollout["spec"]["template"] == deployment["spec"]["template"]
+    served = copy.deepcopy(rollout["spec"]["template"])
+    (container,) = served["spec"]["containers"]
+    assert container["args"][-4:] == ["--api-key", "$(SGLAB_API_KEY)", "--admin-api-key", "$(SGLAB_ADMIN_API_KEY)"]
+    del container["args"][-4:]
+    container["env"] = [e for e in container["env"] if e["name"] not in ("SGLAB_API_KEY", "SGLAB_ADMIN_API_KEY")]
+    assert served == deployment["spec"]["template"]
     assert rollout["spec"]["selector"] == deployment["spec"]["selector"]
 
 

@@ -48,5 +48,5 @@ def test_time_scale_divides_delivered_time():
 
 def test_api_key_is_required_when_set():
     with running_sim(CHART_COMMON + ["--api-key", "s3cret"], {"SGLAB_SIM_TIME_SCALE": "50"}, wait="port") as url:
-        assert httpx.get(url + "/health").status_code == 401
-        assert httpx.get(url + "/health", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert httpx.get(url + "/v1/models").status_code == 401
+        assert httpx.get(url + "/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200

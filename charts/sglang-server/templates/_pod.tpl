@@ -17,7 +17,7 @@ spec:
   enableServiceLinks: false
   # The server runs model code (--trust-remote-code) and never calls the Kubernetes API.
   automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 60
+  terminationGracePeriodSeconds: {{ .Values.termination.gracePeriodSeconds }}
   {{- with .Values.imagePullSecrets }}
   imagePullSecrets:
     {{- range . }}
@@ -73,6 +73,13 @@ spec:
         {{- toYaml .Values.command | nindent 8 }}
       args:
         {{- toYaml .Values.args | nindent 8 }}
+      {{- if gt (int .Values.termination.preStopDrainSeconds) 0 }}
+      # Keep serving while the endpoints and the gateway drop this pod; SIGTERM comes after.
+      lifecycle:
+        preStop:
+          sleep:
+            seconds: {{ .Values.termination.preStopDrainSeconds }}
+      {{- end }}
       securityContext:
         allowPrivilegeEscalation: false
         capabilities:
