@@ -104,7 +104,8 @@ def chart_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str, arm_name:
         "port": arm.port,
         "env": [{"name": k, "value": v} for k, v in arm.env.items()],
         "secretEnv": [
-            *({"name": name, "secretName": HF_TOKEN_SECRET, "secretKey": HF_TOKEN_SECRET_KEY} for name in arm.secret_env),
+            *({"name": name, "secretName": HF_TOKEN_SECRET, "secretKey": HF_TOKEN_SECRET_KEY}
+              for name in arm.secret_env),
             *server_api_keys(stack)[1],
         ],
         "nodes": stack.placement.nodes,

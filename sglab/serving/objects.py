@@ -124,7 +124,8 @@ def server_api_keys(stack: StackConfig) -> tuple[list[str], list[dict[str, str]]
     if stack.serving is None:
         return [], []
     keys = stack.serving.api_keys
-    pairs = (("--api-key", API_KEY_ENV, keys.api_key_key), ("--admin-api-key", ADMIN_API_KEY_ENV, keys.admin_api_key_key))
+    pairs = (("--api-key", API_KEY_ENV, keys.api_key_key),
+             ("--admin-api-key", ADMIN_API_KEY_ENV, keys.admin_api_key_key))
     args = [a for flag, env, _ in pairs for a in (flag, f"$({env})")]
     env = [{"name": env, "secretName": keys.secret, "secretKey": key} for _, env, key in pairs]
     return args, env

@@ -96,7 +96,8 @@ class Prometheus:
     def _get(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
         where = f"{self.url}{path}"
         fix = ("check the Prometheus URL (--prometheus-url or sglab:serving.monitoring.prometheus-url) and that it "
-               "is reachable from here (e.g. kubectl port-forward -n monitoring svc/kube-prometheus-stack-prometheus 9090)")
+               "is reachable from here (e.g. kubectl port-forward -n monitoring "
+               "svc/kube-prometheus-stack-prometheus 9090)")
         try:
             response = self._client.get(where, params=params, headers=self._request_headers())
         except httpx.HTTPError as exc:

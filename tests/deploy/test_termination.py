@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sglab.config.loader import load_mapping, load_stack
+from sglab.config.loader import load_stack
 from sglab.config.placement import Rollout
 from sglab.deploy.render import render_stack
 

@@ -5,7 +5,6 @@ endpoint is a load-balanced Service, not the operator's headless one."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import httpx
 import pytest
