@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Pairs the promoted config's pods with the standing control (the same server "
                                    "without speculation) window by window from Prometheus, and says whether the gain "
                                    "still holds or has dropped below zero (the traffic no longer suits the draft), "
-                                   "with the command that rolls back. Exit 0 holding or no data (a quiet night pages no one), "
+                                   "with the command that rolls back. Exit 0 holding or no data (a quiet night pages "
+                                   "no one), "
                                    "1 below zero.")
     p.add_argument("--stack", help="the serving stack")
     p.add_argument("--from-env", action="store_true", help="read the spec from SGLAB_CANARY_SPEC (in-cluster)")
