@@ -48,7 +48,8 @@ from sglab.config.policy import PromotionPolicy
 from sglab.config.stack import StackConfig
 from sglab.results.store import load_result, results_root
 
-from retired_rules import cs_bounds, eliminate, radius_factor  # noqa: E402 (this folder, run as a script)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/retired_rules.py, also when loaded by path
+from retired_rules import cs_bounds, eliminate, radius_factor  # noqa: E402
 
 ASSUMED_ROUND_JITTER_CV = 0.01
 ASSUMED_SHARED_DRIFT_CV = 0.02

@@ -37,13 +37,15 @@ import math
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from sglab.sweep.race import CHALLENGERS, NO_WINNER, Race
 from sglab.config.stack import StackConfig
 
-from retired_rules import cs_bounds, eliminate  # noqa: E402 (this folder, run as a script)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/retired_rules.py, also when loaded by path
+from retired_rules import cs_bounds, eliminate  # noqa: E402
 
 PAIR_SD = 0.029  # one paired per-round log-ratio (issue 18's reference rounds)
 SEGMENT_SD = PAIR_SD / math.sqrt(2)
