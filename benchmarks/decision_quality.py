@@ -39,16 +39,17 @@ from scipy import stats
 
 from sglab.analysis import judge
 from sglab.analysis.assumptions import STANDARD, STRICT, Checks
-from sglab.analysis.elimination import eliminate
 from sglab.analysis.guards import ratio_interval
 from sglab.analysis.samples import comparison_arms, paired
-from sglab.analysis.sequential import (FUTILE, NONE, PROMOTE, REJECT, cs_bounds, look_codes,
-                                       radius_factor)
+from sglab.analysis.sequential import FUTILE, NONE, PROMOTE, REJECT, look_codes
 from sglab.analysis.synthetic import synthetic_result
 from sglab.config.loadplan import LoadPlan
 from sglab.config.policy import PromotionPolicy
 from sglab.config.stack import StackConfig
 from sglab.results.store import load_result, results_root
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/retired_rules.py, also when loaded by path
+from retired_rules import cs_bounds, eliminate, radius_factor  # noqa: E402
 
 ASSUMED_ROUND_JITTER_CV = 0.01
 ASSUMED_SHARED_DRIFT_CV = 0.02
@@ -629,7 +630,7 @@ def sweep_table(noise: RoundNoise, policy: PromotionPolicy, grid: list[tuple[str
 
 
 def sweep_mode(args: argparse.Namespace) -> list[str]:
-    """(e) The sweep at the simulator's grid, with a real run's noise (sglab/analysis/elimination.py)."""
+    """(e) The sweep at the simulator's grid, with a real run's noise (benchmarks/retired_rules.py)."""
     policy = StackConfig.model_fields["policy"].default_factory()
     found = measured_rounds(args.from_result)
     if found is None:

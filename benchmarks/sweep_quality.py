@@ -37,13 +37,15 @@ import math
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from sglab.sweep.race import CHALLENGERS, NO_WINNER, Race
-from sglab.analysis.elimination import eliminate
-from sglab.analysis.sequential import cs_bounds
 from sglab.config.stack import StackConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/retired_rules.py, also when loaded by path
+from retired_rules import cs_bounds, eliminate  # noqa: E402
 
 PAIR_SD = 0.029  # one paired per-round log-ratio (issue 18's reference rounds)
 SEGMENT_SD = PAIR_SD / math.sqrt(2)
@@ -162,7 +164,7 @@ def race_row(label: str, gains: list[float], args, rng, noise: Noise, curve: np.
 
 
 def elimination_row(label: str, gains: list[float], args, rng, noise: Noise, curve: np.ndarray) -> tuple[str, str]:
-    """The rule this replaces (sglab.analysis.elimination.eliminate): every survivor gets every round."""
+    """The rule this replaces (benchmarks/retired_rules.py): every survivor gets every round."""
     policy = StackConfig.model_fields["policy"].default_factory()
     g = np.log1p(np.asarray(gains))
     k, best, trials = g.size, int(np.argmax(g)), args.trials

@@ -15,8 +15,9 @@ The rule (`sequential_test`, vectorised in `look_codes`), docs/verdict.md "The r
   lowers the lower bound; a falling gain holds a promotion; no promotion before the checks' floor (policy.checks:
   standard from 10 rounds, strict from 20 and a stricter dependence hold).
 
-`cs_bounds` / `radius_factor` keep Lai's t-mixture sequence (Lai 1976; Wang & Ramdas 2023), which assumes
-i.i.d. Gaussian rounds and nothing more: the live plot's band and the sweep's elimination use it.
+This is the one sequence sglab decides and draws on: the verdict, the bench's stop, the web UI's live band,
+the canary judge, `sglab watch` and the sweep's race all read `bounds` or `sequential_test`, so what is drawn
+is what decides. Lai's i.i.d. t-mixture sequence is kept in benchmarks/retired_rules.py, to compare against.
 """
 
 from __future__ import annotations
@@ -41,32 +42,8 @@ PROMOTE, REJECT, FUTILE, NONE = 1, -1, -2, 0
 _NAMES: dict[int, Decision] = {PROMOTE: "promote", REJECT: "reject", FUTILE: "futile"}
 
 METHOD = "robust-t-sequence"
-LAI_METHOD = "t-mixture-cs"
-DEFAULT_MIXTURE_G = 1.0
 FUTILITY_MIN_ROUNDS = 12  # a loser's estimate is still too noisy before this to give up on its reject
 REACH_SES = 1.0  # a reject counts as within reach unless an estimate this many standard errors lower misses it
-
-
-def radius_factor(rounds: np.ndarray | int, *, confidence: float = 0.95,
-                  mixture_g: float = DEFAULT_MIXTURE_G) -> np.ndarray:
-    """Lai's CS half-width in units of the sample sd (ddof=1) after `rounds` rounds; inf where unbounded."""
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if mixture_g <= 0.0:
-        raise ValueError(f"mixture_g must be > 0, got {mixture_g}")
-    n = np.asarray(rounds, dtype=float)
-    out = np.full(n.shape, np.inf)
-    ok = n >= 2
-    if not ok.any():
-        return out
-    nn = n[ok]
-    a = 1.0 + nn * mixture_g
-    k = np.exp((0.5 * np.log(a) + math.log(1.0 / (1.0 - confidence))) * 2.0 / nn)
-    bounded = k < a
-    u = np.full(nn.shape, np.inf)
-    u[bounded] = (k[bounded] - 1.0) / (1.0 - k[bounded] / a[bounded])
-    out[ok] = np.sqrt((nn - 1.0) * u / nn)  # |mean - mu0| >= sd sqrt(nu u / n)  <=>  M_n(mu0) >= 1 / alpha
-    return out
 
 
 def _finite_rounds(values: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -81,15 +58,6 @@ def _finite_rounds(values: Sequence[float] | np.ndarray) -> np.ndarray:
 def _spread(sd: np.ndarray, factor: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         return np.where(np.isinf(factor), np.inf, factor * sd)  # inf * 0 (a zero-spread run) stays unbounded
-
-
-def cs_bounds(values: np.ndarray, *, confidence: float = 0.95,
-              mixture_g: float = DEFAULT_MIXTURE_G) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Lai's (mean, lower, upper) after each round along the last axis (leading axes: independent sequences)."""
-    x = _finite_rounds(values)
-    stats = round_stats(x)
-    radius = _spread(stats.sd, radius_factor(stats.n, confidence=confidence, mixture_g=mixture_g))
-    return stats.mean, stats.mean - radius, stats.mean + radius
 
 
 def bounds(values: np.ndarray, *, confidence: float = 0.95) -> tuple[RoundStats, np.ndarray, np.ndarray]:
@@ -110,26 +78,19 @@ def look_codes(values: np.ndarray, *, threshold_log: float, confidence: float = 
     """(stats, lower, upper, code, held) after each round: code PROMOTE, REJECT, FUTILE or NONE; held the check
     (assumptions.HELD_*) that keeps a lower bound above the threshold from promoting. `max_rounds` may differ
     per sequence (an array over the leading axes: continued sequences whose runs end at different rounds).
-    `method` LAI_METHOD: Lai's i.i.d. sequence without the checks (the sweep's race decides on it). `checks`: the
-    holds (assumptions.STANDARD or assumptions.STRICT, as policy.checks names them)."""
-    if method == LAI_METHOD:
-        stats = round_stats(_finite_rounds(values))
-        _, lower, upper = cs_bounds(values, confidence=confidence)
-        held = np.zeros(lower.shape, dtype=int)
-    elif method == METHOD:
-        stats, lower, upper = bounds(values, confidence=confidence)
-        held = np.where(lower > threshold_log, checks_named(checks).held(stats), HELD_NONE)
-    else:
-        raise ValueError(f"unknown sequence method {method!r} (use {METHOD!r} or {LAI_METHOD!r})")
+    `checks`: the holds (assumptions.STANDARD or assumptions.STRICT, as policy.checks names them)."""
+    if method != METHOD:
+        raise ValueError(f"unknown sequence method {method!r} (the one sequence is {METHOD!r})")
+    stats, lower, upper = bounds(values, confidence=confidence)
+    held = np.where(lower > threshold_log, checks_named(checks).held(stats), HELD_NONE)
     n = stats.n
     allowed = n >= min_rounds
     code = np.where(allowed & (lower > threshold_log) & (held == HELD_NONE), PROMOTE,
                     np.where(allowed & (upper < threshold_log), REJECT, NONE))
     if futility and max_rounds is not None:
         limit = np.asarray(max_rounds)[..., None] if np.ndim(max_rounds) else max_rounds
-        lai = method == LAI_METHOD
-        at_max = (radius_factor if lai else sequence_bounds.radius_factor)(np.maximum(limit, 2), confidence=confidence)
-        widen = 1.0 if lai else stats.widen
+        at_max = sequence_bounds.radius_factor(np.maximum(limit, 2), confidence=confidence)
+        widen = stats.widen
         with np.errstate(invalid="ignore"):
             hopeless = (allowed & (n >= FUTILITY_MIN_ROUNDS) & (n < limit)
                         & (upper < threshold_log + at_max * stats.sd * widen))
@@ -164,7 +125,6 @@ class SequentialRecord(BaseModel):
 
     method: str = METHOD
     confidence: float
-    mixture_g: float | None = None  # Lai's g (records of the t-mixture sequence)
     min_gain: float
     threshold_log: float
     min_rounds: int
@@ -196,8 +156,7 @@ def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float
     `earlier_rounds`: the first rounds are earlier runs' of the same sequence (sglab/analysis/accumulate.py);
     they were looked at then, so decisions start after them, and `max_rounds` counts this run's rounds only.
     Rounds beyond the limit are ignored. Recomputing from all rounds at each call is cheap (n <= a few
-    hundred), so a caller can simply call this again after each new round. `method` LAI_METHOD: Lai's i.i.d.
-    sequence without the checks, the one the sweep's race decides on (sglab/sweep/race.py). `checks`:
+    hundred), so a caller can simply call this again after each new round. `checks`:
     the floor and holds (policy.checks: a name of assumptions.CHECKS, or a Checks)."""
     checks = checks_named(checks)
     x = np.asarray(log_ratios, dtype=float).ravel()
@@ -233,7 +192,7 @@ def sequential_test(log_ratios: Sequence[float] | np.ndarray, *, min_gain: float
         last = len(looks) - 1
         notes = [s for s in (assumptions.held_sentence(int(held[last]), stats, last, checks),
                              assumptions.widen_sentence(stats, last)) if s]
-    return SequentialRecord(method=method, mixture_g=DEFAULT_MIXTURE_G if method == LAI_METHOD else None,
+    return SequentialRecord(method=method,
                             confidence=confidence, min_gain=min_gain, threshold_log=threshold,
                             min_rounds=min_rounds, max_rounds=max_rounds, futility=futility, checks=checks.name,
                             decision=decision,

@@ -2,7 +2,7 @@
 speculation, on the traffic production serves now?
 
 Per window, log(serving decode tok/s / control decode tok/s) over the last horizon-windows windows: the
-gain's confidence sequence (the bench's, `sequential_test` / `cs_bounds`) says whether it is still above
+gain's confidence sequence (the bench's, `sequential_test` / `bounds`) says whether it is still above
 zero, and since which window it is shown below zero (the traffic mix no longer suits the draft: roll back).
 Per-category gains say which traffic moved. The same check runs in the cluster on a schedule (the watch
 CronJob); its Job fails (exit 1) when the gain is below zero, so the usual failed-Job alert fires.
@@ -17,7 +17,7 @@ from typing import Literal
 
 import numpy as np
 
-from sglab.analysis.sequential import cs_bounds, sequential_test
+from sglab.analysis.sequential import bounds, sequential_test
 from sglab.serving.judge import usable
 from sglab.serving.prometheus import Prometheus
 from sglab.serving.spec import JudgeSpec
@@ -74,9 +74,9 @@ def _pct(value: float | None) -> str:
 
 
 def _cs_last(values: list[float], spec: JudgeSpec) -> tuple[float, float | None, float | None]:
-    mean, lower, upper = cs_bounds(np.asarray(values, dtype=float), confidence=spec.confidence)
+    stats, lower, upper = bounds(np.asarray(values, dtype=float), confidence=spec.confidence)
     lo, hi = float(lower[-1]), float(upper[-1])
-    return (math.expm1(float(mean[-1])), math.expm1(lo) if math.isfinite(lo) else None,
+    return (math.expm1(float(stats.mean[-1])), math.expm1(lo) if math.isfinite(lo) else None,
             math.expm1(hi) if math.isfinite(hi) else None)
 
 

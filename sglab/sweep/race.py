@@ -8,7 +8,7 @@ with whatever the round shares (drift, neighbours) cancelled.
 
 Sequences. Every pair of arms has its within-round differences over the rounds where both ran; every
 arm has its differences with the baseline over the rounds where both ran. Each is the anytime-valid
-confidence sequence that `sglab.analysis.sequential.sequential_test` decides on (`cs_bounds`), at
+confidence sequence that `sglab.analysis.sequential.sequential_test` decides on (`bounds`), at
 level 1 - alpha/K (alpha = 1 - policy.confidence). tests/sweep/test_best_arm.py checks that every
 elimination below is the decision sequential_test takes on that one sequence.
 
@@ -46,17 +46,16 @@ import math
 import numpy as np
 from scipy import stats
 
-from sglab.analysis.elimination import BELOW_MIN, NOT_BEST
-from sglab.analysis.sequential import DEFAULT_MIXTURE_G, cs_bounds
+from sglab.analysis.sequential import bounds
 
+BELOW_MIN, NOT_BEST = 1, 2  # why an arm was eliminated
 CONTINUE, SELECTED, PICKED, LEADER, NO_WINNER = 0, 1, 2, 3, 4
 OUTCOMES = {CONTINUE: "continue", SELECTED: "selected", PICKED: "picked", LEADER: "leader", NO_WINNER: "no-winner"}
 REASONS = {BELOW_MIN: "below-min", NOT_BEST: "not-best"}
 CHALLENGERS = 2  # per round beside the pick (benchmarks/sweep_quality.py measures 1 and 2)
 
 
-def latest_bounds(a: np.ndarray, b: np.ndarray, *, confidence: float, mixture_g: float = DEFAULT_MIXTURE_G
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def latest_bounds(a: np.ndarray, b: np.ndarray, *, confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row: (rounds, lower, upper) of the confidence sequence of a - b over the rounds (last axis) where both
     are finite, at its latest round; unbounded sides are -inf/+inf."""
     both = np.isfinite(a) & np.isfinite(b)
@@ -67,7 +66,7 @@ def latest_bounds(a: np.ndarray, b: np.ndarray, *, confidence: float, mixture_g:
         return n, lower, upper
     order = np.argsort(~both, axis=-1, kind="stable")  # the rounds both ran, in order, first
     d = np.take_along_axis(np.where(both, a - b, 0.0), order, axis=-1)[..., : int(n.max())]
-    _, lo, up = cs_bounds(d, confidence=confidence, mixture_g=mixture_g)
+    _, lo, up = bounds(d, confidence=confidence)
     at = np.maximum(n - 1, 0)[..., None]
     has = n > 0
     lower[has] = np.take_along_axis(lo, at, axis=-1)[..., 0][has]
@@ -89,8 +88,7 @@ class Race:
     thousands: the same decisions either way."""
 
     def __init__(self, trials: int, arms: int, *, min_gain: float, confidence: float = 0.95, min_rounds: int = 3,
-                 max_rounds: int | None = None, horizon: int | None = None, challengers: int = CHALLENGERS,
-                 mixture_g: float = DEFAULT_MIXTURE_G) -> None:
+                 max_rounds: int | None = None, horizon: int | None = None, challengers: int = CHALLENGERS) -> None:
         if arms < 1:
             raise ValueError("a race needs at least one arm")
         if not 0.5 < confidence < 1.0:
@@ -100,7 +98,7 @@ class Race:
             raise ValueError("give max_rounds or horizon (the most rounds the race can see)")
         self.trials, self.k = trials, arms
         self.min_gain, self.confidence, self.min_rounds = min_gain, confidence, max(min_rounds, 2)
-        self.max_rounds, self.challengers, self.mixture_g = max_rounds, challengers, mixture_g
+        self.max_rounds, self.challengers = max_rounds, challengers
         self.arm_confidence = 1.0 - (1.0 - confidence) / arms
         self.threshold_log = math.log1p(min_gain)
         self.values = np.full((trials, arms + 1, horizon), np.nan)
@@ -197,14 +195,12 @@ class Race:
         data = self.values[:, :, : self.t]
         t_idx, i, j = np.nonzero(np.triu(both, 1) & (self.pair_n >= self.min_rounds))
         if t_idx.size:
-            _, lo, up = latest_bounds(data[t_idx, 1 + i], data[t_idx, 1 + j], confidence=self.arm_confidence,
-                                      mixture_g=self.mixture_g)
+            _, lo, up = latest_bounds(data[t_idx, 1 + i], data[t_idx, 1 + j], confidence=self.arm_confidence)
             self.pair_lower[t_idx, i, j], self.pair_upper[t_idx, i, j] = lo, up
             self.pair_lower[t_idx, j, i], self.pair_upper[t_idx, j, i] = -up, -lo
         t_idx, j = np.nonzero(with_base & (self.base_n >= self.min_rounds))
         if t_idx.size:
-            _, lo, up = latest_bounds(data[t_idx, 1 + j], data[t_idx, 0], confidence=self.arm_confidence,
-                                      mixture_g=self.mixture_g)
+            _, lo, up = latest_bounds(data[t_idx, 1 + j], data[t_idx, 0], confidence=self.arm_confidence)
             self.base_lower[t_idx, j], self.base_upper[t_idx, j] = lo, up
 
     def _eliminate(self) -> None:

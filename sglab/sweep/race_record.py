@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from sglab.sweep.race import CHALLENGERS, OUTCOMES, REASONS, Race
-from sglab.analysis.sequential import DEFAULT_MIXTURE_G, LAI_METHOD
+from sglab.analysis.sequential import METHOD
 
 BASELINE = "baseline"
 Reason = Literal["below-min", "not-best"]
@@ -55,10 +55,9 @@ class RaceLook(BaseModel):
 
 class RaceRecord(BaseModel):
     method: str = "best-arm race"
-    sequence: str = LAI_METHOD  # the race decides on Lai's i.i.d. sequence (sglab.analysis.sequential)
+    sequence: str = METHOD  # the race decides on the verdict's sequence (sglab.analysis.sequential)
     confidence: float  # familywise: the best arm is eliminated with probability <= 1 - confidence
     arm_confidence: float  # each sequence: 1 - (1 - confidence) / K
-    mixture_g: float
     min_gain: float
     threshold_log: float
     min_rounds: int
@@ -94,8 +93,7 @@ def _names(mask: np.ndarray, names: Sequence[str]) -> list[str]:
 
 
 def race_record(names: Sequence[str], values: np.ndarray, *, min_gain: float, confidence: float = 0.95,
-                min_rounds: int = 3, max_rounds: int | None = None, challengers: int = CHALLENGERS,
-                mixture_g: float = DEFAULT_MIXTURE_G) -> RaceRecord:
+                min_rounds: int = 3, max_rounds: int | None = None, challengers: int = CHALLENGERS) -> RaceRecord:
     """Replay the race look by look over `values` (rounds x (1 + K): the baseline, then `names`; oriented log
     values, NaN where a segment did not run). Rounds after the race stopped are ignored. Call it again after
     every round with all rounds so far."""
@@ -108,7 +106,7 @@ def race_record(names: Sequence[str], values: np.ndarray, *, min_gain: float, co
     if max_rounds is not None:
         data = data[:max_rounds]
     race = Race(1, len(names), min_gain=min_gain, confidence=confidence, min_rounds=min_rounds,
-                max_rounds=max_rounds, horizon=max(len(data), 1), challengers=challengers, mixture_g=mixture_g)
+                max_rounds=max_rounds, horizon=max(len(data), 1), challengers=challengers)
     looks: list[RaceLook] = []
     off_plan: list[int] = []
     for r, row in enumerate(data):
@@ -166,7 +164,7 @@ def _record(race: Race, names: list[str], looks: list[RaceLook], off_plan: list[
     plan = race.plan()[0]
     lower_pick = float(race.base_lower[0, leader]) if leader >= 0 else -math.inf
     return RaceRecord(
-        confidence=race.confidence, arm_confidence=race.arm_confidence, mixture_g=race.mixture_g,
+        confidence=race.confidence, arm_confidence=race.arm_confidence,
         min_gain=race.min_gain, threshold_log=race.threshold_log, min_rounds=race.min_rounds,
         max_rounds=race.max_rounds, challengers=race.challengers, outcome=outcome, winner=winner,
         leader=names[leader] if leader >= 0 else None,

@@ -2,9 +2,10 @@
 
 `gain_series` turns a result into JSON points (served at /sglab/plot.json); `PLOT_SCRIPT` draws them in
 an SVG above the tab's table, client-side, with no external script (the UI may have no internet).
-The band is the anytime-valid confidence sequence of `sglab.analysis.sequential` over the paired
-per-round log-ratios, so watching it round after round does not inflate the error rate the way a
-fixed-n interval recomputed at every look does.
+The band is the verdict's own anytime-valid confidence sequence (`sglab.analysis.sequential.bounds`, its
+checks included) over the paired per-round log-ratios: what the tab draws is what the verdict decides on,
+and watching it round after round does not inflate the error rate the way a fixed-n interval recomputed at
+every look does.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from sglab.analysis.samples import comparison_arms, paired
-from sglab.analysis.sequential import cs_bounds
+from sglab.analysis.sequential import bounds
 from sglab.schema.result import RunResult
 
 PLOT_PATH = "/sglab/plot.json"
@@ -43,7 +44,8 @@ def gain_series(result: RunResult | None) -> dict:
         if not rounds:
             continue
         log_ratios = np.log(data[:, 1] / data[:, 0])
-        mean, lower, upper = cs_bounds(log_ratios, confidence=confidence)
+        stats, lower, upper = bounds(log_ratios, confidence=confidence)
+        mean = stats.mean
         out["levels"].append({"concurrency": level.concurrency, "points": [
             {"round": r, "rounds": i + 1, "gain": _gain(float(mean[i])), "low": _gain(float(lower[i])),
              "high": _gain(float(upper[i]))} for i, r in enumerate(rounds)]})

@@ -10,8 +10,8 @@ import pytest
 from scipy import stats as sps
 
 from sglab.analysis.assumptions import PROMOTE_MIN_ROUNDS
-from sglab.analysis.sequential import (FUTILE, PROMOTE, SequentialRecord, cs_bounds, first_decision, radius_factor,
-                                       sequential_test)
+from sglab.analysis.sequence_bounds import radius_factor
+from sglab.analysis.sequential import FUTILE, PROMOTE, SequentialRecord, bounds, first_decision, sequential_test
 
 ALPHA = 0.05
 TOLERANCE = 0.01  # Monte Carlo slack: sd of a 5% rate over 4000 sequences is 0.34%
@@ -33,39 +33,12 @@ def _t_bounds(x: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]
     return mean - half, mean + half
 
 
-def _bayes_factor(x: np.ndarray, mu0: float, g: float) -> float:
-    """Lai's t-mixture martingale M_n(mu0), written from its definition (not from radius_factor)."""
-    n = x.size
-    t2 = n * (x.mean() - mu0) ** 2 / x.var(ddof=1)
-    a = 1 + n * g
-    return a ** -0.5 * ((1 + t2 / (n - 1)) / (1 + t2 / ((n - 1) * a))) ** (n / 2)
-
-
-@pytest.mark.parametrize("n", [5, 8, 16, 40])
-def test_bounds_are_where_the_mixture_martingale_reaches_one_over_alpha(n: int) -> None:
-    x = np.random.default_rng(n).normal(0.02, 0.03, n)
-    _, lower, upper = cs_bounds(x, confidence=1 - ALPHA)
-    for edge in (lower[-1], upper[-1]):
-        assert _bayes_factor(x, edge, 1.0) == pytest.approx(1 / ALPHA, rel=1e-9)
-    assert _bayes_factor(x, x.mean(), 1.0) < 1 / ALPHA
-    assert _bayes_factor(x, upper[-1] + 1e-3, 1.0) > 1 / ALPHA
-
-
-def test_unbounded_until_enough_rounds_then_shrinking() -> None:
-    f = radius_factor(np.arange(1, 61), confidence=0.95, mixture_g=1.0)
-    assert np.isinf(f[:4]).all() and np.isfinite(f[4:]).all()  # g = 1, alpha = 0.05: bounded from 5 rounds
-    assert (np.diff(f[4:]) < 0).all()
-    # wider than the fixed-n t interval (the price of validity at every look), narrower than 2x at 16 rounds
-    t16 = sps.t.ppf(0.975, 15) / 4
-    assert t16 < f[15] < 2 * t16
-
-
 @pytest.mark.parametrize("sigma", [0.003, 0.03, 3.0])
 def test_coverage_under_continuous_monitoring_and_t_interval_fails_it(sigma: float) -> None:
     rng = np.random.default_rng(int(sigma * 1000))
     truth = 0.01
     x = rng.normal(truth, sigma, size=(4000, 60))
-    _, lower, upper = cs_bounds(x, confidence=1 - ALPHA)
+    _, lower, upper = bounds(x, confidence=1 - ALPHA)
     cs_error = _ever_excludes(lower, upper, truth)
     t_low, t_high = _t_bounds(x, 1 - ALPHA)
     t_error = _ever_excludes(t_low, t_high, truth, first_look=3)

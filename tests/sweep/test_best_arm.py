@@ -1,5 +1,5 @@
-"""The sweep's best-arm race (sglab/sweep/race.py): its eliminations are sequential_test's decisions on one
-sequence each, the best arm survives with the stated probability, the contenders get the rounds, and one sweep's
+"""The sweep's best-arm race (sglab/sweep/race.py): its eliminations are decisions of the verdict's sequence on one
+pair each, the best arm survives with the stated probability, the contenders get the rounds, and one sweep's
 replay (what `sglab sweep` records) decides exactly as the vectorised race the benchmark runs."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from sglab.sweep.race import BELOW_MIN, NOT_BEST, Race, latest_bounds
 from sglab.sweep.race_record import race_record
-from sglab.analysis.sequential import LAI_METHOD, sequential_test
+from sglab.analysis.sequential import bounds, sequential_test
 
 SD = 0.02  # per segment: a paired difference has sd 2.8%, as the reference rounds of docs/verdict.md (2.9%)
 
@@ -34,18 +34,18 @@ def test_latest_bounds_are_the_sequence_sequential_test_looks_at() -> None:
     n, lower, upper = latest_bounds(a, b, confidence=0.99)
     for row in range(40):
         both = np.isfinite(a[row]) & np.isfinite(b[row])
-        record = sequential_test(a[row, both] - b[row, both], min_gain=10.0, confidence=0.99, min_rounds=30,
-                                 method=LAI_METHOD)  # the race decides on Lai's i.i.d. sequence
+        record = sequential_test(a[row, both] - b[row, both], min_gain=10.0, confidence=0.99, min_rounds=30)
         last = record.looks[-1]
         assert n[row] == both.sum() == last.rounds
         assert (last.lower_log is None and lower[row] == -np.inf) or lower[row] == pytest.approx(last.lower_log)
         assert (last.upper_log is None and upper[row] == np.inf) or upper[row] == pytest.approx(last.upper_log)
 
 
-def test_every_elimination_is_sequential_tests_decision_on_that_sequence() -> None:
+def test_every_elimination_is_where_that_pairs_sequence_first_excludes_the_line() -> None:
     """Three arms and the baseline every round (two tied at the top, so the race often runs on): at every look the
-    race eliminates exactly the arms against which sequential_test, on one pair's (or the baseline's) sequence at
-    the arm level 1 - alpha/K, first decides at that look, an arm still in the race on the other side."""
+    race eliminates exactly the arms whose sequence with an arm still in the race (or with the baseline), the
+    verdict's sequence at the arm level 1 - alpha/K, first clears 0 (or falls below min-gain) at that look. The
+    race reads the bounds only: the checks that hold a promotion belong to the confirmation A/B's verdict."""
     reasons = [check_eliminations(seed) for seed in range(30)]
     assert {BELOW_MIN, NOT_BEST} <= {r for seen in reasons for r in seen}  # both kinds were exercised
 
@@ -59,8 +59,11 @@ def check_eliminations(seed: int) -> list[int]:
     arm_conf = 1 - 0.05 / 3
 
     def first(values: np.ndarray, min_gain: float, decision: str) -> float:
-        record = sequential_test(values, min_gain=min_gain, confidence=arm_conf, min_rounds=3, method=LAI_METHOD)
-        return record.rounds if record.decision == decision else math.inf
+        _, lower, upper = bounds(values, confidence=arm_conf)
+        line = math.log1p(min_gain)
+        crossed = (lower > line) if decision == "promote" else (upper < line)
+        crossed[:2] = False  # the race's min_rounds: 3
+        return float(np.argmax(crossed) + 1) if crossed.any() else math.inf
 
     beats = {(i, j): first(x[:, 1 + i] - x[:, 1 + j], 0.0, "promote") for i in range(3) for j in range(3) if i != j}
     below = {j: first(x[:, 1 + j] - x[:, 0], 0.005, "reject") for j in range(3)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from sglab.analysis.verdict import judge
@@ -158,7 +159,7 @@ def test_table_columns_and_gains_come_from_the_metric_registry():
 
 
 def test_gain_series_is_the_confidence_sequence_after_each_window():
-    from sglab.analysis.sequential import cs_bounds
+    from sglab.analysis.sequential import bounds
     from sglab.ui.plot import gain_series
 
     run = _run(window_s=0.5)
@@ -172,12 +173,12 @@ def test_gain_series_is_the_confidence_sequence_after_each_window():
     assert points[0]["low"] is None and points[0]["high"] is None  # unbounded at first
     assert points[-1]["low"] is not None and points[-1]["low"] < points[-1]["gain"] < points[-1]["high"]
     assert points[-1]["gain"] == pytest.approx(20.0 / 18.0 - 1, rel=0.05)
-    # the band is sequential.cs_bounds over the paired per-window log-ratios, nothing else
+    # the band is the verdict's sequence (sequential.bounds) over the paired per-window log-ratios, nothing else
     by_round = {}
     for r in result.level(1).rounds:
         by_round.setdefault(r.round_index, {})[r.arm] = r.decode_tok_per_s_mean
     logs = [math.log(v["candidate"] / v["baseline"]) for _, v in sorted(by_round.items()) if len(v) == 2]
-    _, lower, _ = cs_bounds(logs)
+    _, lower, _ = bounds(np.asarray(logs))
     assert points[-1]["low"] == pytest.approx(math.expm1(lower[-1]), rel=1e-6)
     assert gain_series(None)["levels"] == []
 

@@ -1,14 +1,19 @@
-"""Successive elimination over sweep arms: picks the known best, and errs at most the familywise alpha."""
+"""The retired rules the benchmarks compare the product's rule with (benchmarks/retired_rules.py): Lai's
+t-mixture sequence is where its martingale reaches 1/alpha, and successive elimination keeps its guarantee."""
 
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
-from sglab.analysis.elimination import BELOW_MIN, EliminationRecord, eliminate, successive_elimination
-from sglab.analysis.sequential import cs_bounds
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from retired_rules import (  # noqa: E402 (benchmarks/ is a folder of scripts, not a package)
+    BELOW_MIN, EliminationRecord, cs_bounds, eliminate, radius_factor, successive_elimination)
 
 ALPHA = 0.05
 SIGMA = 0.0276  # sd of a per-round log-ratio in a real simulator run
@@ -114,3 +119,30 @@ def test_no_arm_beats_the_baseline_means_no_winner() -> None:
 def test_bad_input_is_refused() -> None:
     with pytest.raises(ValueError, match="no arms"):
         successive_elimination({}, min_gain=0.005)
+
+
+def _bayes_factor(x: np.ndarray, mu0: float, g: float) -> float:
+    """Lai's t-mixture martingale M_n(mu0), written from its definition (not from radius_factor)."""
+    n = x.size
+    t2 = n * (x.mean() - mu0) ** 2 / x.var(ddof=1)
+    a = 1 + n * g
+    return a ** -0.5 * ((1 + t2 / (n - 1)) / (1 + t2 / ((n - 1) * a))) ** (n / 2)
+
+
+@pytest.mark.parametrize("n", [5, 8, 16, 40])
+def test_bounds_are_where_the_mixture_martingale_reaches_one_over_alpha(n: int) -> None:
+    x = np.random.default_rng(n).normal(0.02, 0.03, n)
+    _, lower, upper = cs_bounds(x, confidence=1 - ALPHA)
+    for edge in (lower[-1], upper[-1]):
+        assert _bayes_factor(x, edge, 1.0) == pytest.approx(1 / ALPHA, rel=1e-9)
+    assert _bayes_factor(x, x.mean(), 1.0) < 1 / ALPHA
+    assert _bayes_factor(x, upper[-1] + 1e-3, 1.0) > 1 / ALPHA
+
+
+def test_unbounded_until_enough_rounds_then_shrinking() -> None:
+    f = radius_factor(np.arange(1, 61), confidence=0.95, mixture_g=1.0)
+    assert np.isinf(f[:4]).all() and np.isfinite(f[4:]).all()  # g = 1, alpha = 0.05: bounded from 5 rounds
+    assert (np.diff(f[4:]) < 0).all()
+    # wider than the fixed-n t interval (the price of validity at every look), narrower than 2x at 16 rounds
+    t16 = sps.t.ppf(0.975, 15) / 4
+    assert t16 < f[15] < 2 * t16

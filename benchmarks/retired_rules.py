@@ -1,21 +1,9 @@
-"""Successive elimination of sweep arms, each paired with one baseline by round.
+"""Rules sglab retired, kept only so the benchmarks can compare the product's rule with them.
 
-Every arm k has its per-round log-ratio d_k,r = log(arm_k,r / baseline_r) and its own confidence
-sequence (sglab.analysis.sequential) at level 1 - alpha / K (Bonferroni over the K arms): with
-probability >= 1 - alpha every arm's sequence covers its true mean at every round at once (a union
-bound, valid however the arms' rounds are correlated through the shared baseline). On that event:
-
-- an arm whose upper bound falls below log(1 + min-gain) cannot beat the baseline by the minimum
-  (`below-min`), and
-- an arm whose upper bound falls below the largest lower bound among the survivors cannot be the
-  best (`not-best`),
-
-so the true best arm is eliminated with probability <= alpha, whatever the stopping. Survivors get the
-next rounds. A lone survivor keeps running until its lower bound clears the minimum (`selected`) or
-its upper bound misses it (then none is left: `no-winner`); at max-rounds the pick is the lone
-survivor (`selected`, `winner_cleared_min` false) or the survivors' best point estimate (`leader`,
-picked without confidence). The pick is never its own evidence: it goes to a confirmation A/B on
-fresh rounds (winner's curse).
+- Lai's t-mixture confidence sequence (Lai 1976; Wang & Ramdas 2023): exact for i.i.d. Gaussian rounds and
+  nothing more. The product decides everywhere on the robust sequence of sglab.analysis.sequential.
+- Successive elimination of sweep arms, each on its own Lai sequence against the baseline at 1 - alpha / K:
+  every survivor gets every round. The product's sweep runs the best-arm race (sglab/sweep/race.py).
 """
 
 from __future__ import annotations
@@ -27,7 +15,45 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
-from sglab.analysis.sequential import DEFAULT_MIXTURE_G, LAI_METHOD, cs_bounds
+from sglab.analysis.assumptions import round_stats
+from sglab.analysis.sequential import _finite_rounds, _spread
+
+DEFAULT_MIXTURE_G = 1.0
+LAI_METHOD = "t-mixture-cs"
+
+
+def radius_factor(rounds: np.ndarray | int, *, confidence: float = 0.95,
+                  mixture_g: float = DEFAULT_MIXTURE_G) -> np.ndarray:
+    """Lai's CS half-width in units of the sample sd (ddof=1) after `rounds` rounds; inf where unbounded."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if mixture_g <= 0.0:
+        raise ValueError(f"mixture_g must be > 0, got {mixture_g}")
+    n = np.asarray(rounds, dtype=float)
+    out = np.full(n.shape, np.inf)
+    ok = n >= 2
+    if not ok.any():
+        return out
+    nn = n[ok]
+    a = 1.0 + nn * mixture_g
+    k = np.exp((0.5 * np.log(a) + math.log(1.0 / (1.0 - confidence))) * 2.0 / nn)
+    bounded = k < a
+    u = np.full(nn.shape, np.inf)
+    u[bounded] = (k[bounded] - 1.0) / (1.0 - k[bounded] / a[bounded])
+    out[ok] = np.sqrt((nn - 1.0) * u / nn)  # |mean - mu0| >= sd sqrt(nu u / n)  <=>  M_n(mu0) >= 1 / alpha
+    return out
+
+
+
+def cs_bounds(values: np.ndarray, *, confidence: float = 0.95,
+              mixture_g: float = DEFAULT_MIXTURE_G) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lai's (mean, lower, upper) after each round along the last axis (leading axes: independent sequences)."""
+    x = _finite_rounds(values)
+    stats = round_stats(x)
+    radius = _spread(stats.sd, radius_factor(stats.n, confidence=confidence, mixture_g=mixture_g))
+    return stats.mean, stats.mean - radius, stats.mean + radius
+
+
 
 Reason = Literal["below-min", "not-best"]
 Status = Literal["selected", "leader", "survivor", "eliminated"]
