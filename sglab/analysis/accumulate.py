@@ -6,12 +6,24 @@ after 5). So a new bench of the same pair continues the sequence of the runs bef
 verdict judges their union: the anytime-valid sequence keeps its error rate across runs exactly as within
 one (benchmarks/decision_quality.py measures 10 re-runs).
 
-Same pair = the same `sequence_key`: both arms' config hashes, the policy's decision keys, what the load
-plan sends (profile, prompts, endpoint, lengths, round length; not the round counts or the seed) and the
-target (simulator or servers, time scale). Anything else starts a new sequence by construction; starting
-afresh on purpose is `sglab bench --fresh-sequence`, recorded in the result. A sequence that promoted goes on
-too: the sequence is valid at every look, so a re-run re-judges the union (and keeps deciding the levels a
-promotion target gates at its own, higher min-gain, sglab/bench/sequential.py).
+Same pair = the same `sequence_key`: the stack, both arms' config hashes, the policy's decision keys (its
+design included), what the load plan sends (profile, prompts, endpoint, lengths, round length; not the round
+counts or the seed) and the target (simulator or servers, their URLs, time scale). Anything else starts a new
+sequence by construction; starting afresh on purpose is `sglab bench --fresh-sequence`, recorded in the result.
+What served the arms is known only once they run: `recheck` refuses a sequence whose runs ran on other
+machines (producer, server version, image, GPU product).
+
+A re-run counts as new rounds only if it draws new rounds: each run has its own load seed (load.seed unset
+draws one; the simulators' acceptance draws follow it), and a sequence refuses a seed it already counted (a
+re-run with the same seed replays the same prompts, arm order and acceptance draws: its rounds correlate
++0.95..+0.997 with the earlier run's, and counting them again promotes 7.8% of pairs at min-gain within 10
+re-runs, benchmarks/decision_quality.py --mode reruns).
+
+Every run in results/<stack> must load, verify its seal, sit under its own run id and belong to the stack, or
+the sequence refuses: a changed or unreadable newest run would otherwise leave the sequence silently, a copy
+of an old run under a newer name would rewind it, and another stack's run would join it. A sequence that
+promoted goes on too: the sequence is valid at every look, so a re-run re-judges the union (and keeps deciding
+the levels a promotion target gates at its own, higher min-gain, sglab/bench/sequential.py).
 
 Evidence is recomputed, never trusted: the earlier runs are found in the stack's results by run id, their
 seals verified (sglab/results/integrity.py) and their per-round log-ratios recomputed from their samples.
@@ -31,9 +43,11 @@ from sglab.config.policy import PromotionPolicy
 from sglab.results import integrity
 from sglab.schema.result import RunResult
 from sglab.core.errors import ConfigError
+from sglab.core.untrusted import printable
 from sglab.results.store import RESULT_FILE, list_runs, load_result, results_root
 
-POLICY_KEYS = ("metric", "min_gain", "confidence", "min_rounds", "levels", "method", "checks", "slo", "traffic")
+POLICY_KEYS = ("metric", "min_gain", "confidence", "min_rounds", "levels", "method", "checks", "slo", "traffic",
+               "design")
 PLAN_KEYS = ("profile", "round_duration_s", "round_requests", "max_new_tokens", "endpoint", "natural_stop",
              "prompts", "rate", "trace", "warmup_requests")
 
@@ -46,17 +60,19 @@ class SequenceError(Exception):
         super().__init__(f"{why}\n  fix: {fix}")
 
 
-def key_of(*, kind: str, config_hash: dict, policy: dict, plan: dict, target_kind: str, time_scale: float | None,
-           sim_env: dict) -> str | None:
+def key_of(*, stack: str, kind: str, config_hash: dict, policy: dict, plan: dict, target_kind: str,
+           time_scale: float | None, sim_env: dict, urls: dict) -> str | None:
     """The identity of a pair's sequence (None for runs that cannot continue one: A/A, four arms, fixed-n)."""
     if kind != "ab" or policy.get("method") != "sequential":
         return None
     # a result recorded before policy.checks existed was judged with its default, and continues that sequence
     recorded_policy = {"checks": PromotionPolicy.model_fields["checks"].default,
+                       "design": PromotionPolicy.model_fields["design"].default,
                        **{k: v for k, v in policy.items() if v is not None}}
-    body = {"config_hash": {k: config_hash.get(k) for k in ("baseline", "candidate")},
+    body = {"stack": stack, "config_hash": {k: config_hash.get(k) for k in ("baseline", "candidate")},
             "policy": {k: recorded_policy.get(k) for k in POLICY_KEYS}, "plan": {k: plan.get(k) for k in PLAN_KEYS},
-            "target": {"kind": target_kind, "time_scale": time_scale, "sim_env": dict(sorted(sim_env.items()))}}
+            "target": {"kind": target_kind, "time_scale": time_scale, "sim_env": dict(sorted(sim_env.items())),
+                       "urls": {} if target_kind == "sim" else dict(sorted(urls.items()))}}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -65,9 +81,10 @@ def sequence_key(result: RunResult) -> str | None:
     """The key of a stored result (as recorded: config hashes, policy, load plan, target)."""
     if result.policy is None or result.load_plan is None:
         return None
-    return key_of(kind=result.kind, config_hash=result.config_hash, policy=result.policy.model_dump(),
-                  plan=result.load_plan.model_dump(), target_kind=result.target.kind,
-                  time_scale=result.target.time_scale, sim_env=result.target.sim_env)
+    return key_of(stack=result.stack, kind=result.kind, config_hash=result.config_hash,
+                  policy=result.policy.model_dump(), plan=result.load_plan.model_dump(),
+                  target_kind=result.target.kind, time_scale=result.target.time_scale,
+                  sim_env=result.target.sim_env, urls=result.target.urls)
 
 
 def recorded(result: RunResult) -> dict | None:
@@ -100,44 +117,93 @@ def _trusted(run_dir: Path) -> RunResult:
         raise SequenceError(f"run {found.run_id} of this pair's sequence cannot be trusted: {problem}",
                             "restore the run as it was written, or start afresh with `--fresh-sequence` (recorded "
                             "in the result)")
+    if found.run_id != run_dir.name:
+        raise SequenceError(f"{run_dir} holds run {printable(found.run_id, limit=80)}, not the run of that name the "
+                            "sequence recorded", f"move it back under its own run id, {FRESH_FIX}")
     return found
 
 
+FRESH_FIX = "or start afresh with `--fresh-sequence` (recorded in the result)"
+
+
+def _stack_runs(stack: str, base: Path | None) -> list[tuple[Path, RunResult]]:
+    """Every run in results/<stack>, oldest first, each loaded and its seal verified; SequenceError naming the
+    first that fails to load or verify, sits under a directory other than its run id, or is another stack's."""
+    out = []
+    for run_dir in list_runs(stack, base):
+        try:
+            found = load_result(run_dir)
+        except Exception as exc:  # noqa: BLE001 - any unreadable result refuses the sequence, with its reason
+            raise SequenceError(f"{run_dir} cannot be read, so the sequence of runs of this stack cannot be "
+                                f"followed: {printable(str(exc), limit=300)}",
+                                f"restore it as it was written or move it out of {run_dir.parent}, "
+                                f"{FRESH_FIX}") from None
+        problem = integrity.verify(found)
+        if problem is not None:
+            raise SequenceError(f"run {printable(found.run_id, limit=80)} in {run_dir.parent} cannot be trusted: "
+                                f"{problem}", f"restore the run as it was written or move it out of "
+                                f"{run_dir.parent}, {FRESH_FIX}")
+        if found.run_id != run_dir.name:
+            raise SequenceError(f"{run_dir} holds run {printable(found.run_id, limit=80)}: a run stored under "
+                                "another name would reorder the sequence", f"move it back to {run_dir.parent}/"
+                                f"{printable(found.run_id, limit=80)} or out of {run_dir.parent}, {FRESH_FIX}")
+        if found.stack != stack:
+            raise SequenceError(f"run {found.run_id} in {run_dir.parent} is a run of stack "
+                                f"{printable(found.stack, limit=80)}, not {stack}",
+                                f"move it to its own stack's results, {FRESH_FIX}")
+        out.append((run_dir, found))
+    return out
+
+
+def _seed(result: RunResult) -> int | None:
+    return result.load_plan.seed if result.load_plan is not None else None
+
+
 def continue_sequence(stack: str, key: str, policy, *, base: Path | None = None,
-                      fresh_reason: str | None = None) -> dict:
+                      fresh_reason: str | None = None, seed: int | None = None) -> dict:
     """The sequence record a new run of the pair starts with: the earlier runs it continues, each verified and
-    its log-ratios recomputed (the newest run of the key names its predecessors; each is checked again)."""
+    its log-ratios recomputed (the newest run of the key names its predecessors; each is checked again).
+    `seed`: the new run's load seed, refused when a run of the sequence already counted it."""
     record = {"key": key, "metric": policy.metric, "fresh": fresh_reason is not None, "reason": fresh_reason,
               "runs": []}
     if fresh_reason is not None:
         return record
-    latest = None
-    for run_dir in reversed(list_runs(stack, base)):
-        try:
-            candidate = load_result(run_dir)
-        except Exception:  # noqa: BLE001 - an unreadable result is no run of this sequence
-            continue
-        if sequence_key(candidate) == key:
-            latest = (run_dir, candidate)
-            break
+    runs = _stack_runs(stack, base)
+    latest = next(((d, r) for d, r in reversed(runs) if sequence_key(r) == key), None)
     if latest is None:
         return record
     run_dir, newest = latest
     chain = []
-    for entry in (recorded(newest) or {}).get("runs", []):
+    counted: dict[int | None, str] = {}
+    for entry in (recorded(newest) or {}).get("runs", []) + [{"run_id": newest.run_id, "newest": True}]:
         earlier_dir = run_dir.parent / str(entry.get("run_id"))
         if not (earlier_dir / "result.json").is_file():
             raise SequenceError(f"run {entry.get('run_id')} of this pair's sequence (named by run {newest.run_id}) is "
-                                f"missing from {run_dir.parent}", "restore it, or start afresh with `--fresh-sequence` "
-                                "(recorded in the result)")
+                                f"missing from {run_dir.parent}", f"restore it, {FRESH_FIX}")
         found = _trusted(earlier_dir)
-        if found.integrity is None or found.integrity.digest != entry.get("digest"):
+        if not entry.get("newest") and (found.integrity is None or found.integrity.digest != entry.get("digest")):
             raise SequenceError(f"run {found.run_id} is not the run the sequence recorded (its seal changed)",
-                                "restore it, or start afresh with `--fresh-sequence`")
+                                f"restore it, {FRESH_FIX}")
+        _count_seed(counted, found)
         chain.append(_entry(found, policy))
-    chain.append(_entry(_trusted(run_dir), policy))
+    if seed is not None and seed in counted:
+        raise SequenceError(f"load seed {seed} was already counted by run {counted[seed]} of this pair's sequence: "
+                            "the same seed replays the same prompts, arm order and acceptance draws, so its rounds "
+                            "are no new evidence", f"leave load.seed unset (each run draws its own) or give "
+                            f"another --seed, {FRESH_FIX}")
     record["runs"] = chain
     return record
+
+
+def _count_seed(counted: dict[int | None, str], found: RunResult) -> None:
+    """Record a run's load seed; SequenceError when an earlier run of the sequence had the same one."""
+    seed = _seed(found)
+    if seed in counted:
+        raise SequenceError(f"runs {counted[seed]} and {found.run_id} of this pair's sequence share load seed {seed}: "
+                            "the later replays the earlier's prompts, arm order and acceptance draws, so the sequence "
+                            "counts the same rounds twice", "start afresh with `--fresh-sequence` (recorded in the "
+                            "result); each new run draws its own seed while load.seed is unset")
+    counted[seed] = found.run_id
 
 
 def _entry(result: RunResult, policy) -> dict:
@@ -146,19 +212,36 @@ def _entry(result: RunResult, policy) -> dict:
             "digest": record.digest if record else None, "levels": _levels(result, policy)}
 
 
+GPU_LABEL = "nvidia.com/gpu.product"
+
+
+def machines(result: RunResult) -> dict[str, tuple]:
+    """arm -> what served it, as far as a re-run must match: producer, server version, image (digest, else
+    name) and GPU product; the node itself may change between runs (and does within a crossover)."""
+    out = {}
+    for arm in result.arms:
+        m = arm.machine
+        out[arm.name] = (None,) if m is None else (m.producer, m.server_version, m.image_digest or m.image,
+                                                   m.node_labels.get(GPU_LABEL))
+    return out
+
+
 def recheck(result: RunResult, base: Path | None, policy) -> str | None:
     """Promotion's check of a recorded sequence: every earlier run is still in `base`/<stack>/, sealed as recorded,
-    and its recomputed log-ratios are the recorded ones; None when all hold, else what is wrong."""
+    its recomputed log-ratios are the recorded ones, it ran with a load seed of its own and on the machines this
+    run ran on; None when all hold, else what is wrong."""
     seq = recorded(result)
     if not seq or not seq.get("runs"):
         return None
     folder = (base if base is not None else results_root()) / result.stack
+    counted: dict[int | None, str] = {}
     for entry in seq["runs"]:
         run_id = str(entry.get("run_id"))
         if not (folder / run_id / RESULT_FILE).is_file():
             return f"earlier run {run_id} of its sequence is missing from {folder}"
         try:
             found = _trusted(folder / run_id)
+            _count_seed(counted, found)
         except SequenceError as exc:
             return exc.why
         except ConfigError as exc:
@@ -167,4 +250,14 @@ def recheck(result: RunResult, base: Path | None, policy) -> str | None:
             return f"earlier run {run_id} is not the run its sequence recorded (its seal changed)"
         if _levels(found, policy) != entry.get("levels"):
             return f"earlier run {run_id}'s rounds, recomputed, differ from the ones its sequence recorded"
+        if found.stack != result.stack:
+            return f"earlier run {run_id} is a run of stack {printable(found.stack, limit=80)}, not {result.stack}"
+        if machines(found) != machines(result):
+            return (f"earlier run {run_id} of its sequence ran on other machines "
+                    f"({printable(str(machines(found)), limit=300)} against this run's "
+                    f"{printable(str(machines(result)), limit=300)}): a sequence measures one pair on one set of "
+                    "machines")
+    if _seed(result) in counted:
+        return (f"its load seed {_seed(result)} was already counted by earlier run {counted[_seed(result)]}: the "
+                "same rounds counted twice")
     return None

@@ -407,10 +407,9 @@ def policy_weakenings(recorded: PromotionPolicy, now: PromotionPolicy) -> list[s
         was, cap = getattr(recorded, field), getattr(now, field)
         if was is not None and (cap is None or cap > was):
             out.append(f"{_key(field)}: {'no cap' if cap is None else cap} is laxer than the recorded {was}")
-    was, floor = recorded.min_output_parity, now.min_output_parity
-    if was is not None and (floor is None or floor < was):
-        out.append(f"{_key('min_output_parity')}: {'no minimum' if floor is None else floor} is laxer than the "
-                   f"recorded {was}")
+    if now.output_parity_margin > recorded.output_parity_margin:
+        out.append(f"{_key('output_parity_margin')}: {now.output_parity_margin} is wider than the recorded "
+                   f"{recorded.output_parity_margin}")
     dropped = [lv for lv in recorded.levels if lv not in now.levels]
     if dropped:
         out.append(f"{_key('levels')}: {now.levels} no longer gates {dropped} (recorded {recorded.levels})")

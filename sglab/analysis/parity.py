@@ -93,21 +93,31 @@ def parity_phrase(count: ParityCount) -> str:
     return text
 
 
-def parity_guard(parity: OutputParity | None, minimum: float | None, unmeasurable: str) -> Check | None:
-    """policy.min-output-parity: the candidate's share of equal answers; unmeasured with a minimum set is a
-    check that could not be evaluated (`unmeasurable` marks it, so the verdict blocks)."""
-    if minimum is None:
-        return None
+def parity_floor(parity: OutputParity, margin: float, *, lossless: bool) -> tuple[float, str]:
+    """The least candidate parity that passes, and what it was measured against: the A/A parity (100% where the
+    arms are lossless by construction, the simulator, or where no A/A pair was measured) minus the margin."""
+    if lossless or parity.aa.share is None:
+        why = "the simulator is lossless" if lossless else "no A/A pairs were measured"
+        return max(0.0, 1.0 - margin), f"100% ({why}) - policy.output-parity-margin {margin:.1%}"
+    return max(0.0, parity.aa.share - margin), (f"A/A {parity_phrase(parity.aa)} - policy.output-parity-margin "
+                                                 f"{margin:.1%}")
+
+
+def parity_guard(parity: OutputParity | None, margin: float, unmeasurable: str, *, lossless: bool) -> Check:
+    """The output-parity guard: the candidate's share of equal temperature-0 answers against the floor
+    (`parity_floor`); unmeasured is a check that could not be evaluated (`unmeasurable` marks it, so the verdict
+    blocks: no answers, no evidence that the candidate answers as the baseline does)."""
     if parity is None or not parity.candidate.pairs:
         return Check(name="output-parity", ok=False,
                      detail=f"output parity {unmeasurable}: the run recorded no temperature-0 answers of both arms to "
                             "the same requests", fix="re-run the benchmark with this sglab (it records the answers)")
     share = parity.candidate.share
-    ok = share >= minimum
+    floor, against = parity_floor(parity, margin, lossless=lossless)
+    ok = share >= floor
     return Check(name="output-parity", ok=ok,
                  detail=f"output parity {share:.1%} of {parity.candidate.pairs} temperature-0 pairs "
-                        f"({'≥' if ok else '<'} policy.min-output-parity {minimum:.1%}; A/A "
-                        f"{parity_phrase(parity.aa)})",
-                 fix=None if ok else "the candidate's answers differ from the baseline's: speculative decoding should "
-                                     "not change them; look for lossy settings or a draft/target mismatch, or lower "
-                                     "policy.min-output-parity if the A/A parity shows the same spread")
+                        f"({'≥' if ok else '<'} {floor:.1%} = {against})",
+                 fix=None if ok else "the candidate's temperature-0 answers differ from the baseline's more than the "
+                                     "baseline's differ from its own: speculative decoding should not change them; "
+                                     "look for lossy settings or a draft/target mismatch (a larger "
+                                     "policy.output-parity-margin only if the servers' own numerics explain it)")

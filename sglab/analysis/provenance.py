@@ -3,7 +3,7 @@
 - faked or lossy acceptance in either arm's recorded launch command (sglab/sglang/honesty.py): a blocker;
 - the arms measured on different machines: GPU product, driver or CUDA runtime of their nodes, or a
   different server version (sglab/schema/result.py ArmMachine): a blocker, like any other confound;
-- output parity below `policy.min-output-parity` (sglab/analysis/parity.py): a guard.
+- output parity below the A/A parity minus `policy.output-parity-margin` (sglab/analysis/parity.py): a guard.
 Registered in sglab/analysis/checks.py.
 """
 

@@ -8,6 +8,7 @@ speculative arms, whose accept length varies request to request).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -16,6 +17,15 @@ from sglab.schema.result import (AcceptLength, ArmInfo, ArmLevelSummary, ArmMach
                                   RequestSample, RoundSample, RunResult, Target)
 
 PerLevel = float | Mapping[int, float]
+
+
+def answer_text(level: int, prompt_index: int) -> str:
+    """The synthetic temperature-0 answer to a prompt: both arms give the same (lossless speculative decoding)."""
+    return f" synthetic answer {level}:{prompt_index}"
+
+
+def answer_sha(level: int, prompt_index: int) -> str:
+    return hashlib.sha256(answer_text(level, prompt_index).encode()).hexdigest()
 
 
 def _at(value: PerLevel, level: int) -> float:
@@ -127,6 +137,7 @@ def synthetic_result(
                             itl_ms=[] if errors[i] else [itl_ms] * (output_tokens - 1),
                             decode_tok_per_s=None if errors[i] else float(decode[i]),
                             accept_length=None if accept is None else accept * float(decode[i]) / rate,
+                            temperature=0.0, output_sha256=None if errors[i] else answer_sha(level, i),
                             error="HTTP 500: synthetic failure" if errors[i] else None))
                     if not errors[i]:
                         per_arm_values[name]["decode"].append(float(decode[i]))
@@ -174,8 +185,11 @@ def synthetic_result(
                                                                               server_version="synthetic"))
               for name, role, spec in arms],
         config_hash=hashes, confounds=list(confounds or []), live_mismatches=list(live_mismatches or []),
-        load_plan={"concurrency": list(levels), "rounds": rounds, "round-duration-s": round_duration_s},
+        load_plan={"concurrency": list(levels), "rounds": rounds, "round-duration-s": round_duration_s,
+                   "seed": seed},
         policy=dict(policy or {}), levels=level_results,
+        output_texts={answer_sha(lv.concurrency, s.prompt_index): answer_text(lv.concurrency, s.prompt_index)
+                      for lv in level_results for s in lv.requests if s.output_sha256 is not None},
     )
 
 

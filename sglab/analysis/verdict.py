@@ -25,6 +25,7 @@ from sglab.analysis.checks import blockers as _blockers
 from sglab.analysis.checks import guards as _guards
 from sglab.analysis.checks import UNMEASURABLE, unable_to_measure
 from sglab.analysis.parity import output_parity, parity_guard
+from sglab.analysis.provenance import producer_of
 from sglab.analysis.categories import category_gains
 from sglab.analysis.economics import crossover, level_economics
 from sglab.analysis.guards import p99_ratio
@@ -169,7 +170,8 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
     blockers = _blockers(result, levels, policy, earlier)
     parity = output_parity(result)  # sglab/analysis/parity.py: temperature-0 answers, candidate vs baseline
     guards = _guards(levels, policy, level_label(result))
-    guards += [g for g in (parity_guard(parity, policy.min_output_parity, UNMEASURABLE),) if g is not None]
+    guards.append(parity_guard(parity, policy.output_parity_margin, UNMEASURABLE,
+                                 lossless=producer_of(result).kind == "simulator"))
     unmeasured = [g for g in guards if not g.ok and unable_to_measure(g)]
     failed = [g for g in guards if not g.ok and not unable_to_measure(g)]
     blockers += unmeasured

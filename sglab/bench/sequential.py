@@ -124,19 +124,22 @@ def resolve_sequence(request: BenchRequest, *, fresh_reason: str | None = None
                      ) -> tuple[dict | None, dict[int, list[float]]]:
     """The sequence a new run of this pair continues (record, level -> earlier log-ratios), before anything
     starts; (None, {}) for runs that cannot continue one. Refuses (RefusedError) when an earlier run of the
-    sequence is missing or changed."""
+    sequence is missing or changed, any run of the stack's results cannot be trusted, or the run's load seed
+    was already counted."""
     from sglab.load.runner import recorded_sim_env
 
     policy = request.loaded.config.policy
     sim_env, scale = recorded_sim_env(request)
-    key = key_of(kind=request.kind, config_hash={a.name: a.config_hash for a in request.arms},
+    key = key_of(stack=request.loaded.name, kind=request.kind,
+                 config_hash={a.name: a.config_hash for a in request.arms},
                  policy=policy.model_dump(mode="json", by_alias=False),
                  plan=request.plan.model_dump(mode="json", by_alias=False), target_kind=request.target_kind,
-                 time_scale=scale, sim_env=sim_env)
+                 time_scale=scale, sim_env=sim_env, urls=dict(request.urls or {}))
     if key is None:
         return None, {}
     try:
-        record = continue_sequence(request.loaded.name, key, policy, base=request.out, fresh_reason=fresh_reason)
+        record = continue_sequence(request.loaded.name, key, policy, base=request.out, fresh_reason=fresh_reason,
+                                   seed=request.plan.seed)
     except SequenceError as exc:
         raise RefusedError(f"{exc.why}; fix: {exc.fix}") from None
     earlier: dict[int, list[float]] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -27,6 +28,15 @@ MAX_SEED = 2 ** 32 - 1
 
 Level = Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
 Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+
+
+def run_seed() -> int:
+    """A seed of the run's own: load.seed unset draws one per run (recorded in the result's load plan), so a
+    re-run draws new prompts, arm order and acceptance draws instead of replaying the run before it."""
+    return secrets.randbelow(MAX_SEED + 1)
+
+
+run_seed.reference = "drawn per run"  # type: ignore[attr-defined]  # what docs/config.md shows as the default
 
 
 def _seconds(gt: float, le: float) -> Any:
@@ -112,7 +122,10 @@ class LoadPlan(Model):
     # true: requests send ignore_eos false and the prompt's max_tokens cap, and a reply may stop early.
     natural_stop: bool = False
     request_timeout_s: _seconds(0, MAX_REQUEST_TIMEOUT_S) = 300.0  # type: ignore[valid-type]
-    seed: Seed = 0
+    # Prompt offsets, arm order and the simulators' acceptance draws. Unset: each run draws its own (a re-run of
+    # the same seed replays the run before and a sequence refuses it, sglab/analysis/accumulate.py); set it to
+    # reproduce a recorded run.
+    seed: Seed = Field(default_factory=run_seed)
     prompts: PromptSpec = Field(default_factory=PromptSpec)
     rate: RateSpec = Field(default_factory=RateSpec)
     trace: TraceSpec = Field(default_factory=TraceSpec)

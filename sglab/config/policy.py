@@ -46,9 +46,11 @@ class PromotionPolicy(Model):
     # switchback: one node, the arms take turns in ABBA blocks; parallel: both at once on their own node, and
     # the gain includes any difference between the nodes (never promotable where a balanced design is asked).
     design: Literal["crossover", "switchback", "parallel"] = "parallel"
-    # The least share of temperature-0 answers the candidate must give exactly as the baseline does (a guard;
-    # sglab/analysis/parity.py). Unset: shown, not gated. Real GPUs differ a little by themselves: see the A/A.
-    min_output_parity: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    # Output parity gates (sglab/analysis/parity.py): the share of temperature-0 answers the candidate gives
+    # exactly as the baseline does must reach the baseline's own A/A parity (real GPUs differ a little by
+    # themselves; 100% on the simulator, which is lossless) minus this margin. Speculative decoding is lossless,
+    # so a candidate below that changed what the model answers. A run without such answers cannot promote.
+    output_parity_margin: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.05
     # What a good request is, for the goodput metrics (goodput_tok_per_s, goodput_req_per_s).
     slo: Slo | None = None
     # Set from sglab:traffic by the stack (write sglab:traffic, not this): the gate runs at its levels.
@@ -58,8 +60,10 @@ class PromotionPolicy(Model):
     def from_record(cls, recorded: dict) -> "PromotionPolicy":
         """The policy a result recorded (snake_case keys). A record without `method` predates the sequential
         default and was judged with the fixed-n paired-t, so it still is (a sequential run always records
-        its method); every other missing key takes today's default, as before."""
-        return cls.model_validate({"method": UNRECORDED_METHOD, **recorded})
+        its method); every other missing key takes today's default, as before. `min-output-parity`, the
+        parity floor before the A/A-relative gate, is read as nothing: the margin's default gates instead."""
+        return cls.model_validate({"method": UNRECORDED_METHOD,
+                                   **{k: v for k, v in recorded.items() if k != "min_output_parity"}})
 
     def interval_method(self, level: int) -> str:
         """The interval at one level: a sequential policy's ungated levels run their fixed load.ungated-rounds

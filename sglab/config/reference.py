@@ -61,6 +61,8 @@ def _type_name(annotation: Any) -> str:
 def _default(field: Any) -> str:
     if field.is_required():
         return "**required**"
+    if getattr(field.default_factory, "reference", None):
+        return field.default_factory.reference
     if field.default_factory is not None:
         value = field.default_factory()
     else:

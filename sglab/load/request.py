@@ -99,11 +99,15 @@ def reached_arms(request: BenchRequest, log_dir: Path) -> Iterator[tuple[object,
     """Start (or reach) the arms and check their live flags; yields (targets, arm infos, mismatches) while the
     arms are up. A live server that differs from the stack is refused before any request is sent."""
     from sglab.load.targets import given_urls, start_sims, stop_signals_interrupt
+    from sglab.sglang.sim_knobs import knob
 
     with stop_signals_interrupt():  # until the run's own handlers take over (BenchRun.execute)
         if request.target_kind == "sim":
-            targets = start_sims(request.arms, extra_env={**stack_sim_env(request.loaded), **request.sim_env},
-                                 log_dir=log_dir)
+            # the run's seed drives the simulators' acceptance draws: a re-run draws its own (not recorded in
+            # target.sim_env, which keys the sequence; the result's load plan records the seed)
+            run_seed = {knob("run_seed").env: str(request.plan.seed)}
+            targets = start_sims(request.arms, extra_env={**stack_sim_env(request.loaded), **request.sim_env,
+                                                          **run_seed}, log_dir=log_dir)
         else:
             targets = given_urls(request.urls)
     with targets:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import io
-import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -35,8 +34,8 @@ from sglab.schema.result import RunResult
 from sglab.results.store import RESULT_FILE, git_commit, latest_complete, load_result, results_root, utc_now_iso
 from sglab.analysis.verdict import policy_of
 from sglab.promotion.evidence import (PromotionRefused, check_design, check_evidence, check_launch_commands,
-                                   check_producer, check_seal, judge_under_policies)
-from sglab.promotion.log import LOG_NAME
+                                     check_producer, check_seal, judge_under_policies)
+from sglab.promotion.log import LOG_NAME, append_log
 
 # The keys a promotion owns in the target stack; everything else there is the target's own.
 PROMOTED_KEYS = ("image", "model", "server", "env", "nccl", "candidate")
@@ -115,14 +114,6 @@ def owned_values(text: str, namespace: str = "sglab") -> dict[str, Any]:
 def target_lock(target_path: Path, timeout_s: float) -> FileLock:
     """The lock every write of a target file (promotion, rollback) holds, with its log append."""
     return FileLock(str(target_path.parent / f".{target_path.name}.lock"), timeout=timeout_s)
-
-
-def append_log(log_path: Path, record: dict[str, Any]) -> None:
-    """One JSON line, fsync'd. Top-level keys sorted; nested maps keep their order (a config's keys as written)."""
-    with open(log_path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({key: record[key] for key in sorted(record)}) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 def _sync(target: CommentedMap, new: dict[str, Any], kept: tuple[str, ...] = ()) -> None:

@@ -18,12 +18,12 @@ from typing import Any
 from filelock import Timeout
 
 from sglab.core.errors import ConfigError
+from sglab.core.untrusted import printable
 from sglab.config.loader import load_stack
 from sglab.core.paths import project_root, stack_path
-from sglab.promotion.promote import (PROMOTED_KEYS, _sha256, _write_atomic, append_log, apply_promotion, owned_values,
-                                    target_lock)
+from sglab.promotion.promote import PROMOTED_KEYS, _sha256, _write_atomic, apply_promotion, owned_values, target_lock
 from sglab.promotion.evidence import PromotionRefused
-from sglab.promotion.log import LOG_NAME, ROLLBACK, LogEntry, effective, read_log
+from sglab.promotion.log import LOG_NAME, ROLLBACK, LogEntry, append_log, effective, read_log
 from sglab.results.store import git_commit, utc_now_iso
 
 
@@ -65,6 +65,12 @@ def plan_rollback(target: str, before: str, entries: list[LogEntry], target_path
                                "replaced (logged by an older sglab)",
                                f"restore {target_path.name}'s promoted keys by hand from version control (the entry's "
                                "target_sha256_before is the file to find: git log -p stacks/), then pulumi up")
+    foreign = sorted(str(k) for k in previous if k not in PROMOTED_KEYS)
+    if foreign:
+        raise PromotionRefused(f"the newest {newest.describe()} in {log_name} records keys no promotion owns "
+                               f"({printable(', '.join(foreign), limit=200)}); a rollback writes only "
+                               f"sglab:{', sglab:'.join(PROMOTED_KEYS)}",
+                               f"restore {log_name} from version control")
     now = owned_values(before)
     changed = [key for key in PROMOTED_KEYS if now.get(key) != promoted.get(key)]
     if changed:

@@ -79,7 +79,7 @@ class RecordedPolicy(Record):
     method: str | None = None
     checks: str | None = None
     design: str | None = None
-    min_output_parity: float | None = None
+    output_parity_margin: float | None = None
     slo: dict[str, Any] | None = None
     traffic: dict[str, Any] | None = None
 

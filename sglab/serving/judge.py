@@ -76,6 +76,22 @@ def usable(window: Window, spec: JudgeSpec, arms: tuple[str, str]) -> str | None
     return None
 
 
+def failing(windows: list[Window], spec: JudgeSpec, arms: tuple[str, str]) -> str | None:
+    """The first window the judge cannot read as healthy evidence (None: none): an arm's series absent or
+    non-physical (ArmWindow.problems), or a canary that served requests without a token (every request of the
+    window failed: skipping it would hide the failing canary)."""
+    for window in windows:
+        for arm in arms:
+            data = window.arms.get(arm)
+            if data is not None and data.problems:
+                return f"window ending {window.end:.0f}: {arm}: {data.problems[0]}"
+        canary = window.arms.get(arms[0])
+        if canary is not None and canary.requests >= spec.min_requests_per_window and canary.decode_tok_per_s is None:
+            return (f"window ending {window.end:.0f}: {arms[0]} served {canary.requests:.0f} requests without a token "
+                    "(every request failed)")
+    return None
+
+
 def _log_ratio(a: float | None, b: float | None) -> float | None:
     return math.log(a / b) if a is not None and b is not None and a > 0 and b > 0 else None
 
@@ -148,6 +164,9 @@ def decide(windows: list[Window], spec: JudgeSpec, *, arms: tuple[str, str] = (C
     """The decision after `windows` (oldest first): `arms` is (candidate side, reference side)."""
     pairs: list[tuple[ArmWindow, ArmWindow]] = []
     skipped = 0
+    broken = failing(windows, spec, arms)
+    if broken is not None:
+        return Decision("abort", f"{broken}: the judge fails closed", 0, 0, None, None, None, "continue")
     for window in windows:
         if usable(window, spec, arms) is None:
             pairs.append((window.arms[arms[0]], window.arms[arms[1]]))

@@ -36,6 +36,9 @@ class ArmWindow:
     generated_tokens: float
     verify_calls: float
     categories: dict[str, tuple[float, float]] = field(default_factory=dict)  # category -> (ITL sum, count)
+    # why the window cannot be read as measured (an absent error series, a negative increase): the judge fails
+    # closed on any (sglab/serving/judge.py)
+    problems: tuple[str, ...] = ()
 
     @property
     def decode_tok_per_s(self) -> float | None:
@@ -110,27 +113,43 @@ def fetch_windows(prom: Prometheus, arms: dict[str, dict[str, str]], *, start: f
             if name.startswith("cat_"):
                 for s in series:
                     cat = s.labels.get(category_label or "", "")
-                    for t, v in s.samples:
-                        if math.isfinite(v):
-                            categories[arm][name].setdefault(round(t, 3), {})[cat] = v
+                    for t, sample in s.samples:
+                        if math.isfinite(sample):
+                            categories[arm][name].setdefault(round(t, 3), {})[cat] = sample
                 continue
-            values[arm][name] = {round(t, 3): v for s in series[:1] for t, v in s.samples}
+            values[arm][name] = {round(t, 3): sample for s in series[:1] for t, sample in s.samples}
     out = []
     for end in ends:
         key = round(end, 3)
         by_arm = {}
         for arm in arms:
-            v = values[arm]
-            requests = _finite(v["requests"].get(key))
-            if requests is None:
+            queried = values[arm]
+            if _finite(queried["requests"].get(key)) is None:
                 continue
-            sums, counts = categories[arm]["cat_sum"].get(key, {}), categories[arm]["cat_count"].get(key, {})
-            by_arm[arm] = ArmWindow(
-                requests=requests, errors=_finite(v["errors"].get(key)) or 0.0,
-                itl_sum_s=_finite(v["itl_sum"].get(key)) or 0.0, itl_count=_finite(v["itl_count"].get(key)) or 0.0,
-                ttft_p99_s=_finite(v["ttft_p99"].get(key)), itl_p99_s=_finite(v["itl_p99"].get(key)),
-                generated_tokens=_finite(v["generated"].get(key)) or 0.0,
-                verify_calls=_finite(v["verify"].get(key)) or 0.0,
-                categories={c: (sums[c], counts.get(c, 0.0)) for c in sums if c})
+            by_arm[arm] = arm_window({name: series.get(key) for name, series in queried.items()},
+                                     categories[arm]["cat_sum"].get(key, {}), categories[arm]["cat_count"].get(key, {}))
         out.append(Window(end=end, window_s=window_s, arms=by_arm))
     return out
+
+
+COUNTERS = {"requests": REQUESTS, "errors": ABORTED, "itl_sum": f"{ITL}_sum", "itl_count": f"{ITL}_count",
+            "generated": GENERATED, "verify": VERIFY}
+
+
+def arm_window(values: dict[str, float | None], sums: dict[str, float], counts: dict[str, float]) -> ArmWindow:
+    """One arm's window from its query values (name -> increase, None where the series was absent). The error
+    series must be there (absent is not zero errors) and no counter may decrease (an increase below zero is a
+    reset mid-window or a non-physical series): either is a problem the judge fails closed on."""
+    problems = []
+    if _finite(values.get("errors")) is None:
+        problems.append(f"no error series ({ABORTED})")
+    for name, metric in COUNTERS.items():
+        value = _finite(values.get(name))
+        if value is not None and value < 0:
+            problems.append(f"a negative increase of {metric} ({value:g}): a counter reset or a non-physical series")
+    return ArmWindow(
+        requests=_finite(values.get("requests")) or 0.0, errors=_finite(values.get("errors")) or 0.0,
+        itl_sum_s=_finite(values.get("itl_sum")) or 0.0, itl_count=_finite(values.get("itl_count")) or 0.0,
+        ttft_p99_s=_finite(values.get("ttft_p99")), itl_p99_s=_finite(values.get("itl_p99")),
+        generated_tokens=_finite(values.get("generated")) or 0.0, verify_calls=_finite(values.get("verify")) or 0.0,
+        categories={c: (sums[c], counts.get(c, 0.0)) for c in sums if c}, problems=tuple(problems))

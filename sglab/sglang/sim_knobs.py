@@ -83,6 +83,8 @@ SIM_KNOBS: tuple[SimKnob, ...] = (
     SimKnob("profile", str, "default", "timing profile: a built-in name or a YAML/JSON file"),
     SimKnob("set", str, "", "profile overrides NAME=VALUE[,NAME=VALUE...]", group="cli"),
     SimKnob("seed", int, 0, "seed of acceptance draws, EOS lengths and faults"),
+    SimKnob("run_seed", int, 0, "the bench run's load seed: acceptance draws follow it, so each run draws its own "
+            "(sglab bench sets it)", group="cli", ge=0),
     SimKnob("time_scale", float, 1.0, "divide every modelled duration by this", ge=TIME_SCALE_MIN,
             le=TIME_SCALE_MAX, why_bounded="the range where the simulator's gains and accept lengths stay the same; "
             f"use {TIME_SCALE_MIN:g} to {TIME_SCALE_MAX:g}, 1 = real time (docs/simulator.md, 'Time scale')"),

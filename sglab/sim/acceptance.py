@@ -120,6 +120,13 @@ class ContentAcceptance:
         return self._models[key]
 
 
+def acceptance_rng(seed: int, run_seed: int, request_seq: int) -> random.Random:
+    """The acceptance draws of one request: the server's seed, the bench run's seed (so a re-run draws anew
+    rather than replaying the run before) and the request's arrival number. Run seed 0 (a simulator started
+    by hand) draws what the simulator drew before runs had seeds of their own."""
+    return random.Random(f"accept:{seed}:{run_seed}:{request_seq}" if run_seed else f"accept:{seed}:{request_seq}")
+
+
 def natural_tokens(category: str, default: tuple[int, int]) -> tuple[int, int]:
     """The range a request's natural (EOS) length is drawn from: its category's, or the profile's."""
     profile = CATEGORY_PROFILES.get(category)

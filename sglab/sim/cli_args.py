@@ -59,6 +59,7 @@ class SimConfig:
     record_step_time: bool = False
     adaptive: AdaptiveConfig | None = None  # --speculative-adaptive in effect (None: static or off)
     warnings: tuple[str, ...] = ()  # logged at WARNING, as SGLang logs them
+    run_seed: int = 0  # the bench run's load seed (SGLAB_SIM_RUN_SEED): the acceptance draws follow it
 
     @property
     def host(self) -> str:
@@ -302,6 +303,7 @@ def parse_sim_args(argv: list[str], env: Mapping[str, str] | None = None) -> Sim
         comm_factor=comm_factor(profile, nccl_env, values["disable_custom_all_reduce"]),
         spec=spec,
         seed=knobs["seed"],
+        run_seed=knobs["run_seed"],
         time_scale=knobs["time_scale"],
         warmup_s=knobs["warmup_s"],
         spin_ms=knobs["spin_ms"],

@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from sglab.sim import timing
-from sglab.sim.acceptance import natural_tokens, position_factor
+from sglab.sim.acceptance import acceptance_rng, natural_tokens, position_factor
 from sglab.sim.ngram import repetition
 from sglab.sim.adaptive import SpecTiers
 from sglab.sim.cli_args import SimConfig
@@ -182,7 +182,7 @@ class Engine:
         seq = next(self._seq)
         seed = self.config.seed
         request.tokens = OutputTokens(zlib.crc32(f"{seed}:{request.prompt_key}".encode()))
-        request.rng = random.Random(f"accept:{seed}:{seq}")
+        request.rng = acceptance_rng(seed, self.config.run_seed, seq)
         content, request.templated = prompt_content(request.prompt_key)
         request.category = classify(content)
         if self.spec is not None and self.spec.kind == "ngram":

@@ -103,3 +103,100 @@ def test_the_bench_controller_starts_from_the_earlier_rounds() -> None:
     assert alone.decision == "continue" and record.decision in ("promote", "continue")
     assert record.earlier_rounds == 30 and all(lk.decision == "continue" for lk in record.looks[:30])
     assert record.looks[-1].rounds == 30 + len(fresh) or record.decision == "promote"
+
+
+def test_a_run_whose_seed_the_sequence_already_counted_is_refused(tmp_path: Path) -> None:
+    """The same load seed replays the same prompts, arm order and acceptance draws: no new rounds."""
+    first = _run(tmp_path, "20260101T000001Z-aaaaaa", gain=0.006, seed=1)
+    key, policy = sequence_key(first), policy_of(first)
+    with pytest.raises(SequenceError, match="seed 1 was already counted by run 20260101T000001Z-aaaaaa"):
+        continue_sequence("synthetic", key, policy, base=tmp_path, seed=1)
+    record = continue_sequence("synthetic", key, policy, base=tmp_path, seed=2)
+    assert [r["run_id"] for r in record["runs"]] == [first.run_id]
+
+
+def test_a_sequence_whose_runs_share_a_seed_is_refused_at_the_bench_and_at_promotion(tmp_path: Path) -> None:
+    first = _run(tmp_path, "20260101T000001Z-aaaaaa", gain=0.006, seed=1)
+    key, policy = sequence_key(first), policy_of(first)
+    record = continue_sequence("synthetic", key, policy, base=tmp_path)
+    replay = _run(tmp_path, "20260101T000002Z-bbbbbb", gain=0.006, seed=1, sequence=record)
+    with pytest.raises(SequenceError, match="share load seed 1"):
+        continue_sequence("synthetic", key, policy, base=tmp_path, seed=3)
+    assert "seed 1 was already counted" in recheck(replay, tmp_path, policy_of(replay))
+
+
+def _doc(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_a_changed_or_unreadable_newest_run_refuses_the_sequence(tmp_path: Path) -> None:
+    """Editing the newest run's policy would move it out of the pair's key and silently rewind the sequence."""
+    first = _run(tmp_path, "20260101T000001Z-aaaaaa", gain=0.006, seed=1)
+    key, policy = sequence_key(first), policy_of(first)
+    second = _run(tmp_path, "20260101T000002Z-bbbbbb", gain=0.006, seed=2,
+                  sequence=continue_sequence("synthetic", key, policy, base=tmp_path))
+    path = tmp_path / "synthetic" / second.run_id / "result.json"
+    good = path.read_text()
+    doc = _doc(path)
+    doc["policy"]["min_gain"] = 0.02
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SequenceError, match=f"run {second.run_id} .* cannot be trusted") as refused:
+        continue_sequence("synthetic", key, policy, base=tmp_path, seed=3)
+    assert "--fresh-sequence" in refused.value.fix
+    path.write_text("{not json")
+    with pytest.raises(SequenceError, match="cannot be read"):
+        continue_sequence("synthetic", key, policy, base=tmp_path, seed=3)
+    path.write_text(good)
+    assert len(continue_sequence("synthetic", key, policy, base=tmp_path, seed=3)["runs"]) == 2
+
+
+def test_an_old_run_copied_under_a_newer_name_is_refused(tmp_path: Path) -> None:
+    first = _run(tmp_path, "20260101T000001Z-aaaaaa", gain=0.006, seed=1)
+    key, policy = sequence_key(first), policy_of(first)
+    _run(tmp_path, "20260101T000002Z-bbbbbb", gain=0.006, seed=2,
+         sequence=continue_sequence("synthetic", key, policy, base=tmp_path))
+    copy = tmp_path / "synthetic" / "20260101T000009Z-zzzzzz"
+    copy.mkdir()
+    (copy / "result.json").write_text((tmp_path / "synthetic" / first.run_id / "result.json").read_text())
+    with pytest.raises(SequenceError, match="holds run 20260101T000001Z-aaaaaa"):
+        continue_sequence("synthetic", key, policy, base=tmp_path, seed=3)
+
+
+def test_another_stacks_run_in_the_stacks_results_is_refused(tmp_path: Path) -> None:
+    first = _run(tmp_path, "20260101T000001Z-aaaaaa", gain=0.006, seed=1)
+    key, policy = sequence_key(first), policy_of(first)
+    other = synthetic_result(stack="elsewhere", gain=0.006, levels=(1,), rounds=12, run_id="20260101T000002Z-oooooo",
+                             seed=2, policy=POLICY, round_cv=0.02, shared_cv=0.0)
+    write_result(other, create_run_dir("synthetic", other.run_id, tmp_path))
+    with pytest.raises(SequenceError, match="run of stack elsewhere, not synthetic"):
+        continue_sequence("synthetic", key, policy, base=tmp_path, seed=3)
+
+
+def test_the_sequence_key_covers_the_stack_the_design_and_the_servers() -> None:
+    first = synthetic_result(gain=0.006, levels=(1,), rounds=12, policy=POLICY)
+    other_stack = synthetic_result(stack="elsewhere", gain=0.006, levels=(1,), rounds=12, policy=POLICY)
+    crossover = synthetic_result(gain=0.006, levels=(1,), rounds=12, policy={**POLICY, "design": "crossover"})
+    servers = synthetic_result(gain=0.006, levels=(1,), rounds=12, policy=POLICY)
+    servers.target.kind, servers.target.urls = "urls", {"baseline": "http://a:30000", "candidate": "http://b:30000"}
+    other_servers = synthetic_result(gain=0.006, levels=(1,), rounds=12, policy=POLICY)
+    other_servers.target.kind = "urls"
+    other_servers.target.urls = {"baseline": "http://10.0.0.9:30000", "candidate": "http://10.0.0.8:30000"}
+    reseeded = synthetic_result(gain=0.006, levels=(1,), rounds=12, policy=POLICY, seed=77)
+    keys = [sequence_key(r) for r in (first, other_stack, crossover, servers, other_servers)]
+    assert len(set(keys)) == 5
+    assert sequence_key(reseeded) == sequence_key(first)  # the seed is the run's, not the pair's
+
+
+def test_promotion_refuses_a_sequence_measured_on_other_machines(tmp_path: Path) -> None:
+    from sglab.schema.result import ArmMachine
+
+    first = _run(tmp_path, "20260101T000001Z-aaaaaa", gain=0.006, seed=1)
+    key, policy = sequence_key(first), policy_of(first)
+    later = synthetic_result(gain=0.006, levels=(1,), rounds=12, run_id="20260101T000002Z-bbbbbb", seed=2,
+                             policy=POLICY, round_cv=0.02, shared_cv=0.0)
+    later.sequential = {"sequence": continue_sequence("synthetic", key, policy, base=tmp_path, seed=2)}
+    assert recheck(later, tmp_path, policy_of(later)) is None
+    for arm in later.arms:
+        arm.machine = ArmMachine(producer="sglang", server_version="0.5.4", image_digest="sha256:" + "b" * 64,
+                                 node_labels={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    assert "ran on other machines" in recheck(later, tmp_path, policy_of(later))

@@ -22,7 +22,8 @@ def _request(arm: str, round_index: int, i: int, start_s: float) -> RequestSampl
     tokens = TOKENS[arm] + (round_index % 3) - 1 + (i % 2)
     return RequestSample(arm=arm, level=1, round_index=round_index, start_s=start_s, output_tokens=tokens,
                          ttft_ms=20.0, e2e_ms=20.0 + 10.0 * (tokens - 1), itl_ms=[10.0] * (tokens - 1),
-                         decode_tok_per_s=100.0)
+                         decode_tok_per_s=100.0, prompt_index=i, temperature=0.0,
+                         output_sha256=f"{i:064x}")  # both arms answer prompt i alike: output parity holds
 
 
 def _run(rounds: int = 6, metric: str = "fake_tokens_per_request") -> RunResult:

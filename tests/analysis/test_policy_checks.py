@@ -50,8 +50,8 @@ def policy(**kw) -> dict:
 
 
 def test_the_checks_are_part_of_the_sequence_key_and_an_older_record_continues_the_standard_one():
-    common = dict(kind="ab", config_hash={"baseline": "b", "candidate": "c"}, plan={}, target_kind="sim",
-                  time_scale=1.0, sim_env={})
+    common = dict(stack="s", urls={}, kind="ab", config_hash={"baseline": "b", "candidate": "c"}, plan={},
+                  target_kind="sim", time_scale=1.0, sim_env={})
     standard = accumulate.key_of(policy=policy(), **common)
     older = {k: v for k, v in policy().items() if k != "checks"}
     assert accumulate.key_of(policy=older, **common) == standard

@@ -17,6 +17,7 @@ from sglab.core.paths import project_root
 from sglab.promotion.promote import PromotionRefused, promote
 from sglab.results.integrity import planned
 from sglab.results.store import create_run_dir, write_result
+from sglab.promotion.log import sealed
 from sglab.promotion.rollback import rollback
 
 REPO_STACKS = project_root() / "stacks"
@@ -127,7 +128,7 @@ def test_an_older_log_entry_without_the_previous_config_is_refused(root: Path) -
     log = root / "stacks" / "promotions.jsonl"
     entry = _log(root)[0]
     del entry["previous"]
-    log.write_text(json.dumps(entry) + "\n")
+    log.write_text(json.dumps(sealed(entry)) + "\n")  # as an older sglab logged it (sealed here: it is read)
     with pytest.raises(PromotionRefused, match="does not record the config it replaced") as info:
         rollback("production", root=root)
     assert "git log -p" in info.value.fix
