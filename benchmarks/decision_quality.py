@@ -19,9 +19,9 @@ times at a true gain equal to min-gain, fresh sequences vs one continued sequenc
 (sglab/analysis/accumulate.py), and (c') one continued sequence whose re-runs replay the rounds before them
 (one load seed for all, rho 0.95 and 0.99) against runs that draw their own seed; (d) the TTFT p99 guard at +5%
 and +35% against a +20% cap (sglab/analysis/guards.py); (e) the trade-off at the first looks; (f) the shipped
-checks against later promotion floors (sglab/analysis/assumptions.py: policy.checks standard and strict). Rates come with 95% Wilson intervals. `--mode
-sweep` (needs a real run's noise,
---from-result) compares successive elimination with the exhaustive grid.
+checks against later promotion floors (sglab/analysis/assumptions.py: policy.checks standard and strict). Rates
+come with 95% Wilson intervals. `--mode sweep` (needs a real run's noise, --from-result) compares the retired
+successive elimination (benchmarks/retired_rules.py) with the exhaustive grid.
 
 Run: .venv/bin/python benchmarks/decision_quality.py --mode sequential   (docs/verdict.md: the tables, wall time)
 """
