@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.sglab-installed
 
-.PHONY: install lint test demo image clean-venv sglang-contract-venv
+.PHONY: install lint test test-services demo image clean-venv sglang-contract-venv
 
 install: $(STAMP)
 	@bash tools/install-prometheus.sh >/dev/null || echo "warning: no Prometheus; the canary rehearsal tests will fail (run tools/install-prometheus.sh as root)"
@@ -25,14 +25,15 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# Pulumi's mocks deadlock in a process where Locust's gevent monkey-patching ran, so the tests that run the
-# Pulumi program get their own pytest process (tests/pulumi_harness.py refuses to run otherwise).
-PULUMI_TESTS := tests/deploy tests/deploy_extras tests/probe
-test: install lint sglang-contract-venv
+# Before the tests, at once: lint, SGLang's parser venv, and the browser and Prometheus the end-to-end tests use.
+# The tests then run as three pytest processes (tools/run-tests.sh says which and why).
+test: install
+	@$(MAKE) --no-print-directory --output-sync=target -j3 lint sglang-contract-venv test-services
+	@bash tools/run-tests.sh
+
+test-services:
 	@bash tools/install-browser.sh || echo "warning: no Chromium; the browser test will be skipped (fails under CI)"
 	@bash tools/install-prometheus.sh || echo "warning: no Prometheus; the canary rehearsal tests will fail"
-	$(BIN)/python -m pytest -q -ra $(PULUMI_TESTS)
-	$(BIN)/python -m pytest -q -ra $(addprefix --ignore=,$(PULUMI_TESTS))
 
 # The main job on the embedded simulator: same-run A/B, verdict, report, promotion dry run.
 # The gated level (concurrency 1) runs sequentially: it stops once its confidence sequence decides. The
