@@ -102,8 +102,10 @@ def reached_arms(request: BenchRequest, log_dir: Path) -> Iterator[tuple[object,
 
     with stop_signals_interrupt():  # until the run's own handlers take over (BenchRun.execute)
         if request.target_kind == "sim":
+            from sglab.load.design import placement_for
+
             targets = start_sims(request.arms, extra_env={**stack_sim_env(request.loaded), **request.sim_env},
-                                 log_dir=log_dir)
+                                 log_dir=log_dir, arm_env=placement_for(request).start_env())
         else:
             targets = given_urls(request.urls)
     with targets:
