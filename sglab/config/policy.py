@@ -45,7 +45,7 @@ class PromotionPolicy(Model):
     # halfway, so a difference between the two nodes cancels from the gain and is reported on its own;
     # switchback: one node, the arms take turns in ABBA blocks; parallel: both at once on their own node, and
     # the gain includes any difference between the nodes (never promotable where a balanced design is asked).
-    design: Literal["crossover", "switchback", "parallel"] = "parallel"
+    design: Literal["crossover", "switchback", "parallel"] = "crossover"
     # The least share of temperature-0 answers the candidate must give exactly as the baseline does (a guard;
     # sglab/analysis/parity.py). Unset: shown, not gated. Real GPUs differ a little by themselves: see the A/A.
     min_output_parity: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
