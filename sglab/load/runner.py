@@ -269,8 +269,9 @@ class BenchRun:
         warm_arms = [a for a in live if level_start or a in moved]
         warm = []
         if self.plan.warmup_requests and self.interrupted is None:
-            # a burn-in after a restart, not counted: filed under the round it precedes (-1: the level's own)
-            index = -1 if level_start else round_index
+            # a burn-in, not counted: the one before round r is filed as round -(r+1) (-1: the level's first),
+            # so every warm-up keeps its own samples and no round >= 0 holds one
+            index = -(round_index + 1)
             for position, arm in enumerate(warm_arms):
                 warm.append(self.segment(level, index, position, arm, warmup=True, progress=progress))
                 progress.advance()

@@ -42,12 +42,13 @@ def test_a_crossover_swaps_the_arms_nodes_between_periods(out):
                                "candidate": ["sim-node-b", "sim-node-a"] * 2}
     assert design["restarts"] == 6  # three swaps, both servers each time
     assert design["restart_s"] > 0 and design["measuring_s"] >= 8 * 0.9
-    # every restart is followed by a burn-in of each moved arm (not counted), filed under the round it precedes
+    # every restart is followed by a burn-in of each moved arm (not counted): the one before round r is -(r+1)
     warm = [(r["round_index"], r["arm"], r["node"]) for r in result["levels"][0]["rounds"] if r["warmup"]]
-    assert sorted(warm) == [(-1, "baseline", "sim-node-a"), (-1, "candidate", "sim-node-b"),
-                            (1, "baseline", "sim-node-b"), (1, "candidate", "sim-node-a"),
-                            (2, "baseline", "sim-node-a"), (2, "candidate", "sim-node-b"),
-                            (3, "baseline", "sim-node-b"), (3, "candidate", "sim-node-a")]
+    assert sorted(warm) == [(-4, "baseline", "sim-node-b"), (-4, "candidate", "sim-node-a"),
+                            (-3, "baseline", "sim-node-a"), (-3, "candidate", "sim-node-b"),
+                            (-2, "baseline", "sim-node-b"), (-2, "candidate", "sim-node-a"),
+                            (-1, "baseline", "sim-node-a"), (-1, "candidate", "sim-node-b")]
+    assert all(r["requests"] == 1 for r in result["levels"][0]["rounds"] if r["warmup"])
     assert (run_dir / "sim-candidate.log").read_text().count("listening on") == 4  # one log, every start
 
 
