@@ -8,8 +8,8 @@ A node's speed adds the same offset to every round its arm runs there, which int
   2k-1 pairs with round j of period 2k.
 - switchback: one node; one arm per round, periods in ABBA blocks (4b+1 and 4b+4 the baseline, 4b+2 and 4b+3
   the candidate); a server starts on the node when its turn comes and stops when it ends.
-Only a two-arm run that sglab starts (`--target sim`) can be moved; URLs, and runs of more arms (attribution),
-run parallel and their DesignRecord says why.
+Only an A/B (or A/A) that sglab starts (`--target sim`) can be moved; URLs, attribution runs (four arms) and a
+sweep's race run parallel, and their DesignRecord says why.
 """
 
 from __future__ import annotations
@@ -98,9 +98,10 @@ def placement_for(request) -> Placement:
         design = "parallel"
         notes.append(f"policy.design is {asked}, but the arms are servers given by URL ({request.target_kind}), "
                      "which sglab cannot move: ran parallel, so the gain includes any difference between their nodes")
-    elif asked != "parallel" and len(arms) != 2:
+    elif asked != "parallel" and (len(arms) != 2 or request.kind not in ("ab", "aa")):
         design = "parallel"
-        notes.append(f"policy.design {asked} places two arms; this run has {len(arms)}: ran parallel")
+        notes.append(f"policy.design {asked} places the two arms of an A/B; this {request.kind} run has "
+                     f"{len(arms)}: ran parallel")
     elif asked == "crossover" and len(nodes) < 2:
         design = "switchback"
         notes.append(f"policy.design is crossover but sim.nodes declares one node ({nodes[0][0]}): ran switchback "

@@ -31,7 +31,9 @@ class RoundController(Protocol):
         """The most rounds this level may get."""
 
     def arms_for_round(self, level: int, round_index: int) -> list[str]:
-        """The arms of this round (the baseline included); empty: the level is done."""
+        """The arms of this round (the baseline included); empty: the level is done. The design decides what
+        runs (sglab/load/design.py): a switchback round runs the one arm in turn, and a level whose design cycle
+        is unfinished runs to its end, so every node serves both arms equally."""
 
     def round_done(self, level: int, round_index: int, measured: LevelResult) -> None:
         """After every complete round, with every round of the level so far."""

@@ -15,10 +15,10 @@ A, B = ("sim-node-a", 1.0), ("sim-node-b", 0.96)
 
 
 def _request(design: str, *, target_kind: str = "sim", arms=("baseline", "candidate"), nodes=None,
-             period_rounds: int = 4):
+             period_rounds: int = 4, kind: str = "ab"):
     sim = SimSpec() if nodes is None else SimSpec.model_validate({"nodes": nodes})
     config = SimpleNamespace(policy=PromotionPolicy(design=design), sim=sim)
-    return SimpleNamespace(loaded=SimpleNamespace(config=config), target_kind=target_kind,
+    return SimpleNamespace(loaded=SimpleNamespace(config=config), target_kind=target_kind, kind=kind,
                            arms=[SimpleNamespace(name=a) for a in arms],
                            plan=LoadPlan(period_rounds=period_rounds))
 
@@ -71,8 +71,13 @@ def test_servers_given_by_url_cannot_move_and_run_parallel_with_a_note():
 
 
 def test_more_than_two_arms_run_parallel_with_a_note():
-    p = placement_for(_request("switchback", arms=("baseline", "a", "b", "candidate")))
-    assert p.design == "parallel" and "4" in p.notes[0]
+    p = placement_for(_request("switchback", arms=("baseline", "a", "b", "candidate"), kind="attribute"))
+    assert p.design == "parallel" and "attribute run has 4" in p.notes[0]
+
+
+def test_a_sweeps_race_runs_parallel_even_with_two_arms():
+    p = placement_for(_request("crossover", kind="sweep"))
+    assert p.design == "parallel" and "sweep run" in p.notes[0]
 
 
 def test_a_crossover_on_one_node_runs_switchback_with_a_note():
