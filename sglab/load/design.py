@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from sglab.config.sim import node_env
 
 Node = tuple[str, float]  # (name, speed)
-# Rounds per cycle in periods: a crossover is balanced after 2 periods (each node served both arms), a
-# switchback after 4 (ABBA cancels a linear drift).
+# Periods per cycle: a crossover's pair of periods (each node serves both arms), a switchback's ABBA block
+# (cancels a linear drift); a level gets periods short enough for at least one cycle.
 CYCLE_PERIODS = {"crossover": 2, "switchback": 4}
 
 
@@ -50,12 +50,6 @@ class Placement:
         if not self.moves:
             return None
         return max(0, round_index) // self.period_length(level_rounds) + 1
-
-    def balanced_after(self, rounds_done: int, level_rounds: int) -> bool:
-        """True when `rounds_done` rounds end a whole cycle (a sequential stop waits for one)."""
-        if not self.moves:
-            return True
-        return rounds_done % (self.period_length(level_rounds) * CYCLE_PERIODS[self.design]) == 0
 
     def in_turn(self, period: int | None) -> str:
         """The arm a switchback period serves: ABBA."""

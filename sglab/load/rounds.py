@@ -31,9 +31,8 @@ class RoundController(Protocol):
         """The most rounds this level may get."""
 
     def arms_for_round(self, level: int, round_index: int) -> list[str]:
-        """The arms of this round (the baseline included); empty: the level is done. The design decides what
-        runs (sglab/load/design.py): a switchback round runs the one arm in turn, and a level whose design cycle
-        is unfinished runs to its end, so every node serves both arms equally."""
+        """The arms of this round (the baseline included); empty: the level is done. The design decides which
+        of them run (sglab/load/design.py): a switchback round runs the one arm in turn."""
 
     def round_done(self, level: int, round_index: int, measured: LevelResult) -> None:
         """After every complete round, with every round of the level so far."""
@@ -94,8 +93,6 @@ class ControlledRun(BenchRun):
         orders = round_orders(self.arm_names, plan.seed, level, total)
         for round_index in range(done, total):
             arms = self.controller.arms_for_round(level, round_index) if round_index > done else first
-            if not arms and not self.placement.balanced_after(round_index, total):
-                arms = first  # a design's cycle is finished before the level stops: every node serves both arms
             if not arms or self.interrupted:
                 break
             warm += self.enter_period(level, round_index, total, progress, arms)
