@@ -95,7 +95,7 @@ def test_a_server_that_does_not_come_back_ends_the_run_invalid_naming_the_arm_an
                 os.kill(pid, signal.SIGKILL)  # the restarted candidate dies before it answers /health
                 killed = True
             time.sleep(0.01)
-        stdout, stderr = proc.communicate(timeout=60)
+        _, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

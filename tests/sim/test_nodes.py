@@ -6,10 +6,10 @@ import httpx
 import pytest
 
 from sglab.config.sim import SimSpec, node_env
+from sglab.sim import timing
 from sglab.sim.cli_args import SimArgsError, parse_sim_args
 from sglab.sim.profile import SimProfile
 from sglab.sim.testing import running_sim
-from sglab.sim import timing
 
 from .helpers import CHART_COMMON, FAST
 
