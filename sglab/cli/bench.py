@@ -63,6 +63,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "the error rate)")
     p.add_argument("--ungated-rounds", type=model_option(LoadPlan, "ungated_rounds", "load.ungated-rounds"),
                    help="rounds at the other levels, which only show the crossover (default: load.ungated-rounds)")
+    p.add_argument("--design", choices=["crossover", "switchback", "parallel"],
+                   help="where the arms run (default: policy.design): crossover swaps their nodes every "
+                   "--period-rounds rounds, switchback serves one arm at a time on one node (ABBA), parallel keeps "
+                   "each on its own node; only servers sglab starts (--target sim) can be moved")
+    p.add_argument("--period-rounds", type=model_option(LoadPlan, "period_rounds", "load.period-rounds"),
+                   help="rounds per period of crossover and switchback (default: load.period-rounds)")
     p.add_argument("--concurrency", type=model_option(LoadPlan, "concurrency", "load.concurrency"),
                    help="comma-separated levels, e.g. 1,4 (default: the stack's)")
     p.add_argument("--profile", help="load profile: concurrency (closed loop, default), rate (open loop), "
@@ -277,6 +283,11 @@ def build_request(args: argparse.Namespace):
 
     loaded = load_stack(args.stack)
     raise_blocking(stack_lints(loaded.config), loaded.path)  # as validate, render and pulumi up do
+    if args.design is not None:  # recorded with the policy, as asked
+        from dataclasses import replace
+
+        policy = loaded.config.policy.model_copy(update={"design": args.design})
+        loaded = replace(loaded, config=loaded.config.model_copy(update={"policy": policy}))
     kind = "aa" if args.aa else "attribute" if args.attribute else "ab"
     urls_given = bool(args.baseline_url or args.candidate_url)
     target = args.target or ("urls" if urls_given else "sim")
@@ -293,7 +304,7 @@ def build_request(args: argparse.Namespace):
     workers_problem = worker_count_problem(args.workers)
     if workers_problem:
         raise UsageError(workers_problem)
-    overrides = {"concurrency": args.concurrency, "rounds": args.rounds,
+    overrides = {"concurrency": args.concurrency, "rounds": args.rounds, "period_rounds": args.period_rounds,
                  "ungated_rounds": args.ungated_rounds, "seed": args.seed,
                  "warmup_requests": args.warmup_requests, "max_new_tokens": args.max_new_tokens,
                  "request_timeout_s": args.request_timeout_s, **_profile_overrides(args),

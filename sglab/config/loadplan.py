@@ -112,6 +112,15 @@ class LoadPlan(Model):
     # Levels the promotion policy does not gate on only show the crossover: fewer rounds there keeps
     # the measuring time where the decision is (None = load.rounds everywhere).
     ungated_rounds: Annotated[int, Field(ge=1, le=MAX_ROUNDS)] | None = 4
+    # Rounds per period of a design that moves the arms (policy.design; sglab/load/design.py): a crossover swaps
+    # the arms' nodes after every period, a switchback switches the arm it serves. The analysis pairs round j of
+    # period 2k-1 with round j of period 2k, so the first crossover pair exists at round period-rounds + 1 and
+    # a sequential level can decide from then on, inside any even period; 4 puts the first pairs (rounds 5-8)
+    # before the standard checks' floor of 10 rounds, makes the default plans whole cycles (8 rounds divide
+    # load.rounds 16 and the sequential max of 32) and costs three swaps per 16 rounds (each a restart of both
+    # servers and a burn-in). A level with fewer rounds (the ungated levels' 4) gets shorter periods so it
+    # still swaps (rounds // 2; rounds // 4 for a switchback's ABBA).
+    period_rounds: Annotated[int, Field(ge=1, le=MAX_ROUNDS)] = 4
     round_duration_s: _seconds(0, MAX_ROUND_S) | None = 6.0  # type: ignore[valid-type]
     round_requests: Annotated[int, Field(ge=1, le=MAX_ROUND_REQUESTS)] | None = None
     warmup_requests: Annotated[int, Field(ge=0, le=MAX_ROUND_REQUESTS)] = 2

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
+from sglab.core.untrusted import printable
 from sglab.schema.result import ArmMachine
 from sglab.sglang.client import ServerInfo
 
@@ -32,14 +33,18 @@ SIM_BLOCK = "sglab_sim"
 
 
 def server_identity(info: ServerInfo) -> dict[str, Any]:
-    """producer, server_version and (a simulator's) time_scale from a server's /get_server_info."""
+    """producer, server_version and (a simulator's) time_scale and node_name from a server's /get_server_info."""
     block = info.raw.get(SIM_BLOCK)
     simulator = isinstance(block, dict) and block.get("simulator") is True
     scale = block.get("time_scale") if simulator else None
     version = info.version
-    return {"producer": "simulator" if simulator else "sglang",
-            "server_version": str(version) if isinstance(version, (str, int, float)) and version != "" else None,
-            "time_scale": float(scale) if isinstance(scale, (int, float)) and not isinstance(scale, bool) else None}
+    out = {"producer": "simulator" if simulator else "sglang",
+           "server_version": str(version) if isinstance(version, (str, int, float)) and version != "" else None,
+           "time_scale": float(scale) if isinstance(scale, (int, float)) and not isinstance(scale, bool) else None}
+    node = block.get("node") if simulator else None
+    if isinstance(node, str) and node:
+        out["node_name"] = printable(node, limit=63)  # the simulated node it reports (untrusted text)
+    return out
 
 
 def image_digest(image: str | None) -> str | None:

@@ -94,20 +94,27 @@ def stack_sim_env(loaded: LoadedStack) -> dict[str, str]:
     return {k: v for k, v in baseline_arm(as_sim).env.items() if k.startswith("SGLAB_SIM_")}
 
 
+def sim_start_env(request: BenchRequest) -> dict[str, str]:
+    """The SGLAB_SIM_* env every simulator of the run starts with (and restarts with, when a design moves it):
+    the stack's knobs, the run's own, and the run's seed, which drives the acceptance draws so a re-run draws its
+    own (not recorded in target.sim_env, which keys the sequence; the result's load plan records the seed)."""
+    from sglab.sglang.sim_knobs import knob
+
+    return {**stack_sim_env(request.loaded), **request.sim_env, knob("run_seed").env: str(request.plan.seed)}
+
+
 @contextmanager
 def reached_arms(request: BenchRequest, log_dir: Path) -> Iterator[tuple[object, list[ArmInfo], list[str]]]:
     """Start (or reach) the arms and check their live flags; yields (targets, arm infos, mismatches) while the
     arms are up. A live server that differs from the stack is refused before any request is sent."""
     from sglab.load.targets import given_urls, start_sims, stop_signals_interrupt
-    from sglab.sglang.sim_knobs import knob
 
     with stop_signals_interrupt():  # until the run's own handlers take over (BenchRun.execute)
         if request.target_kind == "sim":
-            # the run's seed drives the simulators' acceptance draws: a re-run draws its own (not recorded in
-            # target.sim_env, which keys the sequence; the result's load plan records the seed)
-            run_seed = {knob("run_seed").env: str(request.plan.seed)}
-            targets = start_sims(request.arms, extra_env={**stack_sim_env(request.loaded), **request.sim_env,
-                                                          **run_seed}, log_dir=log_dir)
+            from sglab.load.design import placement_for
+
+            targets = start_sims(request.arms, extra_env=sim_start_env(request), log_dir=log_dir,
+                                 arm_env=placement_for(request).start_env())
         else:
             targets = given_urls(request.urls)
     with targets:

@@ -31,7 +31,8 @@ class RoundController(Protocol):
         """The most rounds this level may get."""
 
     def arms_for_round(self, level: int, round_index: int) -> list[str]:
-        """The arms of this round (the baseline included); empty: the level is done."""
+        """The arms of this round (the baseline included); empty: the level is done. The design decides which
+        of them run (sglab/load/design.py): a switchback round runs the one arm in turn."""
 
     def round_done(self, level: int, round_index: int, measured: LevelResult) -> None:
         """After every complete round, with every round of the level so far."""
@@ -86,21 +87,19 @@ class ControlledRun(BenchRun):
             return
         progress.level(level, len(first) * (total - done + (1 if plan.warmup_requests else 0)))
         self._set_users(self.profile.users_for(level))
-        warm = []
         # a controller whose rounds change arms (a sweep's race) names every arm the level may run
         warm_arms = getattr(self.controller, "warmup_arms", lambda _level: first)(level)
-        if plan.warmup_requests and self.interrupted is None:
-            for position, arm in enumerate(warm_arms):
-                warm.append(self.segment(level, -1, position, arm, warmup=True, progress=progress))
-                progress.advance()
-                if self.interrupted:
-                    break
+        warm = self.enter_period(level, done, total, progress, warm_arms, level_start=True)
         orders = round_orders(self.arm_names, plan.seed, level, total)
         for round_index in range(done, total):
             arms = self.controller.arms_for_round(level, round_index) if round_index > done else first
             if not arms or self.interrupted:
                 break
-            for position, arm in enumerate([a for a in orders[round_index] if a in arms]):
+            warm += self.enter_period(level, round_index, total, progress, arms)
+            if self.interrupted:
+                break
+            in_round = self.placement.arms_of(self.period, [a for a in orders[round_index] if a in arms])
+            for position, arm in enumerate(in_round):
                 rounds.append(self.segment(level, round_index, position, arm, warmup=False, progress=progress))
                 progress.advance(f"round {round_index + 1}/{total} done")
                 if self.interrupted:

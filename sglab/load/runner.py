@@ -31,16 +31,19 @@ from sglab.load.owner import this_process
 from sglab.load.profiles import LoadProfile, profile_for
 from sglab.load.progress import BenchProgress
 from sglab.load.schedule import prompt_offset, round_orders
-from sglab.load.request import (BenchRequest, RefusedError, arm_infos, check_live_flags, reached_arms,
+from sglab.load.request import (BenchRequest, RefusedError, arm_infos, check_live_flags, reached_arms, sim_start_env,
                                 stack_sim_env)
 from sglab.load.accept_window import AcceptWindow, accept_method
+from sglab.load.design import Node, placement_for
 from sglab.load.settings import LoadSettings
 from sglab.load.summary import arm_level_summary, round_sample
-from sglab.load.targets import Targets, free_port
+from sglab.load.targets import TargetError, Targets, free_port, start_sim, wait_healthy
 from sglab.load.users import ArmUser, SegmentPacing, get_pacing, set_pacing, set_settings
 from sglab.load.watchdog import ArmWatch, stall_timeout_s, touch, wire_count
 from sglab.results.integrity import planned
-from sglab.schema.result import ArmInfo, LevelResult, RunResult, Target
+from sglab.config.sim import node_env
+from sglab.core.children import stop_all
+from sglab.schema.result import ArmInfo, DesignRecord, LevelResult, RunResult, Target
 from sglab.results.store import create_run_dir, git_commit, new_run_id, utc_now_iso, write_result
 
 SETTLE_TIMEOUT_S = 30.0
@@ -76,17 +79,29 @@ class BenchRun:
         self.collector: SampleCollector | None = None
         self.master = None
         self.workers = None
+        self.watch: ArmWatch | None = None
+        # the design (sglab/load/design.py): where each arm runs now, and what it cost so far
+        self.placement = placement_for(request)
+        self.period: int | None = None
+        self.where: dict[str, Node | None] = {}
+        if request.target_kind == "sim":
+            self.where = dict(self.placement.start_nodes())
+        self.design = DesignRecord(design=self.placement.design, notes=list(self.placement.notes))
 
     # ---- result ---------------------------------------------------------------------------
     def build_result(self, infos: list[ArmInfo], mismatches: list[str]) -> RunResult:
         stack = self.request.loaded
         sim_env, scale = recorded_sim_env(self.request)
+        if self.request.target_kind != "sim":  # servers given by URL: the node the cluster reports, if any
+            self.where = {i.name: (i.machine.node_name, 1.0) if i.machine and i.machine.node_name else None
+                          for i in infos}
+            self.design.nodes = {arm: [node[0] if node else None] for arm, node in self.where.items()}
         return RunResult(
             run_id=self.run_id, stack=stack.name, kind=self.request.kind, started_at=utc_now_iso(),
             complete=False, incomplete_reason="running", git_commit=git_commit(), sglab_version=sglab_version,
             target=Target(kind=self.request.target_kind, urls=dict(self.targets.urls),
                           sim_env=sim_env, time_scale=scale),
-            arms=infos, config_hash={a.name: a.config_hash for a in self.request.arms},
+            arms=infos, config_hash={a.name: a.config_hash for a in self.request.arms}, design=self.design,
             confounds=[c.as_dict() for c in confounds(stack.config)] if self.request.kind != "aa" else [],
             lints=[lint.as_dict() for lint in lint_arms(self.request.arms, stack.config.accept_lints)],
             live_mismatches=mismatches,
@@ -222,6 +237,10 @@ class BenchRun:
                               window_s=(closed_at - started) if closed_at is not None else None)
         sample.complete = not partial
         sample.accept_length_method = self.accept_method if server_accept is not None else None
+        node = self.where.get(arm)
+        sample.node, sample.period = (node[0] if node else None), self.period
+        if not warmup:
+            self.design.measuring_s += finished - started
         return sample
 
     def _wait_samples(self, phase: Phase) -> None:
@@ -236,24 +255,93 @@ class BenchRun:
             return plan.rounds
         return plan.ungated_rounds
 
+    # ---- the design -----------------------------------------------------------------------
+    def enter_period(self, level: int, round_index: int, total_rounds: int, progress: BenchProgress,
+                     arms: list[str], *, level_start: bool = False) -> list:
+        """Before a round: move the servers if its period places them elsewhere, then warm up the arms that
+        restarted (all of `arms` at a level's start); returns the warm-up samples."""
+        period = self.placement.period(round_index, total_rounds)
+        if not level_start and period == self.period:
+            return []
+        self.period = period
+        moved = self._move(self.placement.nodes_for(period)) if self.request.target_kind == "sim" else []
+        self._record_period(period)
+        live = self.placement.arms_of(period, arms)
+        warm_arms = [a for a in live if level_start or a in moved]
+        warm = []
+        if self.plan.warmup_requests and self.interrupted is None:
+            # a burn-in, not counted: the one before round r is filed as round -(r+1) (-1: the level's first),
+            # so every warm-up keeps its own samples and no round >= 0 holds one
+            index = -(round_index + 1)
+            for position, arm in enumerate(warm_arms):
+                warm.append(self.segment(level, index, position, arm, warmup=True, progress=progress))
+                progress.advance()
+                if self.interrupted:
+                    break
+        return warm
+
+    def _record_period(self, period: int | None) -> None:
+        index = (period or 1) - 1
+        for arm in self.arm_names:
+            nodes = self.design.nodes.setdefault(arm, [])
+            if len(nodes) <= index:
+                nodes += [None] * (index + 1 - len(nodes))
+                node = self.where.get(arm)
+                nodes[index] = node[0] if node else None
+
+    def _move(self, wanted: dict[str, Node | None]) -> list[str]:
+        """Stop every server whose node changes, start each on its new node (same argv and port, the node env
+        changed), wait until all answer /health. Returns the arms started; a server that does not come back
+        ends the run invalid."""
+        moving = [arm for arm in self.arm_names if wanted.get(arm) != self.where.get(arm)]
+        if not moving:
+            return []
+        started_at = time.monotonic()
+        if self.watch is not None:
+            self.watch.stop()
+        sims = {sim.arm.name: sim for sim in self.targets.processes}
+        stop_all([sims[arm].process for arm in moving if arm in sims])  # a node serves one server at a time
+        base_env = sim_start_env(self.request)
+        restarted: list[str] = []
+        for arm in moving:
+            self.where[arm] = wanted.get(arm)
+            node = wanted.get(arm)
+            if node is None:
+                continue
+            old = sims[arm]
+            sims[arm] = start_sim(old.arm, extra_env={**base_env, **node_env(*node)},
+                                  log_dir=old.log_path.parent if old.log_path else None, port=old.port)
+            restarted.append(arm)
+        self.targets.processes = [sims[arm] for arm in self.arm_names if arm in sims]
+        for arm in restarted:
+            sim = sims[arm]
+            try:
+                wait_healthy(sim.url, process=sim.process, log_path=sim.log_path)
+            except TargetError as exc:
+                self._on_arm_failure(arm, f"did not come back on node {self.where[arm][0]} after a restart "
+                                     f"({str(exc).splitlines()[0]})")
+                break
+        self.design.restarts += len(restarted)
+        self.design.restart_s += time.monotonic() - started_at
+        if self.invalid is None and self.env is not None:
+            self.watch = self._watch()
+        return restarted
+
     def run_level(self, level: int, progress: BenchProgress, result: RunResult) -> None:
         plan = self.plan
         total_rounds = self.rounds_at(level)
         segments = len(self.arm_names) * (total_rounds + (1 if plan.warmup_requests else 0))
         progress.level(level, segments)
         self._set_users(self.profile.users_for(level))
-        rounds = []
-        if plan.warmup_requests and self.interrupted is None:
-            for position, arm in enumerate(self.arm_names):
-                rounds.append(self.segment(level, -1, position, arm, warmup=True, progress=progress))
-                progress.advance()
-                if self.interrupted:
-                    break
+        rounds = self.enter_period(level, 0, total_rounds, progress, self.arm_names, level_start=True)
         orders = round_orders(self.arm_names, plan.seed, level, total_rounds)
         for round_index in range(total_rounds):
             if self.interrupted:
                 break
-            for position, arm in enumerate(orders[round_index]):
+            rounds += self.enter_period(level, round_index, total_rounds, progress, self.arm_names)
+            if self.interrupted:
+                break
+            for position, arm in enumerate(self.placement.arms_of(self.period, orders[round_index])):
                 rounds.append(self.segment(level, round_index, position, arm, warmup=False, progress=progress))
                 progress.advance(f"round {round_index + 1}/{total_rounds} done")
                 if self.interrupted:
@@ -288,8 +376,11 @@ class BenchRun:
                 self.env.stop_timeout = 0  # users stuck on the dead arm are stopped, not waited for
 
     def _watch(self) -> ArmWatch:
-        processes = {sim.arm.name: sim.process for sim in self.targets.processes}
-        return ArmWatch(self.env, self.targets.urls, processes, stall_s=stall_timeout_s(self.plan.request_timeout_s),
+        """The watchdog over the servers running now (a switchback's other arm is stopped, not dead)."""
+        live = [arm for arm in self.arm_names if self.request.target_kind != "sim" or self.where.get(arm)]
+        processes = {sim.arm.name: sim.process for sim in self.targets.processes if sim.arm.name in live}
+        urls = {arm: url for arm, url in self.targets.urls.items() if arm in live}
+        return ArmWatch(self.env, urls, processes, stall_s=stall_timeout_s(self.plan.request_timeout_s),
                         on_failure=self._on_arm_failure,
                         active=self._active_arm).start()
 
@@ -305,10 +396,9 @@ class BenchRun:
                                           model=self.request.loaded.config.model.served_model_name or "default",
                                           base_dir=self.request.loaded.path.parent.parent, profile=self.profile)
         handlers = [gevent.signal_handler(sig, self._on_signal, sig) for sig in STOP_SIGNALS]
-        watch = None
         try:
             self.env = self._environment(settings)
-            watch = self._watch()
+            self.watch = self._watch()
             with BenchProgress(self.request.progress) as progress:
                 for level in self.profile.levels():
                     if self.interrupted:
@@ -321,8 +411,8 @@ class BenchRun:
                 self._finish(result)
                 raise
         finally:
-            if watch is not None:
-                watch.stop()
+            if self.watch is not None:
+                self.watch.stop()
             for handler in handlers:
                 handler.cancel()
         return self._finish(result)

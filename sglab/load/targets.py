@@ -73,12 +73,15 @@ def sim_command(arm: ArmSpec, port: int) -> list[str]:
     return [sys.executable, "-m", "sglab.sim", *local_args(arm.args, port)]  # `sglab sim` without the rest of the CLI
 
 
-def start_sim(arm: ArmSpec, *, extra_env: dict[str, str] | None = None, log_dir: Path | None = None) -> SimProcess:
-    port = free_port()
+def start_sim(arm: ArmSpec, *, extra_env: dict[str, str] | None = None, log_dir: Path | None = None,
+              port: int | None = None) -> SimProcess:
+    """One simulator for an arm; `port`: the port it had before a restart (its URL stays the arm's)."""
+    restart = port is not None
+    port = port or free_port()
     inherited = {k: v for k, v in without_server_env(os.environ).items() if k != PARENT_PID_ENV}
     env = {**inherited, **arm.env, **(extra_env or {})}  # the server sees exactly the arm's env
     log_path = log_dir / f"sim-{arm.name}.log" if log_dir else None
-    out = open(log_path, "wb") if log_path else subprocess.DEVNULL
+    out = open(log_path, "ab" if restart else "wb") if log_path else subprocess.DEVNULL  # a restart appends
     try:
         proc = spawn(sim_command(arm, port), env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     finally:
@@ -141,12 +144,14 @@ def stop_signals_interrupt() -> Iterator[None]:
 
 
 def start_sims(arms: list[ArmSpec], *, extra_env: dict[str, str] | None = None, log_dir: Path | None = None,
-               timeout_s: float = HEALTH_TIMEOUT_S) -> Targets:
-    """One simulator per arm, all started before waiting so they boot in parallel."""
+               timeout_s: float = HEALTH_TIMEOUT_S, arm_env: dict[str, dict[str, str]] | None = None) -> Targets:
+    """One simulator per arm, all started before waiting so they boot in parallel; `arm_env`: arm -> env of
+    that arm alone (its simulated node)."""
     targets = Targets({})
     try:
         for arm in arms:
-            sim = start_sim(arm, extra_env=extra_env, log_dir=log_dir)
+            sim = start_sim(arm, extra_env={**(extra_env or {}), **(arm_env or {}).get(arm.name, {})},
+                            log_dir=log_dir)
             targets.processes.append(sim)
             targets.urls[arm.name] = sim.url
         for sim in targets.processes:

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 SIM_ENV_PREFIX = "SGLAB_SIM_"
-Group = Literal["sim", "faults", "cli"]
+# sim: a stack `sim:` key; faults: a `sim.faults:` key; cli: a flag/env only; node: set per arm by the bench's
+# placement (sglab/load/design.py) from the stack's `sim.nodes`, never a key of its own.
+Group = Literal["sim", "faults", "cli", "node"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,14 @@ TIME_SCALE_MAX = 10.0
 MAX_STREAMS_X_TIME_SCALE = 48.0
 
 
+# A simulated node's speed: same-SKU GPUs differ by 8% on average, outliers run 1.5x slower (Sinha et al., SC'22;
+# docs/simulator.md "Nodes"); 0.5 to 2 covers that with room, beyond is a typo.
+NODE_SPEED_MIN = 0.5
+NODE_SPEED_MAX = 2.0
+# A node name: a DNS label (what Kubernetes names nodes with), so it is safe in logs, env and file names.
+NODE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+
+
 def time_scale_problem(value: float, streams: int | None = None) -> str | None:
     """Why a simulator time scale is outside what the simulator models faithfully (None: inside); `streams`:
     the most concurrent streams the run keeps (its highest closed-loop level)."""
@@ -100,6 +110,11 @@ SIM_KNOBS: tuple[SimKnob, ...] = (
     SimKnob("stall_rate", float, 0.0, "fraction of streams that stall mid-stream", "faults", ge=0, le=1),
     SimKnob("stall_s", float, 2.0, "length of an injected stall (seconds, not scaled)", "faults", ge=0),
     SimKnob("slow_start_s", float, 0.0, "keep the port closed this long", "faults", ge=0),
+    SimKnob("node", str, "", "the simulated node this server runs on (a DNS label; reported in server info)",
+            group="node"),
+    SimKnob("node_speed", float, 1.0, "the simulated node's speed: every modelled duration is divided by it",
+            group="node", ge=NODE_SPEED_MIN, le=NODE_SPEED_MAX, why_bounded="same-SKU nodes differ by 8% on "
+            "average and 1.5x at worst (docs/simulator.md, 'Nodes')"),
 )
 
 # Fault draws share one uniform number per request, so their rates must add up to at most 1.

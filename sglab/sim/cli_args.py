@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -60,6 +61,13 @@ class SimConfig:
     adaptive: AdaptiveConfig | None = None  # --speculative-adaptive in effect (None: static or off)
     warnings: tuple[str, ...] = ()  # logged at WARNING, as SGLang logs them
     run_seed: int = 0  # the bench run's load seed (SGLAB_SIM_RUN_SEED): the acceptance draws follow it
+    node: str | None = None  # the simulated node it runs on (None: not named)
+    node_speed: float = 1.0  # every modelled duration is divided by it (with time_scale)
+
+    @property
+    def speed(self) -> float:
+        """What every modelled duration is divided by: the time scale times the node's speed."""
+        return self.time_scale * self.node_speed
 
     @property
     def host(self) -> str:
@@ -259,13 +267,17 @@ def parse_sim_args(argv: list[str], env: Mapping[str, str] | None = None) -> Sim
         profile = load_profile(knobs["profile"], overrides)
     except ProfileError as exc:
         raise SimArgsError(str(exc)) from None
-    for knob in sim_knobs.knobs("sim") + sim_knobs.knobs("cli"):
+    for knob in sim_knobs.knobs("sim") + sim_knobs.knobs("cli") + sim_knobs.knobs("node"):
         if knob.name == "time_scale" and knobs["allow_unfaithful_time_scale"] and knobs["time_scale"] > 0:
             continue  # a behaviour test's fast simulator; its server info says it is not faithful
         try:
             knob.check(knobs[knob.name])
         except ValueError as exc:
             raise SimArgsError(str(exc)) from None
+    if knobs["node"] and not re.fullmatch(sim_knobs.NODE_NAME_PATTERN, knobs["node"]):
+        node = sim_knobs.knob("node")
+        raise SimArgsError(f"{node.flag} / {node.env} {knobs['node']!r} is not a node name; use a DNS label "
+                           "(lowercase letters, digits and '-', at most 63, e.g. sim-node-a)")
     faults = FaultSpec(**{k.name: knobs[k.name] for k in sim_knobs.knobs("faults")})
     try:
         faults.validate()
@@ -313,6 +325,8 @@ def parse_sim_args(argv: list[str], env: Mapping[str, str] | None = None) -> Sim
         record_step_time=env.get("SGLANG_RECORD_STEP_TIME", "").lower() in ("1", "true", "yes"),
         adaptive=adaptive,
         warnings=tuple(warnings),
+        node=knobs["node"] or None,
+        node_speed=knobs["node_speed"],
     )
 
 

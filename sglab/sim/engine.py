@@ -257,7 +257,7 @@ class Engine:
         return self._deadline
 
     async def _run(self) -> None:
-        scale = self.config.time_scale
+        scale = self.config.speed  # the time scale times the node's speed
         while True:
             self.waiting = [r for r in self.waiting if not r.aborted]
             for request in [r for r in self.running if r.aborted]:

@@ -90,6 +90,8 @@ def sim_block(state: SimState) -> dict[str, Any]:
         "time_scale": config.time_scale,
         "time_scale_faithful": sim_knobs.time_scale_problem(config.time_scale) is None,
         "warmup_s": config.warmup_s,
+        "node": config.node,
+        "node_speed": config.node_speed,
         "nccl_env": config.nccl_env,
         "comm_factor": config.comm_factor,
         "model_decode_tok_per_s_c1": timing.steady_decode_tok_per_s(config.profile, 1, spec, config.comm_factor),

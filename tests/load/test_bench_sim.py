@@ -57,9 +57,11 @@ def test_warmup_and_interleaving_are_visible_in_the_samples(small_run):
     for level in result["levels"]:
         rounds = level["rounds"]
         warmups = [r for r in rounds if r["warmup"]]
-        assert {r["arm"] for r in warmups} == {"baseline", "candidate"}
-        assert all(r["round_index"] == -1 and r["requests"] == 1 for r in warmups)
-        assert sum(1 for s in level["requests"] if s["warmup"]) == 2
+        # the level's warm-up is round -1; a crossover (the default design) warms each arm up again after it
+        # moves to the other node, before round r as round -(r+1)
+        assert sorted(r["arm"] for r in warmups if r["round_index"] == -1) == ["baseline", "candidate"]
+        assert all(r["round_index"] < 0 and r["requests"] == 1 for r in warmups)
+        assert sum(1 for s in level["requests"] if s["warmup"]) == len(warmups)
         measured = [r for r in rounds if not r["warmup"]]
         assert [r["round_index"] for r in measured] == [0, 0, 1, 1, 2, 2]
         for i in range(3):
@@ -73,7 +75,8 @@ def test_warmup_and_interleaving_are_visible_in_the_samples(small_run):
             assert after["started_at_s"] >= before["started_at_s"] + before["duration_s"] - 0.05
         # each request lies inside its own arm's segment
         for sample in level["requests"]:
-            seg = next(r for r in rounds if r["arm"] == sample["arm"] and r["round_index"] == sample["round_index"])
+            seg = next(r for r in rounds if (r["arm"], r["round_index"], r["warmup"]) ==
+                       (sample["arm"], sample["round_index"], sample["warmup"]))
             assert seg["started_at_s"] - 0.01 <= sample["start_s"] <= seg["started_at_s"] + seg["duration_s"]
     assert len(set(orders)) == 2, f"round order should vary with the seed, got {orders}"
     # both arms get the same prompts in a round
@@ -235,7 +238,7 @@ def test_distributed_workers_run_the_same_schedule(out):
         measured = [r for r in level["rounds"] if not r["warmup"]]
         assert [r["requests"] for r in measured] == [5, 5, 5, 5]
         assert all(s["output_tokens"] == 12 and s["error"] is None for s in level["requests"])
-        assert len(level["requests"]) == 2 * 5 * 2 + 2
+        assert len(level["requests"]) == 2 * 5 * 2 + 2 * 2  # warm-ups: at the start, after the crossover swap
     assert "baseline /generate" in (run_dir / "locust_stats.csv").read_text()
 
 

@@ -1,0 +1,103 @@
+"""Where each arm runs in each round: policy.design carried out on the simulated nodes of the stack's `sim.nodes`.
+
+A node's speed adds the same offset to every round its arm runs there, which interleaving cannot cancel
+(docs/load.md, "Designs"). The round layout is the contract the analysis reads (RoundSample.node, .period):
+- parallel: the baseline on the first node, the candidate on the second, all the time; period None.
+- crossover: every round has both arms; odd periods place the baseline on the first node and the candidate on
+  the second, even periods swap them (each server restarts on the other node, same argv); round j of period
+  2k-1 pairs with round j of period 2k.
+- switchback: one node; one arm per round, periods in ABBA blocks (4b+1 and 4b+4 the baseline, 4b+2 and 4b+3
+  the candidate); a server starts on the node when its turn comes and stops when it ends.
+Only an A/B (or A/A) that sglab starts (`--target sim`) can be moved; URLs, attribution runs (four arms) and a
+sweep's race run parallel, and their DesignRecord says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sglab.config.sim import node_env
+
+Node = tuple[str, float]  # (name, speed)
+# Periods per cycle: a crossover's pair of periods (each node serves both arms), a switchback's ABBA block
+# (cancels a linear drift); a level gets periods short enough for at least one cycle.
+CYCLE_PERIODS = {"crossover": 2, "switchback": 4}
+
+
+@dataclass
+class Placement:
+    """The design as it will be carried out: which arm runs on which node in which period."""
+
+    design: str
+    arms: list[str]  # the baseline first
+    nodes: list[Node]
+    period_rounds: int = 4
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def moves(self) -> bool:
+        return self.design != "parallel"
+
+    def period_length(self, level_rounds: int) -> int:
+        """Rounds per period at a level of `level_rounds` rounds: load.period-rounds, shorter where the level
+        would not otherwise complete one cycle."""
+        if not self.moves:
+            return level_rounds
+        return max(1, min(self.period_rounds, level_rounds // CYCLE_PERIODS[self.design]))
+
+    def period(self, round_index: int, level_rounds: int) -> int | None:
+        """The period of a round (from 1); None for parallel. Warm-ups (-1) belong to the first period."""
+        if not self.moves:
+            return None
+        return max(0, round_index) // self.period_length(level_rounds) + 1
+
+    def in_turn(self, period: int | None) -> str:
+        """The arm a switchback period serves: ABBA."""
+        return self.arms[0] if period is None or (period - 1) % 4 in (0, 3) else self.arms[1]
+
+    def arms_of(self, period: int | None, arms: list[str]) -> list[str]:
+        """The arms that run in a round of this period (of `arms`, in their order)."""
+        if self.design == "switchback":
+            return [a for a in arms if a == self.in_turn(period)]
+        return list(arms)
+
+    def nodes_for(self, period: int | None) -> dict[str, Node | None]:
+        """arm -> its node in this period (None: not running)."""
+        if self.design == "switchback":
+            return {arm: self.nodes[0] if arm == self.in_turn(period) else None for arm in self.arms}
+        if self.design == "crossover" and period is not None and period % 2 == 0:
+            return {self.arms[0]: self.nodes[1], self.arms[1]: self.nodes[0]}
+        return {arm: self.nodes[i % len(self.nodes)] for i, arm in enumerate(self.arms)}
+
+    def start_nodes(self) -> dict[str, Node]:
+        """arm -> the node it starts on: its first placement, or (a switchback's arm not yet in turn) the
+        design's node. Every arm starts, so its live flags can be checked before anything is measured."""
+        first = self.nodes_for(1 if self.moves else None)
+        return {arm: first[arm] or self.nodes[0] for arm in self.arms}
+
+    def start_env(self) -> dict[str, dict[str, str]]:
+        return {arm: node_env(*node) for arm, node in self.start_nodes().items()}
+
+
+def placement_for(request) -> Placement:
+    """The placement of a bench request (sglab.load.request.BenchRequest): its policy's design where sglab
+    starts the two arms, parallel (and why, in notes) where it cannot move them."""
+    config = request.loaded.config
+    asked = config.policy.design
+    arms = [a.name for a in request.arms]
+    nodes = [(name, float(speed)) for name, speed in config.sim.nodes.items()]
+    notes: list[str] = []
+    design = asked
+    if asked != "parallel" and request.target_kind != "sim":
+        design = "parallel"
+        notes.append(f"policy.design is {asked}, but the arms are servers given by URL ({request.target_kind}), "
+                     "which sglab cannot move: ran parallel, so the gain includes any difference between their nodes")
+    elif asked != "parallel" and (len(arms) != 2 or request.kind not in ("ab", "aa")):
+        design = "parallel"
+        notes.append(f"policy.design {asked} places the two arms of an A/B; this {request.kind} run has "
+                     f"{len(arms)}: ran parallel")
+    elif asked == "crossover" and len(nodes) < 2:
+        design = "switchback"
+        notes.append(f"policy.design is crossover but sim.nodes declares one node ({nodes[0][0]}): ran switchback "
+                     "on it (declare two nodes for a crossover)")
+    return Placement(design=design, arms=arms, nodes=nodes, period_rounds=request.plan.period_rounds, notes=notes)
