@@ -36,5 +36,5 @@ def test_traffic_at_1_and_16_gets_reject_and_names_the_loss(tmp_path: Path) -> N
     assert verdict["gating_levels"] == [1, 16]
     assert verdict["outcome"] == "reject", verdict["sentence"]
     assert "at concurrency 16" in verdict["sentence"] and "loses" in verdict["sentence"]
-    assert "verdict: reject" in proc.stdout.splitlines() and "LOSES: " in proc.stdout
+    assert "verdict: reject (simulator evidence: not promotable to GPU stacks)" in proc.stdout.splitlines() and "LOSES: " in proc.stdout
     print(verdict["sentence"])
