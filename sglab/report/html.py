@@ -70,7 +70,8 @@ def _level_row(lv: LevelVerdict) -> str:
 def _levels_table(v: Verdict, scale_mark: str = "") -> str:
     """`scale_mark`: what the tok/s are at (simulator evidence: its time scale)."""
     conf = f"{v.confidence:.0%} CI"
-    head = [_level_head(v), "gates", f"decode tok/s b → c{scale_mark}", f"decode gain [{conf}]", f"output tok/s gain [{conf}]",
+    head = [_level_head(v), "gates", f"decode tok/s b → c{scale_mark}", f"decode gain [{conf}]",
+            f"output tok/s gain [{conf}]",
             "TTFT p99 Δ", "ITL p99 Δ", "errors b / c", "baseline step ms", "verify cycle ms", "accept length",
             "break-even accept", "rounds", "outcome"]
     ths = "".join(f"<th>{_e(h)}</th>" for h in head)

@@ -19,7 +19,8 @@ from sglab.schema.verdict import Verdict  # noqa: E402
 from sglab.analysis.operating_point import level_phrase  # noqa: E402
 from sglab.report.table import level_label  # noqa: E402
 from sglab.report.curves import category_plot, latency_throughput_plot  # noqa: E402
-from sglab.report.plot_style import OUTCOME_COLORS, arm_color, mark_evidence, save_figure, verdict_slo  # noqa: E402,F401
+from sglab.report.plot_style import (OUTCOME_COLORS, arm_color, mark_evidence, save_figure,  # noqa: E402,F401
+                                     verdict_slo)
 
 
 def _axis(label: str) -> str:

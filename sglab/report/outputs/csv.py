@@ -45,7 +45,8 @@ def _render(ctx: OutputContext) -> str:
     judged = set(ctx.verdict.levels[0].gains()) if ctx.verdict.levels else set()
     names = [m.name for m in metrics.all_metrics() if not m.uses_slo or m.name in judged]
     header = ["concurrency", "gating", "outcome"] + [f"{n}_{part}" for n in names
-                                                     for part in ("rounds", "gain", "low", "high")] + list(_EVIDENCE_FIELDS)
+                                                     for part in ("rounds", "gain", "low", "high")]
+    header += _EVIDENCE_FIELDS
     rows = []
     for lv in ctx.verdict.levels:
         gains = lv.gains()
