@@ -136,3 +136,4 @@ def test_plot_titles_say_simulator_evidence(tmp_path: Path, monkeypatch: pytest.
     assert {"decode_tok_per_s.png", "latency_cdf.png", "accept_length.png"} <= set(titles)
     for name in ("decode_tok_per_s.png", "latency_cdf.png", "accept_length.png"):
         assert titles[name].startswith(SIMULATOR_EVIDENCE) and "3x real time" in titles[name], name
+
