@@ -97,12 +97,25 @@ def real_evidence_fix(stack: str) -> str:
 
 
 def evidence_next_step(result: RunResult, verdict: Verdict) -> str | None:
-    """The `next:` command: for simulator evidence a promotion of a GPU stack is certain to be refused, so it
-    names how to get real evidence (a promotion into a simulator stack stays possible, and says so)."""
+    """The `next:` command. For simulator evidence a promotion is refused unless the stack's promotion target runs
+    the simulator on no GPUs, so anywhere else it names how to get real evidence instead."""
     step = next_step(verdict)
     if step is None or simulator_producer(result) is None or not step.startswith("sglab promote"):
         return step
-    return f"{real_evidence_fix(result.stack)} (this simulator evidence promotes only into a simulator stack: `{step}`)"
+    return step if _target_runs_simulators(result.stack) else real_evidence_fix(result.stack)
+
+
+def _target_runs_simulators(stack: str) -> bool:
+    """Whether the stack's promotion target (sglab:promote-to) is a simulator stack that requests no GPUs: the
+    only kind simulator evidence can change (sglab/promotion/evidence.py check_producer). Unreadable: no."""
+    from sglab.config.loader import load_stack
+    from sglab.core.errors import ConfigError
+
+    try:
+        target = load_stack(load_stack(stack).config.promote_to).config
+    except ConfigError:
+        return False
+    return target.backend == "sim" and not target.placement.gpus_per_node
 
 
 def evidence_record(result: RunResult) -> dict[str, object]:

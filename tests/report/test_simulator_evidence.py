@@ -13,6 +13,7 @@ import pytest
 from sglab.analysis.synthetic import synthetic_result
 from sglab.bench.judged import judge_and_report
 from sglab.cli import main
+from sglab.core.paths import project_root
 from sglab.analysis.verdict import judge
 from sglab.report import plots, write_report
 from sglab.report.provenance import SIMULATOR_EVIDENCE
@@ -46,6 +47,21 @@ def test_console_labels_a_simulator_promote_and_names_real_evidence_next(
     step = next(line for line in out if line.startswith("next: "))
     assert "`pulumi up --stack synthetic`" in step and "`sglab results pull --stack synthetic`" in step
     assert "sglab bench --stack synthetic --baseline-url" in step and not step.startswith("next: sglab promote")
+
+
+def test_a_simulator_promote_into_a_simulator_stack_keeps_its_promote_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Simulator evidence can change a simulator stack that requests no GPUs, so there next stays the promotion."""
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    sim = (project_root() / "stacks" / "Pulumi.sim.yaml").read_text()
+    (stacks / "Pulumi.simtarget.yaml").write_text(sim)
+    promoting_to_it = sim.replace("config:\n", "config:\n  sglab:promote-to: simtarget\n", 1)
+    (stacks / "Pulumi.synthetic.yaml").write_text(promoting_to_it)
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(stacks))
+    out = compare_lines(promoting(), tmp_path / "run", capsys)
+    assert "next: sglab promote --stack synthetic --dry-run" in out
+    assert out[-1] == LABELLED
 
 
 def test_console_of_real_servers_is_unlabelled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
