@@ -10,7 +10,7 @@ from sglab import metrics
 from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.sequential import method_sentence
 from sglab.analysis.provenance import producer_of
-from sglab.report.plot_style import OUTCOME_COLORS
+from sglab.report.plot_style import OUTCOME_COLORS, SIMULATOR_COLOR
 from sglab.report.provenance import (SIMULATOR_EVIDENCE, evidence_next_step, machine_text, parity_line, parity_rows,
                                      real_evidence_fix, simulator_producer, time_scale_text)
 from sglab.report.table import level_label
@@ -161,9 +161,10 @@ def _simulator_banner(result: RunResult) -> str:
     producer = simulator_producer(result)
     if producer is None:
         return ""
-    return (f"<div class='verdict sim' style='border-color:#E65100'><b style='color:#E65100'>SIMULATOR EVIDENCE"
+    return (f"<div class='verdict sim' style='border-color:{SIMULATOR_COLOR}'><b style='color:{SIMULATOR_COLOR}'>"
+            f"SIMULATOR EVIDENCE"
             f"</b> — {_e(SIMULATOR_EVIDENCE.split(': ', 1)[1])}. These numbers come from "
-            f"{_e(producer.describe())}: {_e(time_scale_text(producer))}. To judge the real servers, "
+            f"{_e(producer.describe())}: {_e(time_scale_text(producer))}. To judge your GPUs, "
             f"{_e(real_evidence_fix(result.stack))}.</div>")
 
 
@@ -204,8 +205,9 @@ def _levels_title(v: Verdict) -> str:
 def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> str:
     from sglab.report.curves import INLINE
 
-    color = OUTCOME_COLORS.get(verdict.outcome, "#555")
     simulated = simulator_producer(result)
+    # a green PROMOTE reads as promotable: simulator evidence is shown in the simulator banner's colour
+    color = SIMULATOR_COLOR if simulated is not None else OUTCOME_COLORS.get(verdict.outcome, "#555")
     outcome = verdict.outcome.upper() + (" (simulator evidence)" if simulated is not None else "")
     scale_mark = (f" (simulator, {simulated.time_scale or 1:g}x real time)" if simulated is not None else "")
     step = evidence_next_step(result, verdict)

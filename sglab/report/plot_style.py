@@ -21,6 +21,7 @@ from sglab.schema.verdict import Verdict  # noqa: E402
 COLORS = {"baseline": "#4C72B0", "candidate": "#DD8452", "baseline+confounds": "#55A868",
           "candidate-confounds": "#C44E52", "baseline-b": "#8172B3"}
 OUTCOME_COLORS = {"promote": "#2E7D32", "reject": "#C62828", "inconclusive": "#EF6C00"}
+SIMULATOR_COLOR = "#E65100"  # simulator evidence, in the report's banner and the plots' titles
 
 
 def arm_color(arm: str) -> str:
@@ -39,7 +40,7 @@ def evidence_title(result: RunResult) -> str | None:
 def mark_evidence(fig: plt.Figure, result: RunResult) -> None:
     title = evidence_title(result)
     if title is not None:
-        fig.suptitle(title, color="#E65100", fontsize=10)
+        fig.suptitle(title, color=SIMULATOR_COLOR, fontsize=10)
 
 
 def save_figure(fig: plt.Figure, path: Path) -> Path:

@@ -153,3 +153,13 @@ def test_plot_titles_say_simulator_evidence(tmp_path: Path, monkeypatch: pytest.
     for name in ("decode_tok_per_s.png", "latency_cdf.png", "accept_length.png"):
         assert titles[name].startswith(SIMULATOR_EVIDENCE) and "3x real time" in titles[name], name
 
+
+
+def test_html_shows_a_simulator_promote_in_the_simulator_colour_not_green(tmp_path: Path) -> None:
+    from sglab.report.plot_style import OUTCOME_COLORS, SIMULATOR_COLOR
+
+    page = write_report(promoting(), tmp_path / "sim").read_text(encoding="utf-8")
+    assert f"<b style=\"color:{SIMULATOR_COLOR}\">PROMOTE (simulator evidence)</b>" in page
+    assert f"border-color:{OUTCOME_COLORS['promote']}" not in page
+    real = write_report(promoting("sglang"), tmp_path / "real").read_text(encoding="utf-8")
+    assert f"<b style=\"color:{OUTCOME_COLORS['promote']}\">PROMOTE</b>" in real
