@@ -1,19 +1,30 @@
 # `make demo` runs the main job on the embedded simulator; `make test` runs the tests.
-# Both set themselves up: `make install` (idempotent) creates .venv with sglab installed.
+# Both set themselves up. `make install` (idempotent) creates .venv with sglab and its runtime dependencies,
+# all the demo needs: no test extras, no apt, no root. `make install-test` adds the test extras (pytest, torch
+# for the NCCL probe's CPU test, selenium, ...); `make test` also installs SGLang's parser venv, Chromium and
+# Prometheus (apt, as root) for the tests that need them.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.sglab-installed
+TEST_STAMP := $(VENV)/.sglab-test-installed
 
-.PHONY: install lint test test-services demo image clean-venv sglang-contract-venv
+.PHONY: install install-test lint test test-services demo image clean-venv sglang-contract-venv
 
 install: $(STAMP)
-	@bash tools/install-prometheus.sh >/dev/null || echo "warning: no Prometheus; the canary rehearsal tests will fail (run tools/install-prometheus.sh as root)"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e .
 	@touch $(STAMP)
+
+install-test: $(TEST_STAMP)
+
+# One pip run for a fresh checkout: the test extras include sglab, so both stamps are current after it.
+$(TEST_STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $(STAMP) $(TEST_STAMP)
 
 # The pinned SGLang release from PyPI in its own venv, for the real-parser contract test (tests/sglang_contract/):
 # built once (about 2 minutes from this machine's disk), reused while its stamp matches the version.
@@ -21,13 +32,13 @@ sglang-contract-venv: install
 	@bash tools/sglang-contract-venv.sh
 
 # ruff check (the whole tree) and mypy (sglab/), both configured in pyproject.toml; `make test` runs it first.
-lint: install
+lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
 # Before the tests, at once: lint, SGLang's parser venv, and the browser and Prometheus the end-to-end tests use.
 # The tests then run as three pytest processes (tools/run-tests.sh says which and why).
-test: install
+test: install-test
 	@$(MAKE) --no-print-directory --output-sync=target -j3 lint sglang-contract-venv test-services
 	@bash tools/run-tests.sh
 

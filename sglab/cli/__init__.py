@@ -11,6 +11,7 @@ import os
 import sys
 
 from sglab.core.errors import ConfigError
+from sglab.core.paths import use_stack_file
 from sglab.core.untrusted import printable
 
 # subcommand module names under sglab.cli; a module that is not there yet is skipped.
@@ -53,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     try:
         args = parser.parse_args(argv)
+        if isinstance(getattr(args, "stack", None), str):  # `--stack` takes a name or a stack file's path
+            args.stack = use_stack_file(args.stack)
         code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code

@@ -26,96 +26,115 @@ from sglab.core.errors import guess
 from sglab.sglang.sim_knobs import SIM_KNOBS, is_sim_env
 from sglab.core.untrusted import printable
 
+EXAMPLES = """examples:
+  sglab bench --stack eagle-nccl-ll                        # both arms on simulators, judged
+  sglab bench --stack ./my-stack.yaml --baseline-url http://B:30000 --candidate-url http://C:30000
+  sglab bench --stack eagle-nccl-ll --concurrency 1,4,16 --prompts openai:logs.jsonl   # your traffic, your levels
+"""
+
 EXIT_INTERRUPTED = 130
 EXIT_INVALID = 3  # an arm died or froze mid-run: the run is marked invalid (result.invalid_reason)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="run the interleaved A/B benchmark and judge it")
-    p.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
-    p.add_argument("--target", choices=["sim", "urls"], default=None,
+    p = sub.add_parser("bench", help="run the interleaved A/B benchmark and judge it",
+                       description="Benchmark a stack's baseline and candidate in the same run, interleaved, with\n"
+                       "the same prompts, and print the verdict (what `sglab compare` prints).",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("what is compared",
+                             "the stack's arms on simulators (default), or servers already running")
+    g.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml) or the path of a stack file")
+    g.add_argument("--target", choices=["sim", "urls"], default=None,
                    help="sim (default): start one `sglab sim` per arm; urls: use --baseline-url/--candidate-url")
-    p.add_argument("--baseline-url", help="URL of a running baseline server")
-    p.add_argument("--candidate-url", help="URL of a running candidate server")
-    kind = p.add_mutually_exclusive_group()
+    g.add_argument("--baseline-url", help="URL of a running baseline server")
+    g.add_argument("--candidate-url", help="URL of a running candidate server")
+    kind = g.add_mutually_exclusive_group()
     kind.add_argument("--aa", action="store_true", help="A/A check: two identical baseline servers")
     kind.add_argument("--attribute", action="store_true",
                       help="four arms: baseline, +confounds, candidate without them, candidate")
-    p.add_argument("--quick", action="store_true",
+    g = p.add_argument_group("how long",
+                             "rounds per level and the sequential stop (policy.method sequential, the default)")
+    g.add_argument("--quick", action="store_true",
                    help="CI preset (under a minute): levels 1,4, 10 rounds of 0.9 s per arm; simulators at 10x speed")
-    p.add_argument("--workers", type=int, default=0, help="Locust worker processes (distributed mode): at most one "
-                   f"per usable core here and {MAX_LOCUST_WORKERS} in all")
-    p.add_argument("--rounds", type=model_option(LoadPlan, "rounds", "load.rounds"),
+    g.add_argument("--rounds", type=model_option(LoadPlan, "rounds", "load.rounds"),
                    help="rounds at the levels the policy gates on (default: load.rounds); "
                    "under policy.method sequential (the default) an explicit --rounds is the cap on rounds at the "
                    "gated levels (each stops earlier once its confidence sequence decides), unless --max-rounds "
                    "is given")
-    p.add_argument("--max-rounds", type=model_option(LoadPlan, "rounds", "load.rounds"),
+    g.add_argument("--max-rounds", type=model_option(LoadPlan, "rounds", "load.rounds"),
                    help="policy.method sequential: most rounds per gated level before "
                    "the run ends inconclusive; overrides --rounds, so it raises the cap an explicit --rounds sets "
                    "(default: --rounds if given, else 2 x load.rounds; at least policy.min-rounds)")
-    p.add_argument("--own-gate-only", action="store_true",
+    g.add_argument("--own-gate-only", action="store_true",
                    help="policy.method sequential: run only this stack's gated levels to a decision, not those of "
                    "its promotion target (sglab:promote-to); shorter, but not evidence that target's gate can pass")
-    p.add_argument("--fresh-sequence", action="store_true",
+    g.add_argument("--fresh-sequence", action="store_true",
                    help="policy.method sequential: start a new sequence for this pair instead of continuing the "
                    "earlier runs' (recorded in the result; a re-run otherwise continues them, so re-running keeps "
                    "the error rate)")
-    p.add_argument("--ungated-rounds", type=model_option(LoadPlan, "ungated_rounds", "load.ungated-rounds"),
+    g.add_argument("--ungated-rounds", type=model_option(LoadPlan, "ungated_rounds", "load.ungated-rounds"),
                    help="rounds at the other levels, which only show the crossover (default: load.ungated-rounds)")
-    p.add_argument("--design", choices=["crossover", "switchback", "parallel"],
-                   help="where the arms run (default: policy.design): crossover swaps their nodes every "
-                   "--period-rounds rounds, switchback serves one arm at a time on one node (ABBA), parallel keeps "
-                   "each on its own node; only servers sglab starts (--target sim) can be moved")
-    p.add_argument("--period-rounds", type=model_option(LoadPlan, "period_rounds", "load.period-rounds"),
+    g.add_argument("--round-s", type=model_option(LoadPlan, "round_duration_s", "load.round-duration-s"),
+                   help="seconds per arm per round")
+    g.add_argument("--round-requests", type=model_option(LoadPlan, "round_requests", "load.round-requests"),
+                   help="requests per arm per round (instead of --round-s)")
+    g.add_argument("--warmup-requests", type=model_option(LoadPlan, "warmup_requests", "load.warmup-requests"),
+                   help="discarded warm-up requests per arm and level")
+    g = p.add_argument_group("where the arms run", "the design (default: policy.design); only servers sglab starts "
+                             "(--target sim) can be moved")
+    g.add_argument("--design", choices=["crossover", "switchback", "parallel"],
+                   help="crossover swaps their nodes every --period-rounds rounds, switchback serves one arm at a "
+                   "time on one node (ABBA), parallel keeps each on its own node")
+    g.add_argument("--period-rounds", type=model_option(LoadPlan, "period_rounds", "load.period-rounds"),
                    help="rounds per period of crossover and switchback (default: load.period-rounds)")
-    p.add_argument("--concurrency", type=model_option(LoadPlan, "concurrency", "load.concurrency"),
+    g = p.add_argument_group("load", "the levels and how requests arrive (default: the stack's load section)")
+    g.add_argument("--concurrency", type=model_option(LoadPlan, "concurrency", "load.concurrency"),
                    help="comma-separated levels, e.g. 1,4 (default: the stack's)")
-    p.add_argument("--profile", help="load profile: concurrency (closed loop, default), rate (open loop), "
+    g.add_argument("--profile", help="load profile: concurrency (closed loop, default), rate (open loop), "
                    "trace (replay); default: the stack's load.profile")
-    p.add_argument("--rates", type=model_option(RateSpec, "levels", "load.rate.levels"),
+    g.add_argument("--rates", type=model_option(RateSpec, "levels", "load.rate.levels"),
                    help="rate profile: comma-separated requests/s, e.g. 1,4,16 (default: load.rate.levels)")
-    p.add_argument("--arrival", choices=["poisson", "constant"], help="rate profile: arrival process")
-    p.add_argument("--max-in-flight", type=model_option(RateSpec, "max_in_flight", "load.rate.max-in-flight"),
+    g.add_argument("--arrival", choices=["poisson", "constant"], help="rate profile: arrival process")
+    g.add_argument("--max-in-flight", type=model_option(RateSpec, "max_in_flight", "load.rate.max-in-flight"),
                    help="rate/trace profile: cap on requests in flight")
-    p.add_argument("--trace", help="trace profile: JSONL trace file (timestamp_s, prompt|messages, output_tokens)")
-    p.add_argument("--trace-time-scale", type=model_option(TraceSpec, "time_scale", "load.trace.time-scale"),
+    g.add_argument("--trace", help="trace profile: JSONL trace file (timestamp_s, prompt|messages, output_tokens)")
+    g.add_argument("--trace-time-scale", type=model_option(TraceSpec, "time_scale", "load.trace.time-scale"),
                    help="trace profile: replay speed-up (2 = twice as fast)")
-    p.add_argument("--prompts", metavar="SOURCE",
+    g.add_argument("--workers", type=int, default=0, help="Locust worker processes (distributed mode): at most one "
+                   f"per usable core here and {MAX_LOCUST_WORKERS} in all")
+    g = p.add_argument_group("requests",
+                             "what both arms are sent (default: the stack's load.prompts, else the bundled suite)")
+    g.add_argument("--prompts", metavar="SOURCE",
                    help="prompt set: random | suite | file:PATH | sharegpt:PATH | openai:PATH (paths from the "
                    "current directory; default: load.prompts.source)")
-    p.add_argument("--categories", help="suite: comma-separated subset of its categories; sharegpt/openai: "
+    g.add_argument("--categories", help="suite: comma-separated subset of its categories; sharegpt/openai: "
                    "field:NAME (a field of each row) or one fixed label")
-    p.add_argument("--prompt-limit", type=model_option(PromptSpec, "limit", "load.prompts.limit"), metavar="N",
+    g.add_argument("--prompt-limit", type=model_option(PromptSpec, "limit", "load.prompts.limit"), metavar="N",
                    help="suite/sharegpt/openai: at most N prompts (load.prompts.limit)")
-    p.add_argument("--endpoint", choices=["chat", "generate"],
+    g.add_argument("--endpoint", choices=["chat", "generate"],
                    help="chat (the model's chat template) or generate (raw text); default: load.endpoint, which "
                    "follows the prompt source (chat for suite, sharegpt, openai)")
-    p.add_argument("--natural-stop", action=argparse.BooleanOptionalAction, default=None,
+    g.add_argument("--natural-stop", action=argparse.BooleanOptionalAction, default=None,
                    help="let a reply stop by itself: ignore_eos false and the prompt's max_tokens cap "
                    "(default: load.natural-stop)")
-    p.add_argument("--seed", type=model_option(LoadPlan, "seed", "load.seed"),
-                   help="seed of the round order and prompt offsets")
-    p.add_argument("--round-s", type=model_option(LoadPlan, "round_duration_s", "load.round-duration-s"),
-                   help="seconds per arm per round")
-    p.add_argument("--round-requests", type=model_option(LoadPlan, "round_requests", "load.round-requests"),
-                   help="requests per arm per round (instead of --round-s)")
-    p.add_argument("--warmup-requests", type=model_option(LoadPlan, "warmup_requests", "load.warmup-requests"),
-                   help="discarded warm-up requests per arm and level")
-    p.add_argument("--max-new-tokens", type=model_option(LoadPlan, "max_new_tokens", "load.max-new-tokens"),
+    g.add_argument("--max-new-tokens", type=model_option(LoadPlan, "max_new_tokens", "load.max-new-tokens"),
                    help="tokens per request for prompts without their own output length (random, file); the "
                    "suite, imports and traces send each record's own")
-    p.add_argument("--request-timeout-s", type=model_option(LoadPlan, "request_timeout_s", "load.request-timeout-s"),
+    g.add_argument("--request-timeout-s", type=model_option(LoadPlan, "request_timeout_s", "load.request-timeout-s"),
                    help="per-request timeout (default: the stack's)")
-    p.add_argument("--sim-env", action="append", default=[], metavar="KEY=VALUE",
+    g.add_argument("--seed", type=model_option(LoadPlan, "seed", "load.seed"),
+                   help="seed of the round order and prompt offsets")
+    g = p.add_argument_group("simulators", "--target sim only")
+    g.add_argument("--sim-env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra SGLAB_SIM_* knob for the simulators (recorded in the result)")
-    p.add_argument("--time-scale", type=float,
+    g.add_argument("--time-scale", type=float,
                    help="simulator time scale (tok/s measured are scaled; recorded in the result)")
-    p.add_argument("--out", help="results root (default: results/ in the checkout, or $SGLAB_RESULTS_DIR)")
-    p.add_argument("--result-configmap", metavar="NAME",
+    g = p.add_argument_group("output")
+    g.add_argument("--out", help="results root (default: results/ in the checkout, or $SGLAB_RESULTS_DIR)")
+    g.add_argument("--result-configmap", metavar="NAME",
                    help="in-cluster: also store the result in this pre-created ConfigMap (the benchmark Job)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--skip-live-check", action="store_true", help=argparse.SUPPRESS)
+    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+    g.add_argument("--skip-live-check", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 

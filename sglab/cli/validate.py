@@ -12,7 +12,7 @@ from sglab.core.untrusted import printable
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check a stack's config and list confounds")
-    p.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
+    p.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml) or the path of a stack file")
     p.set_defaults(func=run)
 
 
@@ -47,4 +47,18 @@ def run(args: argparse.Namespace) -> int:
         print("confounds: none (baseline and candidate differ only in the speculative block)")
     for line in lint_lines(lints):
         print(printable(line, newlines=True, limit=None))
+    note = traffic_note(stack)
+    if note:
+        print(note)
     return 0
+
+
+def traffic_note(stack) -> str | None:
+    """A GPU stack without sglab:traffic is judged only at its policy levels: a verdict there says nothing about
+    the concurrencies production serves, so validate says so before anything runs."""
+    if stack.traffic is not None or (stack.backend != "sglang" and not stack.placement.gpus_per_node):
+        return None
+    levels = ", ".join(str(level) for level in stack.policy.levels)
+    return (f"traffic: no sglab:traffic declared, so only the policy levels (concurrency {levels}) are judged; "
+            "the other levels are measured, not gated. Declare the levels production serves, e.g. "
+            "sglab:traffic: {levels: [1, 4, 16]} (docs/config.md)")

@@ -57,6 +57,8 @@ def load_stack(name: str, root: Path | None = None, *, path: Path | None = None)
         raise ConfigError(path, None, f"cannot read the stack file: {exc.strerror}") from None
     if not exists:
         known = ", ".join(list_stacks(root)) or "none"
+        if path.parent != stacks_dir(root):  # named by its path (`--stack ./my-stack.yaml`)
+            raise ConfigError(path, None, "stack file not found", f"check the path; or name a stack: {known}")
         raise ConfigError(path, None, f"stack file not found (stack '{name}')", f"known stacks: {known}; "
                           f"or create {path.name} under stacks/")
     document = _read_yaml(path)

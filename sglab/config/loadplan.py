@@ -51,13 +51,14 @@ CHAT_SOURCES = ("suite", "sharegpt", "openai")
 class PromptSpec(Model):
     """A seeded prompt set, identical for both arms.
 
-    `random`/`file`: `count` prompts (random words of `input-len`, or JSONL {"prompt"} lines). `suite` (the
-    bundled prompt suite), `sharegpt` (ShareGPT JSON) and `openai` (OpenAI messages JSONL): the dataset's
-    records, at most `limit`, each with its category and output length; `categories` is `field:NAME` or a
+    The default is the bundled suite: chat-shaped prompts by category, the traffic speculation is judged on
+    (random words give drafts nothing to predict). `random`/`file`: `count` prompts (random words of `input-len`,
+    or JSONL {"prompt"} lines). `suite` (the bundled prompt suite), `sharegpt` (ShareGPT JSON) and `openai`
+    (OpenAI messages JSONL): the dataset's records, at most `limit`, each with its category and output length; `categories` is `field:NAME` or a
     fixed label for an import, a comma-separated subset of the suite's categories for `suite`.
     """
 
-    source: Literal["random", "file", "suite", "sharegpt", "openai"] = "random"
+    source: Literal["random", "file", "suite", "sharegpt", "openai"] = "suite"
     file: str | None = None
     categories: str | None = None
     limit: Annotated[int, Field(ge=1, le=MAX_PROMPTS)] | None = None
@@ -146,8 +147,9 @@ class LoadPlan(Model):
         if not isinstance(data, dict) or "endpoint" in data:
             return data
         prompts = data.get("prompts")
+        default = PromptSpec.model_fields["source"].default
         source = prompts.source if isinstance(prompts, PromptSpec) else (
-            prompts.get("source") if isinstance(prompts, dict) else None)
+            prompts.get("source", default) if isinstance(prompts, dict) else default)
         return {**data, "endpoint": "chat"} if source in CHAT_SOURCES else data
 
     @model_validator(mode="after")

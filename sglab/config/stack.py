@@ -147,6 +147,23 @@ class StackConfig(Model):
                 f"chooses its own, so the arms would differ; set server.max-running-requests "
                 f"(e.g. {rules.FORCED_MAX_RUNNING_REQUESTS})"
             )
+        if self.model.volume is None and self.backend == "sglang":
+            # An absolute path names a file inside the server's container; without a volume nothing puts it
+            # there, so validate and render pass and the servers fail on the GPU nodes (the simulator reads no
+            # weights, so backend sim is exempt).
+            paths = [("model.path", self.model.path)]
+            if spec.draft_model_path:
+                paths.append(("candidate.speculative.draft-model-path", spec.draft_model_path))
+            for key, path in paths:
+                if path.startswith("/"):
+                    parent = path.rstrip("/").rsplit("/", 1)[0] or "/"
+                    raise KeyedValueError(
+                        key,
+                        f"{path!r} is an absolute path but model.volume is not set, so nothing mounts the weights "
+                        f"into the server's container and SGLang would fail on the GPU nodes; add model.volume "
+                        f"(kind: hostPath, host-path: <the node directory holding the weights>, mount-path: "
+                        f"{parent}), or kind: pvc with claim-name, or give a Hugging Face model id instead"
+                    )
         if self.model.volume is not None:
             weights = self.model.volume.mount_path
             for writable in self.pod_security.writable_paths:

@@ -237,7 +237,7 @@ def build_locust(dep: Any) -> LocustLoadGenerator:
 
 # The smallest valid stack, as values.py uses for the server chart's defaults.
 _CHART_DEFAULTS_STACK = {
-    "model": {"path": "/models/model"},
+    "model": {"path": "/models/model", "volume": {"kind": "hostPath", "host-path": "/models", "mount-path": "/models"}},
     "server": {"max-running-requests": 48},
     "candidate": {"speculative": {"algorithm": "EAGLE3", "draft-model-path": "/models/draft", "num-steps": 3,
                                   "eagle-topk": 1, "num-draft-tokens": 4}},

@@ -21,6 +21,7 @@ from sglab.config.loader import LoadedStack
 from pathlib import Path
 from typing import Any
 
+from sglab.report.provenance import real_evidence_fix  # the reports name the same steps
 from sglab.results import integrity
 from sglab.results.pull import PROVENANCE_FILE, pulled_provenance
 from sglab.schema.result import RunResult
@@ -103,14 +104,6 @@ def check_launch_commands(source: LoadedStack, result: RunResult) -> None:
             raise PromotionRefused(
                 f"the recorded launch command of the {arm.name} arm of run {result.run_id} is not the one stack "
                 f"'{source.name}' gives, though its config hash is (the result was edited)", _rerun(source.name))
-
-
-def real_evidence_fix(stack: str) -> str:
-    """How to measure a stack on the servers it declares (what a GPU target needs as evidence)."""
-    return (f"measure the real servers: `pulumi up --stack {stack}` runs the benchmark Job against both arms in the "
-            f"cluster, then `sglab results pull --stack {stack}` and `sglab promote --stack {stack}`; or, with both "
-            f"arms already serving, `sglab bench --stack {stack} --baseline-url http://BASELINE:30000 "
-            f"--candidate-url http://CANDIDATE:30000`")
 
 
 def check_producer(source: LoadedStack, result: RunResult, target: LoadedStack) -> dict[str, Any]:

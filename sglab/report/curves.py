@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 
 from sglab.analysis.operating_point import level_label  # noqa: E402
 from sglab.analysis.samples import arm_stats, per_round  # noqa: E402
-from sglab.report.plot_style import arm_color, save_figure, verdict_slo  # noqa: E402
+from sglab.report.plot_style import arm_color, mark_evidence, save_figure, verdict_slo  # noqa: E402
 from sglab.schema.result import RunResult  # noqa: E402
 from sglab.schema.verdict import Verdict  # noqa: E402
 
@@ -41,6 +41,7 @@ def _curve_figure(result: RunResult, verdict: Verdict) -> plt.Figure | None:
     right_metric = "goodput_tok_per_s" if judged_goodput else "output_tok_per_s"
     label = level_label(result)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    mark_evidence(fig, result)
     drawn = False
     for arm in arms:
         xs, ys, shown = [], [], []

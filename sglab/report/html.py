@@ -9,10 +9,10 @@ from pathlib import Path
 from sglab import metrics
 from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.sequential import method_sentence
-from sglab.analysis.verdict import next_step
 from sglab.analysis.provenance import producer_of
-from sglab.report.plot_style import OUTCOME_COLORS
-from sglab.report.provenance import machine_text, parity_line, parity_rows
+from sglab.report.plot_style import OUTCOME_COLORS, SIMULATOR_COLOR
+from sglab.report.provenance import (SIMULATOR_EVIDENCE, evidence_next_step, machine_text, parity_line, parity_rows,
+                                     real_evidence_fix, simulator_producer, time_scale_text)
 from sglab.report.table import level_label
 from sglab.schema.result import RunResult
 from sglab.schema.verdict import LOSS_PREFIX, LevelVerdict, Verdict
@@ -69,9 +69,11 @@ def _level_row(lv: LevelVerdict) -> str:
     return f"<tr>{tds}<td class='l {cls}'>{_e(lv.outcome)}</td></tr>"
 
 
-def _levels_table(v: Verdict) -> str:
+def _levels_table(v: Verdict, scale_mark: str = "") -> str:
+    """`scale_mark`: what the tok/s are at (simulator evidence: its time scale)."""
     conf = f"{v.confidence:.0%} CI"
-    head = [_level_head(v), "gates", "decode tok/s b → c", f"decode gain [{conf}]", f"output tok/s gain [{conf}]",
+    head = [_level_head(v), "gates", f"decode tok/s b → c{scale_mark}", f"decode gain [{conf}]",
+            f"output tok/s gain [{conf}]",
             "TTFT p99 Δ", "ITL p99 Δ", "errors b / c", "baseline step ms", "verify cycle ms", "accept length",
             "break-even accept", "rounds", "outcome"]
     ths = "".join(f"<th>{_e(h)}</th>" for h in head)
@@ -157,6 +159,18 @@ def _loss_banner(verdict: Verdict) -> str:
     return "".join(parts)
 
 
+def _simulator_banner(result: RunResult) -> str:
+    """Above the verdict: simulator numbers are a timing model at a time scale, and promote no GPU stack."""
+    producer = simulator_producer(result)
+    if producer is None:
+        return ""
+    return (f"<div class='verdict sim' style='border-color:{SIMULATOR_COLOR}'><b style='color:{SIMULATOR_COLOR}'>"
+            f"SIMULATOR EVIDENCE"
+            f"</b> — {_e(SIMULATOR_EVIDENCE.split(': ', 1)[1])}. These numbers come from "
+            f"{_e(producer.describe())}: {_e(time_scale_text(producer))}. To judge your GPUs, "
+            f"{_e(real_evidence_fix(result.stack))}.</div>")
+
+
 def _categories(verdict: Verdict) -> str:
     if not verdict.categories:
         return ""
@@ -194,7 +208,12 @@ def _levels_title(v: Verdict) -> str:
 def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> str:
     from sglab.report.curves import INLINE
 
-    color = OUTCOME_COLORS.get(verdict.outcome, "#555")
+    simulated = simulator_producer(result)
+    # a green PROMOTE reads as promotable: simulator evidence is shown in the simulator banner's colour
+    color = SIMULATOR_COLOR if simulated is not None else OUTCOME_COLORS.get(verdict.outcome, "#555")
+    outcome = verdict.outcome.upper() + (" (simulator evidence)" if simulated is not None else "")
+    scale_mark = (f" (simulator, {simulated.time_scale or 1:g}x real time)" if simulated is not None else "")
+    step = evidence_next_step(result, verdict)
     sentence = verdict.sentence.removeprefix(f"{verdict.outcome}: ")
     inline = _inline(result, verdict, plots)
     plots = {name: path for name, path in plots.items() if name not in INLINE}
@@ -211,15 +230,16 @@ def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> 
 <style>{CSS}</style></head><body>
 <h1>{_e(result.stack)}: {_e(verdict.candidate_arm)} vs {_e(verdict.baseline_arm)}</h1>
 <div class="muted">run {_e(result.run_id)} · {_e(result.kind)} · {_e(result.started_at)}</div>
-<div class="verdict" style="border-color:{color}"><b style="color:{color}">{_e(verdict.outcome.upper())}</b> —
+{_simulator_banner(result)}
+<div class="verdict" style="border-color:{color}"><b style="color:{color}">{_e(outcome)}</b> —
 {_e(sentence)}</div>
 {_loss_banner(verdict)}
-{f"<p>Next: <code>{_e(next_step(verdict))}</code></p>" if next_step(verdict) else ""}
+{f"<p>Next: <code>{_e(step)}</code></p>" if step else ""}
 <h2>Per {_e(_levels_title(verdict))}</h2>
 <p>Gate: {_e(metrics.label(verdict.metric))} gain ≥
 {verdict.min_gain:+.1%} at {_e(level_phrase(level_label(verdict), verdict.gating_levels))};
 {_e(method_sentence(verdict.method, verdict.confidence))}. Crossover: {_e(verdict.crossover.note)}.</p>
-{_levels_table(verdict)}
+{_levels_table(verdict, scale_mark)}
 {inline}
 {_categories(verdict)}
 {_parity(verdict)}

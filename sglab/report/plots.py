@@ -19,7 +19,8 @@ from sglab.schema.verdict import Verdict  # noqa: E402
 from sglab.analysis.operating_point import level_phrase  # noqa: E402
 from sglab.report.table import level_label  # noqa: E402
 from sglab.report.curves import category_plot, latency_throughput_plot  # noqa: E402
-from sglab.report.plot_style import OUTCOME_COLORS, arm_color, save_figure, verdict_slo  # noqa: E402,F401
+from sglab.report.plot_style import (OUTCOME_COLORS, arm_color, mark_evidence, save_figure,  # noqa: E402,F401
+                                     verdict_slo)
 
 
 def _axis(label: str) -> str:
@@ -45,6 +46,7 @@ def metric_plot(result: RunResult, verdict: Verdict, path: Path, metric: str = "
     slo = verdict_slo(verdict)
     arms = [a.name for a in result.arms]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    mark_evidence(fig, result)
     xs = np.arange(len(levels))
     width = 0.8 / len(arms)
     for i, arm in enumerate(arms):
@@ -114,6 +116,7 @@ def latency_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None
     if level is None:
         return None
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    mark_evidence(fig, result)
     for arm in (verdict.baseline_arm, verdict.candidate_arm):
         ok = [r for r in level.requests if r.arm == arm and not r.warmup and r.round_index >= 0 and r.error is None]
         _cdf(left, [r.ttft_ms for r in ok if r.ttft_ms is not None], arm, arm_color(arm))
@@ -141,6 +144,7 @@ def accept_plot(result: RunResult, verdict: Verdict, path: Path) -> Path | None:
         return None
     econ = verdict.level(level.concurrency).economics
     fig, ax = plt.subplots(figsize=(7, 4))
+    mark_evidence(fig, result)
     ax.hist(values, bins=min(30, max(8, len(values) // 4)), color=arm_color(verdict.candidate_arm), alpha=0.8,
             label=f"per-request accept length (n={len(values)})")
     if econ.break_even_accept_length is not None:

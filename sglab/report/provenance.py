@@ -1,5 +1,7 @@
-"""The evidence's provenance in the reports: output parity (a verdict line and an HTML table) and what served
-each arm (console lines for `sglab compare`, rows of the HTML report's run table).
+"""The evidence's provenance in the reports: output parity (a verdict line and an HTML table), what served
+each arm (console lines for `sglab bench` and `sglab compare`, rows of the HTML report's run table), and the
+simulator-evidence label every output carries when simulators produced the numbers (a green PROMOTE at 3x real
+time reads as promotable; it is not, for a GPU stack).
 
 Everything shown here is recomputed or read from the result; the texts a server reported (its version, an
 image name, node labels) are untrusted, so console lines go through sglab.core.untrusted.printable and the HTML
@@ -9,9 +11,10 @@ report escapes them (sglab/report/html.py).
 from __future__ import annotations
 
 from sglab.analysis.parity import parity_phrase
-from sglab.analysis.provenance import machine_facts, producer_of
+from sglab.analysis.provenance import Producer, machine_facts, producer_of
+from sglab.analysis.verdict import next_step
 from sglab.schema.result import ArmMachine, RunResult
-from sglab.schema.verdict import OutputParity
+from sglab.schema.verdict import OutputParity, Verdict
 from sglab.core.untrusted import printable
 
 
@@ -61,3 +64,83 @@ def parity_rows(parity: OutputParity | None) -> list[tuple[int, str, str]]:
     if parity is None:
         return []
     return [(lv.concurrency, parity_phrase(lv.candidate), parity_phrase(lv.aa)) for lv in parity.levels]
+
+
+SIMULATOR_EVIDENCE = "simulator evidence: not promotable to GPU stacks"
+
+
+def simulator_producer(result: RunResult) -> Producer | None:
+    """The producer when simulators produced the numbers (target sim, or arms that reported themselves as the
+    simulator); None for real or unknown servers."""
+    producer = producer_of(result)
+    return producer if producer.kind == "simulator" else None
+
+
+def time_scale_text(producer: Producer) -> str:
+    """What the simulator's time scale does to the numbers shown."""
+    scale = producer.time_scale if producer.time_scale is not None else 1.0
+    speed = "real time" if scale == 1 else f"{scale:g}x real time"
+    return (f"tok/s and ms are at the simulator's time scale {scale:g} ({speed}); gains, accept lengths and "
+            "break-even accept lengths are ratios, unscaled")
+
+
+def evidence_line(producer: Producer) -> str:
+    """The console's line on simulator numbers (above `verdict:`)."""
+    return f"simulator evidence, not promotable to GPU stacks: {time_scale_text(producer)}"
+
+
+def real_evidence_fix(stack: str) -> str:
+    """How to measure a stack on the servers it declares (what a GPU target needs as evidence)."""
+    return (f"measure the real servers: `pulumi up --stack {stack}` runs the benchmark Job against both arms in the "
+            f"cluster, then `sglab results pull --stack {stack}` and `sglab promote --stack {stack}`; or, with both "
+            f"arms already serving, `sglab bench --stack {stack} --baseline-url http://BASELINE:30000 "
+            f"--candidate-url http://CANDIDATE:30000`")
+
+
+def evidence_next_step(result: RunResult, verdict: Verdict) -> str | None:
+    """The `next:` command. For simulator evidence a promotion is refused unless the stack's promotion target runs
+    the simulator on no GPUs, so anywhere else it names how to get real evidence instead."""
+    step = next_step(verdict)
+    if step is None or simulator_producer(result) is None or not step.startswith("sglab promote"):
+        return step
+    return step if _target_runs_simulators(result.stack) else real_evidence_fix(result.stack)
+
+
+def _target_runs_simulators(stack: str) -> bool:
+    """Whether the stack's promotion target (sglab:promote-to) is a simulator stack that requests no GPUs: the
+    only kind simulator evidence can change (sglab/promotion/evidence.py check_producer). Unreadable: no."""
+    from sglab.config.loader import load_stack
+    from sglab.core.errors import ConfigError
+
+    try:
+        target = load_stack(load_stack(stack).config.promote_to).config
+    except ConfigError:
+        return False
+    return target.backend == "sim" and not target.placement.gpus_per_node
+
+
+def evidence_record(result: RunResult) -> dict[str, object]:
+    """The `evidence` field of the JSON output: who produced the numbers and at which time scale."""
+    producer = producer_of(result)
+    simulated = producer.kind == "simulator"
+    return {"producer": producer.kind, "described": producer.describe(),
+            "time_scale": producer.time_scale if simulated else None,
+            "promotable_to_gpu_stacks": producer.kind == "sglang",
+            "rates": time_scale_text(producer) if simulated else "measured on the servers, real time",
+            "label": SIMULATOR_EVIDENCE if simulated else None}
+
+
+def label_console(lines: list[str], result: RunResult, verdict: Verdict) -> list[str]:
+    """The console table labelled for simulator evidence: the last line `verdict: <outcome> (simulator evidence:
+    ...)` (still grep-able by its prefix), a line on the time scale, and a `next:` that names real evidence."""
+    producer = simulator_producer(result)
+    if producer is None:
+        return lines
+    out = list(lines)
+    step = evidence_next_step(result, verdict)
+    out = [f"next: {step}" if line.startswith("next: ") and step else line for line in out]
+    last = len(out) - 1 if out and out[-1].startswith("verdict: ") else len(out)
+    out.insert(last, evidence_line(producer))
+    if last < len(out) - 1:
+        out[-1] = f"{out[-1]} ({SIMULATOR_EVIDENCE})"
+    return out

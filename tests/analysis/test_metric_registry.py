@@ -95,8 +95,8 @@ def test_a_fake_metric_reaches_compare_and_its_csv(tmp_path, capsys) -> None:
         write_result(_run(), run_dir)
         assert main(["compare", str(run_dir)]) == 0
         out = capsys.readouterr().out
-        assert "fake tok/req gain" in out and out.rstrip().endswith("verdict: promote")
+        assert "fake tok/req gain" in out and out.rstrip().splitlines()[-1].startswith("verdict: promote")
         assert main(["compare", str(run_dir), "--output", "csv"]) == 0
         header = (run_dir / "rounds.csv").read_text(encoding="utf-8").splitlines()[0]
-        assert header.endswith("decode_tok_per_s,output_tok_per_s,fake_tokens_per_request")
+        assert header.endswith("decode_tok_per_s,output_tok_per_s,fake_tokens_per_request,producer,time_scale")
         assert "fake_tokens_per_request_gain" in (run_dir / "verdict.csv").read_text(encoding="utf-8")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from sglab.analysis.verdict import judge, policy_of
-from sglab.report.table import format_table
+from sglab.report.console import render_console
 from sglab.config.loadplan import LoadPlan
 from sglab.config.policy import PromotionPolicy
 from sglab.schema.records import Confound, RecordedLoadPlan, RecordedPolicy
@@ -34,7 +34,7 @@ def test_a_result_file_of_the_previous_format_loads_typed_and_judges_as_before()
     assert [c.key for c in result.confounds] == ["env NCCL_ALGO", "env NCCL_P2P_LEVEL", "env NCCL_PROTO"]
     assert all(isinstance(c, Confound) for c in result.confounds)
     expected = (DATA / "v1-article-replay.compare.txt").read_text(encoding="utf-8").rstrip("\n")
-    assert format_table(judge(result)) == expected
+    assert render_console(result, judge(result)) == expected  # what `sglab compare` prints
 
 
 def test_writing_back_keeps_the_recorded_keys() -> None:

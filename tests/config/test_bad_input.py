@@ -55,6 +55,10 @@ CASES = {
                              ["requests 4 GPUs", "set server.tp-size: 4"], "tp-size: 8"),
     "model-outside-volume": (edit("    path: /shared/kimi-k2.5-int4", "    path: /models/kimi"), "sglab:model.path",
                              ["outside the model volume", "/shared"], "path: /models/kimi"),
+    "absolute-model-path-without-volume": (
+        edit("    volume:\n      kind: hostPath\n      host-path: /shared\n      mount-path: /shared\n", ""),
+        "sglab:model.path", ["absolute path", "model.volume is not set", "fail on the GPU nodes",
+                             "mount-path: /shared", "Hugging Face model id"], "path: /shared/kimi"),
     "draft-outside-volume": (edit("draft-model-path: /shared/kimi-k2.5-eagle3", "draft-model-path: /data/e3"),
                              "sglab:candidate.speculative.draft-model-path", ["outside the model volume"], "/data/e3"),
     "multi-node-tp-mismatch": (edit("    gpus-per-node: 8", "    gpus-per-node: 8\n    nodes: 2"),
@@ -189,3 +193,12 @@ def test_numeric_quantities_are_accepted(stacks, capsys):
     (stacks / "Pulumi.n.yaml").write_text(edit("  sglab:placement:", "  sglab:resources:\n    cpu: 2\n"
                                                "    memory: 1024\n  sglab:placement:"))
     assert main(["validate", "--stack", "n"]) == 0
+
+
+def test_an_absolute_model_path_without_a_volume_is_fine_for_the_simulator(stacks, capsys):
+    """The simulator reads no weights, so a sim stack needs no volume for its (absolute) model path."""
+    text = edit("    volume:\n      kind: hostPath\n      host-path: /shared\n      mount-path: /shared\n", "")
+    text = text.replace("  sglab:namespace:", "  sglab:backend: sim\n  sglab:namespace:", 1)
+    text = text.replace("    gpus-per-node: 8", "    gpus-per-node: 0", 1)
+    (stacks / "Pulumi.simweights.yaml").write_text(text)
+    assert main(["validate", "--stack", "simweights"]) == 0, capsys.readouterr().err

@@ -94,10 +94,11 @@ def test_the_simulator_window_accept_length_comes_from_the_counters_exactly(run:
 
 def test_chat_requests_get_a_client_side_accept_length(tmp_path: Path) -> None:
     stack = (Path(__file__).resolve().parents[2] / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text()
-    stack = stack.split("  sglab:load:")[0]  # random prompts, as this test was written for
+    stack = stack.split("  sglab:load:")[0]
     (tmp_path / "stacks").mkdir()
     path = tmp_path / "stacks" / "Pulumi.chat.yaml"
-    path.write_text(stack.replace("config:\n", "config:\n  sglab:load:\n    endpoint: chat\n", 1))
+    section = "  sglab:load:\n    endpoint: chat\n    prompts:\n      source: random\n"  # what it was written for
+    path.write_text(stack.replace("config:\n", "config:\n" + section, 1))
     out = tmp_path / "results"
     cmd = [sys.executable, "-m", "sglab.cli", "bench", "--stack", "chat", "--target", "sim", "--out", str(out),
            "--no-progress", "--concurrency", "1", "--rounds", "3", "--round-requests", "3", "--warmup-requests", "0",

@@ -48,8 +48,8 @@ def plan(name: str, *flags: str):
 def test_no_prompt_flags_keep_the_stacks_plan(stack) -> None:
     p = plan(stack({"prompts": {"source": "suite", "categories": "code,maths"}, "natural-stop": True}))
     assert (p.prompts.source, p.prompts.categories, p.endpoint, p.natural_stop) == ("suite", "code,maths", "chat", True)
-    p = plan(stack())
-    assert (p.prompts.source, p.endpoint, p.natural_stop) == ("random", "generate", False)
+    p = plan(stack())  # no load section: the default prompts, the bundled suite on the chat endpoint
+    assert (p.prompts.source, p.endpoint, p.natural_stop) == ("suite", "chat", False)
 
 
 def test_prompts_suite_turns_the_default_endpoint_to_chat_unless_endpoint_is_given(stack) -> None:
@@ -103,8 +103,8 @@ def test_natural_stop_flags_override_the_stack_both_ways(stack) -> None:
     (["--prompts", "sharegpt"], ["--prompts 'sharegpt'", "sharegpt:PATH"]),
     (["--prompts", "suite:x.json"], ["--prompts 'suite:x.json'", "reads no file"]),
     (["--prompts", "openai:missing.jsonl"], ["--prompts", "missing.jsonl", "not found"]),
-    (["--categories", "code"], ["--categories", "random", "--prompts suite"]),
-    (["--prompt-limit", "4"], ["--prompt-limit", "random"]),
+    (["--prompts", "random", "--categories", "code"], ["--categories", "random", "--prompts suite"]),
+    (["--prompts", "random", "--prompt-limit", "4"], ["--prompt-limit", "random"]),
     (["--prompt-limit", "0"], ["--prompt-limit", "at least 1", "load.prompts.limit"]),
     (["--prompts", "suite", "--categories", "code,poetry"], ["--categories", "poetry", ", ".join(SUITE_CATEGORIES)]),
 ])

@@ -71,9 +71,15 @@ def test_chat_shaped_sources_default_to_the_chat_endpoint(source: str) -> None:
     file = {"sharegpt": str(SHAREGPT), "openai": str(OPENAI)}.get(source)
     assert plan(source=source, **({"file": file} if file else {})).endpoint == "chat"
     assert LoadPlan.model_validate({"prompts": {"source": "suite"}, "endpoint": "generate"}).endpoint == "generate"
-    assert plan(source="random").endpoint == "generate" and LoadPlan().endpoint == "generate"
+    assert plan(source="random").endpoint == "generate"
     dumped = plan(source="suite").model_dump()
     assert LoadPlan.model_validate(dumped).endpoint == "chat"  # --quick and overrides re-validate the dump
+
+
+def test_a_plan_without_prompts_sends_the_bundled_suite_on_the_chat_endpoint() -> None:
+    """Random words give a draft model nothing to predict: the default is the traffic speculation is judged on."""
+    for default in (LoadPlan(), LoadPlan.model_validate({}), LoadPlan.model_validate({"prompts": {"seed": 3}})):
+        assert (default.prompts.source, default.endpoint) == ("suite", "chat")
 
 
 def test_both_arms_get_the_identical_request_sequence() -> None:
@@ -107,7 +113,8 @@ def test_natural_stop_sends_ignore_eos_false_and_the_cap_and_accepts_a_shorter_r
     assert settings.token_count_error(capped, 7) is None and settings.token_count_error(capped, 80) is None
     assert settings.token_count_error(capped, 81) == "wrong token count: got 81, expected 1 to 80"
     assert settings.token_count_error(capped, 0) is not None
-    generate = LoadSettings.from_plan(LoadPlan.model_validate({"natural-stop": True, "max-new-tokens": 16}))
+    generate = LoadSettings.from_plan(LoadPlan.model_validate({"natural-stop": True, "max-new-tokens": 16,
+                                                               "prompts": {"source": "random"}}))
     assert generate.payload(generate.prompts[0])["sampling_params"]["ignore_eos"] is False
     assert generate.payload(generate.prompts[0])["sampling_params"]["max_new_tokens"] == 16
 

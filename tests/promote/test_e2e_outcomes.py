@@ -34,13 +34,13 @@ def bench(tmp_path: Path, *args: str) -> tuple[str, dict]:
 def test_eagle_nccl_ll_is_promoted(tmp_path: Path) -> None:
     outcome, result = bench(tmp_path, "--stack", "eagle-nccl-ll")
     assert result["complete"] and result["verdict"]["outcome"] == "promote", outcome
-    assert outcome == "verdict: promote"
+    assert outcome == "verdict: promote (simulator evidence: not promotable to GPU stacks)"
 
 
 def test_eagle_default_is_rejected(tmp_path: Path) -> None:
     outcome, result = bench(tmp_path, "--stack", "eagle-default")
     assert result["verdict"]["outcome"] == "reject", outcome
-    assert outcome == "verdict: reject"
+    assert outcome == "verdict: reject (simulator evidence: not promotable to GPU stacks)"
 
 
 def test_aa_is_never_promoted(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from sglab.core.paths import project_root
 
 pytestmark = pytest.mark.slow
 
+LABEL = " (simulator evidence: not promotable to GPU stacks)"  # what a simulator verdict line ends with
+
 
 def sglab(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "sglab.cli", *args], capture_output=True, text=True, env=env,
@@ -32,7 +34,7 @@ def test_bench_compare_report_promote_dry_run(tmp_path: Path) -> None:
     compare = sglab("compare", str(run_dir), env=env)
     assert compare.returncode == 0, compare.stderr
     outcome = compare.stdout.strip().splitlines()[-1]
-    assert outcome in ("verdict: promote", "verdict: reject", "verdict: inconclusive")
+    assert outcome in tuple(f"verdict: {o}{LABEL}" for o in ("promote", "reject", "inconclusive"))
     assert "break-even accept length" in compare.stdout
 
     report = sglab("report", str(run_dir), env=env)

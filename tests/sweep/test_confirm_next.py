@@ -11,8 +11,9 @@ from sglab.analysis.synthetic import synthetic_result
 from sglab.bench.judged import judge_and_report
 
 
-def confirmation(sweep: dict | None):
-    result = synthetic_result(levels=(1,), rounds=20, gain=0.10, round_cv=0.01, stack="eagle-sweep")
+def confirmation(sweep: dict | None, producer: str = "sglang"):
+    result = synthetic_result(levels=(1,), rounds=20, gain=0.10, round_cv=0.01, stack="eagle-sweep",
+                              producer=producer)
     result.sweep = sweep
     return result
 
@@ -28,3 +29,13 @@ def test_a_confirmations_next_step_names_its_result(tmp_path: Path, capsys: pyte
 def test_a_plain_ab_keeps_its_next_step(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert judge_and_report(confirmation(None), tmp_path) == "promote"
     assert "next: sglab promote --stack eagle-sweep --dry-run" in capsys.readouterr().out.splitlines()
+
+
+def test_a_simulator_confirmation_names_real_evidence(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """eagle-sweep promotes into production, a GPU stack, which refuses simulator evidence: next names real
+    evidence, not that promotion."""
+    record = {"sweep_run_id": "20260101T000000Z-sweep", "arm": {"name": "s5-k1-d6-LL"}}
+    assert judge_and_report(confirmation(record, "simulator"), tmp_path) == "promote"
+    [line] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("next: ")]
+    assert line.startswith("next: measure the real servers: `pulumi up --stack eagle-sweep`")
+    assert "sglab promote --stack eagle-sweep --result" not in line

@@ -37,7 +37,7 @@ def _stack(tmp_path, monkeypatch, name: str, load: dict, gated: list[int] | None
 
     yaml = YAML()
     doc = yaml.load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
-    doc["config"]["sglab:load"] = load
+    doc["config"]["sglab:load"] = {"prompts": {"source": "random"}, **load}  # the prompts these timings were sized on
     if gated is not None:
         doc["config"]["sglab:policy"] = {**dict(doc["config"].get("sglab:policy") or {}), "levels": gated}
     stacks = tmp_path / "stacks"

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from sglab.report import REPORT_FILE
 from sglab.report.console import render_console
-from sglab.report.provenance import machine_lines
 from sglab.report.outputs.registry import OutputContext, OutputFormat, register
 
 
 def _render(ctx: OutputContext) -> str:
     report = ctx.run_dir / REPORT_FILE
-    recorded = any(a.machine is not None for a in ctx.result.arms)  # results before it was recorded: as they were
-    return render_console(ctx.verdict, report if report.exists() else None, ctx.result.lints,
-                          machine_lines(ctx.result) if recorded else ())
+    return render_console(ctx.result, ctx.verdict, report if report.exists() else None)
 
 
 CONSOLE = register(OutputFormat("console", "the verdict table (levels x gains, CIs, guards)", _render))
