@@ -54,8 +54,9 @@ class PromptSpec(Model):
     The default is the bundled suite: chat-shaped prompts by category, the traffic speculation is judged on
     (random words give drafts nothing to predict). `random`/`file`: `count` prompts (random words of `input-len`,
     or JSONL {"prompt"} lines). `suite` (the bundled prompt suite), `sharegpt` (ShareGPT JSON) and `openai`
-    (OpenAI messages JSONL): the dataset's records, at most `limit`, each with its category and output length; `categories` is `field:NAME` or a
-    fixed label for an import, a comma-separated subset of the suite's categories for `suite`.
+    (OpenAI messages JSONL): the dataset's records, at most `limit`, each with its category and output length;
+    `categories` is `field:NAME` or a fixed label for an import, a comma-separated subset of the suite's
+    categories for `suite`.
     """
 
     source: Literal["random", "file", "suite", "sharegpt", "openai"] = "suite"
