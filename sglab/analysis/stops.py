@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from sglab.analysis.operating_point import slo_targets
 from sglab.analysis.assumptions import CHECKS, STANDARD
-from sglab.analysis.nodes import ARMS, DesignEstimates, design_estimates
+from sglab.analysis.nodes import ARMS, DesignEstimates, design_estimates, design_of
 from sglab.analysis.sequential import Look, SequentialRecord, sequential_test
 from sglab.schema.result import LevelResult, RunResult
 
@@ -67,12 +67,22 @@ def _pct(x: float | None) -> str:
     return "unbounded" if x is None else f"{x:+.1%}"
 
 
-def stop_reason(level: int, record: SequentialRecord, label: str = "c") -> str:
+ESTIMATE_UNIT = {"parallel": "round", "crossover": "pair", "switchback": "block"}  # what one look counts
+
+
+def stop_reason(level: int, record: SequentialRecord, label: str = "c", *, design: str = "parallel",
+                measured_rounds: int | None = None) -> str:
     """One line: where a gated level stopped and why, e.g. `c=1: promote at round 9 of at most 32: the 95%
-    confidence sequence [+1.2%, +5.0%] clears +0.5%`."""
+    confidence sequence [+1.2%, +5.0%] clears +0.5%`. Under a crossover or switchback the sequence looks once per
+    pair or block, so the line counts those and, given `measured_rounds`, the rounds they took."""
     look: Look | None = record.last
     limit = record.max_rounds if record.max_rounds is None else record.earlier_rounds + record.max_rounds
-    head = f"{label}={level}: {record.decision} at round {record.rounds} of at most {limit}"
+    unit = ESTIMATE_UNIT.get(design, "round")
+    if unit == "round":
+        head = f"{label}={level}: {record.decision} at round {record.rounds} of at most {limit}"
+    else:
+        took = f", round {measured_rounds}" if measured_rounds is not None else ""
+        head = f"{label}={level}: {record.decision} at {unit} {record.rounds} ({design}{took})"
     if record.checks != STANDARD.name:
         head += f" ({record.checks} checks)"
     if record.earlier_rounds:
@@ -154,6 +164,10 @@ def stop_lines(result: RunResult, label: str = "c") -> list[str]:
     out = []
     recorded = result.sequential or {}
     for key, data in sorted(((k, v) for k, v in recorded.items() if k.isdigit()), key=lambda kv: int(kv[0])):
+        level = result.level(int(key))
+        design = design_of(level) if level is not None else "parallel"
+        rounds = len({s.round_index for s in level.rounds if not s.warmup and s.round_index >= 0}) if level else None
         for record in [data, *(recorded.get("others") or {}).get(key, [])]:
-            out.append(stop_reason(int(key), SequentialRecord.model_validate(record), label))
+            out.append(stop_reason(int(key), SequentialRecord.model_validate(record), label, design=design,
+                                   measured_rounds=rounds))
     return out

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from sglab.analysis.accumulate import SequenceError, continue_sequence, key_of
 from sglab.analysis.sequential import SequentialRecord, sequential_test
-from sglab.analysis.stops import StopLine, level_log_ratios, line_for, stop_reason, threshold_for
+from sglab.analysis.nodes import design_of
+from sglab.analysis.stops import ESTIMATE_UNIT, StopLine, level_log_ratios, line_for, stop_reason, threshold_for
 from sglab.load.request import BenchRequest, RefusedError
 from sglab.schema.result import LevelResult, RunResult
 
@@ -66,6 +67,7 @@ class SequentialBench:
         self.records: dict[str, dict] = {}
         self.others: dict[str, list[dict]] = {}  # a level's records against the target's other gains
         self.decided: dict[int, bool] = {}
+        self.looked: dict[int, int] = {}  # level -> the looks echoed so far
         self.echo = echo or (lambda text: print(text, file=sys.stderr))
 
     def gated(self, level: int) -> bool:
@@ -93,22 +95,32 @@ class SequentialBench:
         self.others[str(level)] = [r.model_dump(mode="json") for r in records[1:]]
         self.decided[level] = all(r.decision != "continue" for r in records)
         look = main.last
-        if look is None:
-            return
+        if look is None or (not self.decided[level] and self.looked.get(level) == look.rounds):
+            return  # a round that completed no new estimate (a crossover's odd period) adds no look
+        self.looked[level] = look.rounds
+        design = design_of(measured)
+        rounds = len({s.round_index for s in measured.rounds if not s.warmup and s.round_index >= 0})
         if not self.decided[level]:
             band = "unbounded" if look.low is None else f"[{look.low:+.1%}, {look.high:+.1%}]"
-            self.echo(f"sequential c={level} round {look.rounds}: gain {look.estimate:+.1%} {band} -> continue")
+            unit = ESTIMATE_UNIT[design]
+            where = f"round {look.rounds}" if unit == "round" else f"{unit} {look.rounds} (round {rounds})"
+            self.echo(f"sequential c={level} {where}: gain {look.estimate:+.1%} {band} -> continue")
         else:
             for record in records:
-                self.echo(stop_reason(level, record))
+                self.echo(stop_reason(level, record, design=design, measured_rounds=rounds))
 
     def tests(self, measured: LevelResult) -> list[SequentialRecord]:
         """One record per gain the level is run against; the first is the stack's own (or the target's, at a
         level only the target gates)."""
         before = self.earlier.get(measured.concurrency, [])
-        ratios = before + level_log_ratios(measured, self.policy.metric, self.policy)
-        return [sequential_test(ratios, min_gain=line.gain, confidence=self.policy.confidence,
-                                min_rounds=self.policy.min_rounds, max_rounds=self.max_rounds, futility=True,
+        mine = level_log_ratios(measured, self.policy.metric, self.policy)
+        # max_rounds counts the sequence's looks, which a crossover's pairs or a switchback's blocks make fewer
+        # than rounds: at the level's last round the looks it has are all it gets (undecided is inconclusive)
+        rounds = len({s.round_index for s in measured.rounds if not s.warmup and s.round_index >= 0})
+        last = rounds >= self.rounds_at(measured.concurrency) and len(mine) > 0
+        cap = min(len(mine), self.max_rounds) if last else self.max_rounds
+        return [sequential_test(before + mine, min_gain=line.gain, confidence=self.policy.confidence,
+                                min_rounds=self.policy.min_rounds, max_rounds=cap, futility=True,
                                 earlier_rounds=len(before), checks=line.checks)
                 for line in self.lines[measured.concurrency]]
 

@@ -175,14 +175,14 @@ def test_another_stacks_run_in_the_stacks_results_is_refused(tmp_path: Path) -> 
 def test_the_sequence_key_covers_the_stack_the_design_and_the_servers() -> None:
     first = synthetic_result(gain=0.006, levels=(1,), rounds=12, policy=POLICY)
     other_stack = synthetic_result(stack="elsewhere", gain=0.006, levels=(1,), rounds=12, policy=POLICY)
-    crossover = synthetic_result(gain=0.006, levels=(1,), rounds=12, policy={**POLICY, "design": "crossover"})
+    parallel = synthetic_result(gain=0.006, levels=(1,), rounds=12, policy={**POLICY, "design": "parallel"})
     servers = synthetic_result(gain=0.006, levels=(1,), rounds=12, policy=POLICY)
     servers.target.kind, servers.target.urls = "urls", {"baseline": "http://a:30000", "candidate": "http://b:30000"}
     other_servers = synthetic_result(gain=0.006, levels=(1,), rounds=12, policy=POLICY)
     other_servers.target.kind = "urls"
     other_servers.target.urls = {"baseline": "http://10.0.0.9:30000", "candidate": "http://10.0.0.8:30000"}
     reseeded = synthetic_result(gain=0.006, levels=(1,), rounds=12, policy=POLICY, seed=77)
-    keys = [sequence_key(r) for r in (first, other_stack, crossover, servers, other_servers)]
+    keys = [sequence_key(r) for r in (first, other_stack, parallel, servers, other_servers)]
     assert len(set(keys)) == 5
     assert sequence_key(reseeded) == sequence_key(first)  # the seed is the run's, not the pair's
 
