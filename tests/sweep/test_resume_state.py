@@ -189,3 +189,17 @@ def test_sweep_resume_of_a_tampered_run_exits_2_and_leaves_its_result_as_it_was(
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and ("integrity" if damage == "seal" else "max_rounds") in done.stderr
     assert (run_dir / "result.json").read_bytes() == before
+
+
+def test_promote_dry_run_of_a_confirmation_of_an_arm_outside_the_grid_is_refused(root: Path) -> None:
+    """`sglab promote --result <confirmation> --dry-run` refuses before it writes anything into the target."""
+    from sglab.promotion.promote import PromotionRefused, promote
+
+    _, grid, _ = swept(root)
+    target = (root / "stacks" / "Pulumi.production.yaml").read_bytes()
+    confirmation = synthetic_result(levels=(1,), rounds=4, stack="pick", producer="simulator")
+    confirmation.sweep = {"sweep_run_id": RUN, "arm": {**grid.arm(BEST).record(), **ATTACKER}}
+    write_result(confirmation, root / "results" / "pick" / "confirmation")
+    with pytest.raises(PromotionRefused, match=f"arm {BEST} with other flags"):
+        promote("pick", root=root, result_path=root / "results" / "pick" / "confirmation", dry_run=True)
+    assert (root / "stacks" / "Pulumi.production.yaml").read_bytes() == target
