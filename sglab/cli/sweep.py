@@ -181,10 +181,10 @@ def run(args: argparse.Namespace) -> int:
     import locust  # noqa: F401  (gevent monkey-patching before the runner's imports)
 
     from sglab.load.targets import TargetError
-    from sglab.results.store import load_result, write_result
+    from sglab.results.store import write_result
     from sglab.sweep.confirm import run_confirmation
     from sglab.sweep.outputs import chance_phrase, pick_record, ranking_table, sweep_verdict, write_outputs
-    from sglab.sweep.run import resume_sweep, run_sweep
+    from sglab.sweep.run import load_resume, resume_sweep, run_sweep
     from sglab.sweep.state import load_state
 
     from sglab.load.request import RefusedError
@@ -196,10 +196,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.resume:
             run_dir = _run_dir(loaded, args)
-            state, result = load_state(run_dir), load_result(run_dir)
-            if state.status in ("running", "interrupted"):
-                state, result, run_dir = resume_sweep(loaded, grid if not state.quick else _quick(loaded, args),
-                                                      run_dir, result, state, urls=urls, progress=progress)
+            state = load_state(run_dir)
+            grid = grid if not state.quick else _quick(loaded, args)
+            state, result = load_resume(loaded, grid, run_dir, state)  # verified; nothing unsealed decides
+            if not result.complete:
+                state, result, run_dir = resume_sweep(loaded, grid, run_dir, result, state, urls=urls,
+                                                      progress=progress)
         else:
             plan, sim_env = _plan(loaded, args)
             state, result, run_dir = run_sweep(loaded, grid, plan, quick=args.quick, target=target, urls=urls,
@@ -215,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         state.status = "confirming"
         state.save(run_dir)
-        confirmation, confirm_dir = run_confirmation(loaded, state, out=out, progress=progress)
+        confirmation, confirm_dir = run_confirmation(loaded, state, grid, out=out, progress=progress)
         state.save(run_dir)
         print(f"confirmation: {confirm_dir / 'result.json'}")
     write_outputs(state, result, run_dir, gpus_per_arm=_gpus(loaded))

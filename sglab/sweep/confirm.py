@@ -17,7 +17,7 @@ from sglab.config.loader import LoadedStack
 from sglab.config.loadplan import LoadPlan
 from sglab.load.request import BenchRequest
 from sglab.results.store import write_result
-from sglab.sweep.grid import arm_stack
+from sglab.sweep.grid import Grid, arm_stack
 from sglab.sweep.state import SweepState
 
 SEED_OFFSET = 7919  # the confirmation's seed: the sweep's + this (fresh prompts and orders, reproducible)
@@ -37,23 +37,23 @@ def confirmation_plan(loaded: LoadedStack, state: SweepState) -> LoadPlan:
     return plan.model_copy(update={"seed": plan.seed + SEED_OFFSET, "rounds": rounds})
 
 
-def sweep_record(state: SweepState) -> dict[str, Any]:
-    arm = state.arm(state.winner or "")
-    assert arm is not None
+def sweep_record(state: SweepState, arm: dict[str, Any]) -> dict[str, Any]:
     return {"sweep_run_id": state.run_id, "arm": arm, "selected_by": state.records,
             "note": "confirmation of the sweep's winner on fresh rounds; promote with "
                     f"`sglab promote --stack {state.stack} --result <this run>`"}
 
 
-def run_confirmation(loaded: LoadedStack, state: SweepState, *, out: Path | None = None,
+def run_confirmation(loaded: LoadedStack, state: SweepState, grid: Grid, *, out: Path | None = None,
                      progress: bool = False) -> tuple[Any, Path]:
-    """Run and judge the confirmation; returns (result, run_dir) with result.sweep recorded."""
+    """Run and judge the confirmation of the pick, the grid's arm of that name (never sweep.json's record of it);
+    returns (result, run_dir) with result.sweep recorded."""
     from sglab.load.runner import run_bench
     from sglab.bench.judged import judge_and_report
 
-    arm = state.arm(state.winner or "")
-    if arm is None:
-        raise ValueError(f"sweep {state.run_id} has no winner to confirm")
+    picked = grid.arm(state.winner or "")
+    if picked is None:
+        raise ValueError(f"sweep {state.run_id} has no winner of the grid to confirm")
+    arm = picked.record()
     stack = winner_stack(loaded, arm)
     request = BenchRequest(loaded=stack, plan=confirmation_plan(loaded, state), kind="ab",
                            target_kind=state.target if state.target == "sim" else "urls",
@@ -62,7 +62,7 @@ def run_confirmation(loaded: LoadedStack, state: SweepState, *, out: Path | None
     # those rounds (valid, stricter than the t), and a sequential stop at the source's min-gain could leave
     # the evidence short of a promotion target's higher one (docs/verdict.md, "Sequential decisions")
     result, run_dir = run_bench(request)
-    result.sweep = sweep_record(state)
+    result.sweep = sweep_record(state, arm)
     write_result(result, run_dir, overwrite=True)
     outcome = judge_and_report(result, run_dir) if result.complete else None
     state.confirmation = {"run_id": result.run_id, "path": str(run_dir), "outcome": outcome,

@@ -28,7 +28,8 @@ from sglab.config.loadplan import LoadPlan
 from sglab.schema.result import LevelResult, RunResult
 from sglab.results.store import create_run_dir, new_run_id
 from sglab.sweep.grid import Grid
-from sglab.sweep.state import BASELINE, SweepState
+from sglab.sweep.state import BASELINE, STATE_FILE, ArmRecord, SweepState
+from sglab.core.errors import ConfigError
 from sglab.core.untrusted import printable
 
 
@@ -192,24 +193,99 @@ def run_sweep(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, quick: bool = 
     return state, result, run_dir
 
 
-def resume_sweep(loaded: LoadedStack, grid: Grid, run_dir: Path, result: RunResult, state: SweepState, *,
-                 urls: dict[str, str] | None = None, progress: bool = False, echo=say
-                 ) -> tuple[SweepState, RunResult, Path]:
-    """Continue an interrupted sweep in its own run directory, from its saved rounds."""
-    from sglab.load.rounds import run_controlled
+def verified_result(path: Path, stack: str):
+    """A result this resume reads, verified with the seal the results use; ConfigError (never re-sealed) if not."""
+    from sglab.results import integrity
+    from sglab.results.store import RESULT_FILE, load_result
 
-    now = {a.name: a.config_hash for a in grid.arms}
-    changed = [a["name"] for a in state.arms if now.get(a["name"]) != a["config_hash"]]
-    if changed or grid.baseline.config_hash != state.baseline_hash:
-        raise ValueError(f"stack '{loaded.name}' changed since sweep {state.run_id} started (arms "
-                         f"{changed or ['baseline']} hash differently); start a new sweep")
-    plan = LoadPlan.model_validate(state.plan)
-    controller = SweepController(state, plan, loaded.config.policy, run_dir, echo=echo)
+    result = load_result(path)
+    problem = integrity.verify(result)
+    if problem is not None:
+        raise ConfigError(path / RESULT_FILE if path.is_dir() else path, "integrity", f"{problem}; a resume never "
+                          "re-seals it", f"restore the file as sglab wrote it, or start a new sweep "
+                          f"(`sglab sweep --stack {stack}`)")
+    return result
+
+
+def rebuild_arms(state: SweepState, grid: Grid, path: Path) -> None:
+    """state.arms from the grid by name: an arm the grid does not have, or whose flags differ from the grid's, and
+    an arm the grid has that the sweep did not start with, are refused, named (a sweep's arms are fixed at start)."""
+    fix = f"start a new sweep (`sglab sweep --stack {state.stack}`): a sweep's arms are fixed when it starts"
+    for saved in state.arms:
+        arm = grid.arm(saved["name"])
+        if arm is None:
+            raise ConfigError(path, "arms", f"arm {saved['name']} is not an arm of stack '{state.stack}''s grid",
+                              fix)
+        if ArmRecord.model_validate(arm.record()) != ArmRecord.model_validate(saved):
+            raise ConfigError(path, "arms", f"arm {saved['name']} is recorded with other flags than the grid "
+                              f"gives it (changed since sweep {state.run_id} started, or edited)", fix)
+    names = {a["name"] for a in state.arms}
+    added = [a.name for a in grid.arms if a.name not in names]
+    if added:
+        raise ConfigError(path, "arms", f"the grid has arms sweep {state.run_id} did not start with: "
+                          f"{', '.join(added)}", fix)
+    if grid.baseline.config_hash != state.baseline_hash:
+        raise ConfigError(path, "baseline_hash", f"the baseline of stack '{state.stack}' changed since sweep "
+                          f"{state.run_id} started", fix)
+    state.arms = [a.record() for a in grid.arms]
+
+
+def load_resume(loaded: LoadedStack, grid: Grid, run_dir: Path, state: SweepState) -> tuple[SweepState, RunResult]:
+    """What a resume continues from, with nothing unsealed deciding: the sweep's result verified, its arms rebuilt
+    from the grid, every race decision (the pick) recomputed from the result's rounds, and a confirmation kept only
+    where its own sealed result confirms that pick. sweep.json gives only the names and the run's settings."""
+    from sglab.results.store import RESULT_FILE
+
+    path = run_dir / STATE_FILE
+    result = verified_result(run_dir, loaded.name)
+    if result.kind != "sweep" or result.run_id != state.run_id or result.stack != loaded.name:
+        raise ConfigError(run_dir / RESULT_FILE, "run_id", f"is {result.kind} run {result.run_id} of stack "
+                          f"'{result.stack}', not sweep {state.run_id} of stack '{loaded.name}'",
+                          "give the sweep's own run directory")
+    if state.stack != loaded.name:
+        raise ConfigError(path, "stack", f"is '{state.stack}', not '{loaded.name}'", "give a sweep of this stack")
+    rebuild_arms(state, grid, path)
+    confirmed = state.confirmation
+    controller = SweepController(state, LoadPlan.model_validate(state.plan), loaded.config.policy, run_dir,
+                                 echo=lambda _: None)
     state.status, state.records, state.contenders = "running", {}, [a["name"] for a in state.arms]
-    state.winner, state.winner_cleared_min, state.finalists = None, False, []
+    state.winner, state.winner_cleared_min, state.finalists, state.confirmation = None, False, [], None
     for level in result.levels:  # recompute every decision from the saved rounds
         if controller.gated(level.concurrency) and state.status == "running":
             controller.update(level.concurrency, level)
+    if result.complete:
+        state.status = "swept" if state.winner and state.status != "no-winner" else "no-winner"
+        if confirmed is not None and state.winner:
+            _keep_confirmation(loaded, state, Path(confirmed["path"]), path)
+    return state, result
+
+
+def _keep_confirmation(loaded: LoadedStack, state: SweepState, where: Path, path: Path) -> None:
+    """The saved confirmation, if its sealed result confirms this sweep's recomputed pick; else refused."""
+    from sglab.analysis.verdict import judge, policy_of
+
+    confirmation = verified_result(where, loaded.name)
+    record = confirmation.sweep or {}
+    arm = record.get("arm") if isinstance(record.get("arm"), dict) else {}
+    if record.get("sweep_run_id") != state.run_id or arm != state.arm(state.winner or ""):
+        raise ConfigError(path, "confirmation", f"names run {confirmation.run_id}, which is not the confirmation of "
+                          f"sweep {state.run_id}'s pick {state.winner}", "remove the `confirmation` key from "
+                          "sweep.json and resume again (the pick is confirmed afresh)")
+    verdict = judge(confirmation, policy_of(confirmation)) if confirmation.complete else None
+    outcome = verdict.outcome if verdict is not None else None
+    state.confirmation = {"run_id": confirmation.run_id, "path": str(where), "outcome": outcome,
+                          "complete": confirmation.complete, "sentence": verdict.sentence if verdict else None}
+    state.status = "confirmed" if outcome == "promote" else "not-confirmed"
+
+
+def resume_sweep(loaded: LoadedStack, grid: Grid, run_dir: Path, result: RunResult, state: SweepState, *,
+                 urls: dict[str, str] | None = None, progress: bool = False, echo=say
+                 ) -> tuple[SweepState, RunResult, Path]:
+    """Continue an interrupted sweep in its own run directory, from what load_resume recomputed."""
+    from sglab.load.rounds import run_controlled
+
+    plan = LoadPlan.model_validate(state.plan)
+    controller = SweepController(state, plan, loaded.config.policy, run_dir, echo=echo)
     echo(f"resuming sweep {state.run_id}: {len(state.contenders)} arms still in it")
     request = sweep_request(loaded, grid, plan, state.contenders, target_kind=state.target, urls=urls or {},
                             sim_env=state.sim_env, out=run_dir.parent.parent, progress=progress)

@@ -1,50 +1,100 @@
 """A sweep's saved state (sweep.json beside its result.json), written after every round.
 
-The measurements themselves are the run's result.json (kind `sweep`); the race records here
-(sglab.sweep.race_record.RaceRecord, one per gated level) are recomputed from it at every round
-and on resume (evidence recomputed, never trusted), and kept so the outputs and a reader see every look
-without rerunning the statistics.
+The measurements themselves are the run's result.json (kind `sweep`, sealed); sweep.json is not sealed, so
+nothing in it decides anything on a resume: the arms are rebuilt from the grid by name, the race records, the
+pick and the confirmation are recomputed from the sealed results (sglab/sweep/run.py load_resume). It is read
+through the one bounded reader into a typed model whose counts and rounds are bounded by the config's own
+limits, so a damaged or hostile file is one ConfigError (file, key, fix), never a traceback or an allocation.
+The race records (sglab.sweep.race_record.RaceRecord, one per gated level) are kept so the outputs and a
+reader see every look without rerunning the statistics.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from sglab.config.loadplan import MAX_CONCURRENCY, MAX_LEVELS, MAX_ROUNDS, LoadPlan
 from sglab.core.errors import ConfigError
-from sglab.results.store import RESULT_LIMITS, write_json_atomic
 from sglab.core.untrusted_json import read_json
+from sglab.results.store import RESULT_LIMITS, write_json_atomic
 
 STATE_FILE = "sweep.json"
-STATE_LIMITS = replace(RESULT_LIMITS, what="a sweep state", fix="give a sweep.json sglab wrote")
+STATE_LIMITS = replace(RESULT_LIMITS, what="a sweep state",
+                       fix="give a sweep.json sglab wrote")
 BASELINE = "baseline"  # the arm every candidate is compared with
+MAX_ARMS = 4096  # arms of one sweep (a grid is a product of short lists; no sweep runs this many)
 Status = Literal["running", "interrupted", "swept", "no-winner", "confirming", "confirmed", "not-confirmed"]
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Text = Annotated[str, Field(max_length=4000)]
+Count = Annotated[int, Field(ge=0, le=MAX_CONCURRENCY)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ArmRecord(_Strict):
+    """SweepArm.record() as saved: only compared with the grid's own arm of that name, never run as it is."""
+
+    name: Name
+    num_steps: Count
+    eagle_topk: Count
+    num_draft_tokens: Count
+    adaptive: bool
+    variant: Name
+    nccl: Annotated[dict[Name, Text], Field(max_length=64)]
+    config_hash: Name
+    algorithm: Name | None = None
+    draft_model_path: Text | None = None
+
+
+class SkippedRecord(_Strict):
+    name: Name
+    reason: Text
+
+
+class ConfirmationRecord(_Strict):
+    run_id: Name
+    path: Text
+    outcome: Name | None = None
+    complete: bool
+    sentence: Text | None = None
+
+
+def _typed(model: type[BaseModel]):
+    """Validate a saved dict as `model` and keep it a dict (the outputs read it as one)."""
+    return AfterValidator(lambda value: model.model_validate(value).model_dump(mode="json", exclude_unset=True))
 
 
 class SweepState(BaseModel):
-    run_id: str
-    stack: str
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: Name
+    stack: Name
     quick: bool = False
-    metric: str
-    gated_levels: list[int]
-    max_rounds: int
-    arms: list[dict[str, Any]]  # SweepArm.record() of every candidate
-    skipped: list[dict[str, str]] = Field(default_factory=list)  # name, reason
-    notes: list[str] = Field(default_factory=list)
-    baseline_hash: str
-    records: dict[str, dict] = Field(default_factory=dict)  # level (str) -> RaceRecord
-    contenders: list[str] = Field(default_factory=list)  # not eliminated at any gated level so far
-    finalists: list[str] = Field(default_factory=list)  # the pick and its challengers: what ungated levels run
+    metric: Name
+    gated_levels: Annotated[list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]], Field(max_length=MAX_LEVELS)]
+    max_rounds: Annotated[int, Field(ge=1, le=MAX_ROUNDS)]
+    arms: Annotated[list[Annotated[dict[str, Any], _typed(ArmRecord)]], Field(max_length=MAX_ARMS)]
+    skipped: Annotated[list[Annotated[dict[str, str], _typed(SkippedRecord)]],
+                       Field(max_length=MAX_ARMS * 4)] = Field(default_factory=list)
+    notes: Annotated[list[Text], Field(max_length=256)] = Field(default_factory=list)
+    baseline_hash: Name
+    # level (str) -> RaceRecord; recomputed from the result on every resume
+    records: Annotated[dict[Name, dict], Field(max_length=MAX_LEVELS)] = Field(default_factory=dict)
+    contenders: Annotated[list[Name], Field(max_length=MAX_ARMS)] = Field(default_factory=list)
+    finalists: Annotated[list[Name], Field(max_length=MAX_ARMS)] = Field(default_factory=list)
     status: Status = "running"
-    winner: str | None = None
+    winner: Name | None = None
     winner_cleared_min: bool = False
-    confirmation: dict[str, Any] | None = None  # run_id, path, outcome, sentence
-    plan: dict[str, Any] = Field(default_factory=dict)  # the load plan the sweep ran (its --quick etc.)
-    sim_env: dict[str, str] = Field(default_factory=dict)
-    target: str = "sim"
+    confirmation: Annotated[dict[str, Any], _typed(ConfirmationRecord)] | None = None
+    plan: dict[str, Any] = Field(default_factory=dict)  # the load plan the sweep ran (a LoadPlan's dump)
+    sim_env: Annotated[dict[Name, Text], Field(max_length=256)] = Field(default_factory=dict)
+    target: Literal["sim", "urls", "in-cluster"] = "sim"
 
     def arm(self, name: str) -> dict[str, Any] | None:
         return next((a for a in self.arms if a["name"] == name), None)
@@ -60,8 +110,11 @@ def load_state(run_dir: Path) -> SweepState:
         raise ConfigError(path, None, f"does not exist: {run_dir} is not a sweep run",
                           "give a sweep's run id or directory (results/<stack>/<run-id>/)")
     try:
-        return SweepState.model_validate(read_json(path, STATE_LIMITS))
+        state = SweepState.model_validate(read_json(path, STATE_LIMITS))
+        LoadPlan.model_validate(state.plan)  # bounded by the load plan's own limits (rounds, levels, seconds)
+        return state
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        raise ConfigError(path, ".".join(str(p) for p in err["loc"])[:200], err["msg"],
+        where = [] if exc.title == "SweepState" else ["plan"]
+        raise ConfigError(path, ".".join(str(p) for p in [*where, *err["loc"]])[:200], str(err["msg"])[:300],
                           "the file is damaged or not a sweep's state; start the sweep again") from None
