@@ -40,6 +40,17 @@ ARMS = ("baseline", "candidate")
 _BLOCK = 4  # a switchback's ABBA block, in periods
 
 
+def rounds_for_looks(design: Design, looks: int, period_rounds: int) -> int:
+    """The rounds a design takes to give the sequence `looks` estimates: one per round in parallel; a crossover
+    pairs the period_rounds rounds of each odd period with the next period's, so whole cycles of two periods; a
+    switchback's ABBA block is four periods."""
+    if design == "crossover":
+        return -(-looks // period_rounds) * 2 * period_rounds
+    if design == "switchback":
+        return looks * _BLOCK * period_rounds
+    return looks
+
+
 @dataclass(frozen=True)
 class Estimate:
     """One estimate of the config effect: `value` log(candidate over baseline), larger is better; `rounds` the

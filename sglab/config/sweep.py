@@ -45,7 +45,9 @@ class SweepSpec(Model):
     # Cluster, wave 2 on: the previous wave's leader (its `sweep_leader` output), measured again in this wave.
     carry_arm: str | None = None
     max_rounds: Annotated[int, Field(ge=2, le=MAX_ROUNDS)] = 32
-    confirm_rounds: Annotated[int, Field(ge=2, le=MAX_ROUNDS)] | None = None  # None: load.rounds
+    # The confirmation's looks at its sequence (None: load.rounds): a crossover runs two rounds a look, a
+    # switchback four periods (sglab/sweep/confirm.py).
+    confirm_rounds: Annotated[int, Field(ge=2, le=MAX_ROUNDS)] | None = None
     # `sglab sweep --quick`: these arm names only (after expansion); empty: the whole grid.
     quick_arms: list[str] = Field(default_factory=list)
 

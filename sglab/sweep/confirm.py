@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from sglab.config.loader import LoadedStack
-from sglab.config.loadplan import LoadPlan
+from sglab.analysis.nodes import rounds_for_looks
+from sglab.config.loadplan import MAX_ROUNDS, MAX_SEED, LoadPlan
 from sglab.load.request import BenchRequest
 from sglab.results.store import write_result
 from sglab.sweep.grid import Grid, arm_stack
@@ -31,10 +32,13 @@ def winner_stack(loaded: LoadedStack, arm: dict[str, Any]) -> LoadedStack:
 
 
 def confirmation_plan(loaded: LoadedStack, state: SweepState) -> LoadPlan:
+    """sweep.confirm-rounds counts the sequence's looks: under a crossover or switchback (policy.design) each look
+    is a pair or block of rounds, so the confirmation runs the rounds that give that many (at most MAX_ROUNDS)."""
     plan = LoadPlan.model_validate(state.plan)
     spec = loaded.config.sweep
-    rounds = spec.confirm_rounds if spec and spec.confirm_rounds else plan.rounds
-    return plan.model_copy(update={"seed": plan.seed + SEED_OFFSET, "rounds": rounds})
+    looks = spec.confirm_rounds if spec and spec.confirm_rounds else plan.rounds
+    rounds = min(rounds_for_looks(loaded.config.policy.design, looks, plan.period_rounds), MAX_ROUNDS)
+    return plan.model_copy(update={"seed": (plan.seed + SEED_OFFSET) % (MAX_SEED + 1), "rounds": rounds})
 
 
 def sweep_record(state: SweepState, arm: dict[str, Any]) -> dict[str, Any]:

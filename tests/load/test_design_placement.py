@@ -80,3 +80,24 @@ def test_a_sweeps_race_runs_parallel_even_with_two_arms():
 def test_a_crossover_on_one_node_runs_switchback_with_a_note():
     p = placement_for(_request("crossover", nodes={"only": 1.0}))
     assert p.design == "switchback" and "one node" in p.notes[0]
+
+
+@pytest.mark.parametrize("design", ["crossover", "switchback"])
+@pytest.mark.parametrize("period_rounds", [1, 2, 4, 8])
+def test_the_rounds_a_design_needs_for_its_looks_give_at_least_that_many(design: str, period_rounds: int) -> None:
+    """A sweep's confirmation asks for looks at its sequence; the rounds it runs must hold that many pairs (whole
+    cycles of two periods) or ABBA blocks, as the bench lays the periods out."""
+    from sglab.analysis.nodes import rounds_for_looks
+
+    placement = Placement(design=design, arms=["baseline", "candidate"], nodes=[("a", 1.0), ("b", 1.0)],
+                          period_rounds=period_rounds)
+    for looks in range(1, 17):
+        rounds = rounds_for_looks(design, looks, period_rounds)
+        periods = [placement.period(i, rounds) for i in range(rounds)]
+        per_period = {p: periods.count(p) for p in set(periods)}
+        if design == "crossover":
+            got = sum(min(per_period.get(p, 0), per_period.get(p + 1, 0)) for p in per_period if p % 2 == 1)
+        else:
+            got = sum(1 for p in per_period if p % 4 == 1 and p + 3 in per_period)
+        assert got >= looks, (looks, rounds, per_period)
+    assert rounds_for_looks("parallel", 10, period_rounds) == 10
