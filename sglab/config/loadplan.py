@@ -36,9 +36,6 @@ def run_seed() -> int:
     return secrets.randbelow(MAX_SEED + 1)
 
 
-run_seed.reference = "drawn per run"  # type: ignore[attr-defined]  # what docs/config.md shows as the default
-
-
 def _seconds(gt: float, le: float) -> Any:
     # mypy cannot read a type a call returns: the fields declared with it carry `type: ignore[valid-type]`
     return Annotated[float, Field(gt=gt, le=le, allow_inf_nan=False)]
@@ -133,10 +130,11 @@ class LoadPlan(Model):
     # true: requests send ignore_eos false and the prompt's max_tokens cap, and a reply may stop early.
     natural_stop: bool = False
     request_timeout_s: _seconds(0, MAX_REQUEST_TIMEOUT_S) = 300.0  # type: ignore[valid-type]
-    # Prompt offsets, arm order and the simulators' acceptance draws. Unset: each run draws its own (a re-run of
-    # the same seed replays the run before and a sequence refuses it, sglab/analysis/accumulate.py); set it to
-    # reproduce a recorded run.
-    seed: Seed = Field(default_factory=run_seed)
+    # Prompt offsets, arm order and the simulators' acceptance draws. Unset: each run draws its own when it
+    # starts (for_run; a re-run of the same seed replays the run before and a sequence refuses it,
+    # sglab/analysis/accumulate.py); set it to reproduce a recorded run. Never drawn when the config is read, so
+    # the stack's hashes and what `pulumi up` renders stay the same from one read to the next.
+    seed: Seed | None = None
     prompts: PromptSpec = Field(default_factory=PromptSpec)
     rate: RateSpec = Field(default_factory=RateSpec)
     trace: TraceSpec = Field(default_factory=TraceSpec)
@@ -164,5 +162,9 @@ class LoadPlan(Model):
         if self.profile == "trace" and not self.trace.file:
             raise ValueError("profile is trace but trace.file is missing: give a JSONL trace")
         return self
+
+    def for_run(self) -> "LoadPlan":
+        """The plan as one run sends it: an unset seed drawn for this run (what the result records)."""
+        return self if self.seed is not None else self.model_copy(update={"seed": run_seed()})
 
 

@@ -33,6 +33,9 @@ class BenchRequest:
     progress: bool = True
     check_live_flags: bool = True
 
+    def __post_init__(self) -> None:
+        self.plan = self.plan.for_run()  # every run its own seed unless the stack or --seed fixes one
+
     @property
     def arms(self) -> list[ArmSpec]:
         stack = self.loaded.config

@@ -34,7 +34,7 @@ def winner_stack(loaded: LoadedStack, arm: dict[str, Any]) -> LoadedStack:
 def confirmation_plan(loaded: LoadedStack, state: SweepState) -> LoadPlan:
     """sweep.confirm-rounds counts the sequence's looks: under a crossover or switchback (policy.design) each look
     is a pair or block of rounds, so the confirmation runs the rounds that give that many (at most MAX_ROUNDS)."""
-    plan = LoadPlan.model_validate(state.plan)
+    plan = LoadPlan.model_validate(state.plan).for_run()
     spec = loaded.config.sweep
     looks = spec.confirm_rounds if spec and spec.confirm_rounds else plan.rounds
     rounds = min(rounds_for_looks(loaded.config.policy.design, looks, plan.period_rounds), MAX_ROUNDS)

@@ -75,6 +75,7 @@ class StackContext:
         override = bool(update)
         if override:
             plan = plan.model_copy(update=update)
+        plan = plan.for_run()  # a UI session draws its own seed unless the stack fixes one (recorded below)
         arms = {}
         specs = {}
         for spec in (baseline_arm(config), candidate_arm(config)):
