@@ -5,6 +5,8 @@
 #           monkey-patching ran, so they get a process of their own (tests/pulumi_harness.py refuses otherwise);
 #   e2e     the directories whose tests start simulators and Locust (the long ones);
 #   rest    everything else under tests/ (a new directory lands here by itself).
+# The last two import Locust before pytest starts: its gevent monkey-patching must come before anything imports
+# ssl (httpx, urllib3), or importing Locust later in the process ends in a RecursionError.
 # Each group's output is printed whole when the group ends; the exit status is the worst of the three, and the
 # last line adds their counts up.
 set -u
@@ -17,17 +19,18 @@ ignore() { for d in "$@"; do printf -- '--ignore=%s ' "$d"; done; }
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 declare -A pids
-run() {  # name, pytest arguments...
-  local name=$1; shift
-  "$PY" -m pytest -q -ra -p no:cacheprovider "$@" >"$logs/$name.log" 2>&1 &
+run() {  # name, what the interpreter runs first, pytest arguments...
+  local name=$1 first=$2; shift 2
+  "$PY" -c "$first"'import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))' -q -ra -p no:cacheprovider "$@" \
+    >"$logs/$name.log" 2>&1 &
   pids[$name]=$!
 }
-# shellcheck disable=SC2046,SC2086
-run pulumi $PULUMI
 # shellcheck disable=SC2086
-run e2e $E2E
+run pulumi "" $PULUMI
+# shellcheck disable=SC2086
+run e2e "import locust; " $E2E
 # shellcheck disable=SC2046,SC2086
-run rest tests $(ignore $PULUMI $E2E)
+run rest "import locust; " tests $(ignore $PULUMI $E2E)
 
 status=0
 passed=0 failed=0 skipped=0 errors=0
