@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglab.serving.spec import POD_LABELS, REVISION_LABEL, SPEC_ENV, judge_spec
-from sglab.config.arms import ArmSpec, baseline_arm
+from sglab.serving.spec import POD_LABELS, REVISION_LABEL, SHARED_CONFIG_LABEL, SPEC_ENV, judge_spec
+from sglab.config.arms import ArmSpec, baseline_arm, build_arm
 from sglab.config.stack import StackConfig
 from sglab.config.serving import Serving, argo_steps, control_weight
 from sglab.deploy.jobs import support_pod_placement
@@ -194,6 +194,12 @@ def _scrape(serving: Serving) -> dict[str, Any]:
             "podTargetLabels": list(POD_LABELS)}
 
 
+def shared_config(stack: StackConfig, arm: ArmSpec) -> str:
+    """The arm's server with speculation left out (image, server flags, env, NCCL), hashed to a label value: the
+    control is the serving config without speculation only where both carry the same (sglab/serving/watch.py)."""
+    return build_arm(stack, speculative=False, with_confounds=arm.role == "candidate").config_hash[:16]
+
+
 def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict[str, Any]:
     """The chart's `serving` block for one arm (OFF for a stack without sglab:serving)."""
     serving = stack.serving
@@ -204,6 +210,7 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
         # the gateway's data plane and Prometheus (scraping /metrics on the same port), as declared
         "peers": [p.policy_peer() for p in [*serving.gateway.peers, *serving.monitoring.peers]],
         "scrape": _scrape(serving),
+        "podLabels": {SHARED_CONFIG_LABEL: shared_config(stack, arm)},
         "podAnnotations": ({"prometheus.io/scrape": "true", "prometheus.io/port": str(arm.port),
                             "prometheus.io/path": "/metrics"} if serving.monitoring.scrape == "annotations" else {}),
     }

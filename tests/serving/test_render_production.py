@@ -114,9 +114,41 @@ def test_production_routes_nothing_to_the_control_and_mirrors_it_one_stable_pods
     crd_schemas.validate(route, K8S_VERSIONS)
 
 
+SHARED = "sglab/shared-config"
+
+
+def _shared_configs(objects: list[dict]) -> tuple[str, str]:
+    (rollout,) = named(objects, "Rollout")
+    (control,) = named(objects, "Deployment", "sglang-baseline")
+    return (rollout["spec"]["template"]["metadata"]["labels"][SHARED],
+            control["spec"]["template"]["metadata"]["labels"][SHARED])
+
+
+def test_both_arms_pods_carry_the_shared_config_the_watch_compares(printed, tmp_path):
+    """The serving pods and the control carry the hash of their server without speculation, as a target label:
+    equal within one render; a promotion of a new image changes it on both (so the stable from before and a
+    control already on the new image differ), a change of the speculation alone changes neither."""
+    serving, control = _shared_configs(printed)
+    assert serving == control and len(serving) == 16
+    monitors = named(printed, "PodMonitor")
+    assert monitors and all(SHARED in m["spec"]["podTargetLabels"] for m in monitors)
+
+    def new_image(c):
+        c["sglab:image"] = str(c["sglab:image"]).rsplit(":", 1)[0] + ":v9.9.9"
+
+    image = _shared_configs(_render(_stack_copy(tmp_path, new_image)))
+    assert image[0] == image[1] != serving
+
+    def speculation(c):
+        c["sglab:candidate"]["speculative"]["draft-model-path"] = "/shared/another-eagle3"
+
+    assert _shared_configs(_render(_stack_copy(tmp_path, speculation))) == (serving, control)
+
+
 def test_the_rollout_runs_the_benchmarked_pod_template(printed, tmp_path):
     """The same chart and stack without sglab:serving renders the candidate as a Deployment: same pod template,
-    but for the API keys a serving server requires (they change no measured behaviour)."""
+    but for the API keys a serving server requires and the shared-config label the watch reads (they change no
+    measured behaviour)."""
     plain = _render(_stack_copy(tmp_path, lambda c: c.pop("sglab:serving")))
     (deployment,) = named(plain, "Deployment", "sglang-candidate")
     (rollout,) = named(printed, "Rollout")
@@ -125,6 +157,7 @@ def test_the_rollout_runs_the_benchmarked_pod_template(printed, tmp_path):
     assert container["args"][-4:] == ["--api-key", "$(SGLAB_API_KEY)", "--admin-api-key", "$(SGLAB_ADMIN_API_KEY)"]
     del container["args"][-4:]
     container["env"] = [e for e in container["env"] if e["name"] not in ("SGLAB_API_KEY", "SGLAB_ADMIN_API_KEY")]
+    del served["metadata"]["labels"][SHARED]
     assert served == deployment["spec"]["template"]
     assert rollout["spec"]["selector"] == deployment["spec"]["selector"]
 
