@@ -39,16 +39,26 @@ SHOWN_CONFIGS = 4  # hashes named per arm in the sentence (they come from Promet
 
 @dataclass(frozen=True)
 class ArmConfigs:
-    """The shared-config hashes each arm's pods reported within the horizon, and whether a canary did."""
+    """The shared-config hashes each arm's pods reported within the horizon, whether a canary did, and the
+    hashes they report now (None: the horizon's)."""
 
     serving: frozenset[str]
     control: frozenset[str]
     canary: bool
+    serving_now: frozenset[str] | None = None
+    control_now: frozenset[str] | None = None
 
     @property
     def unlike(self) -> bool:
         """Both arms seen, and not one and the same config on both sides over the whole horizon."""
         return bool(self.serving and self.control) and (len(self.serving) > 1 or self.serving != self.control)
+
+    @property
+    def apart_now(self) -> bool:
+        """Both arms report now, on different configs: what an aborted promotion leaves, until it is fixed."""
+        serving = self.serving if self.serving_now is None else self.serving_now
+        control = self.control if self.control_now is None else self.control_now
+        return bool(serving and control) and serving != control
 
 
 def _shown(hashes: frozenset[str]) -> str:
@@ -82,7 +92,8 @@ class WatchReport:
 
     @property
     def exit_code(self) -> int:
-        if self.status == "unlike-configs" and self.configs is not None and self.configs.canary:
+        if self.status == "unlike-configs" and self.configs is not None and (
+                self.configs.canary or not self.configs.apart_now):
             return 0
         return EXIT_CODES[self.status]
 
@@ -97,6 +108,9 @@ class WatchReport:
                 return (f"{said}; a rollout is under way or ended within the horizon (the control takes a new "
                         "shared config at pulumi up, the stable when the canary is promoted): the live judge "
                         "compares now")
+            if not c.apart_now:
+                return (f"{said}; the arms run the same config now (or one reports none, loading), and the horizon "
+                        "still holds windows of another: compared again once they leave it")
             return (f"{said}; no canary runs, so a promotion that changed shared keys was aborted and the control "
                     f"runs what the stack file holds while the stable serves the config before. Put the file back "
                     f"(the control follows): {self.rollback_command}")
@@ -172,16 +186,24 @@ def _categories(pairs: list, spec: JudgeSpec) -> list[CategoryGain]:
 
 
 def arm_configs(prom: Prometheus, spec: JudgeSpec, *, now: float, range_s: float) -> ArmConfigs:
-    """The shared-config labels of the serving revisions' and the control's request series over `range_s`."""
-    def seen(labels: dict[str, str], by: str) -> list[dict[str, str]]:
-        promql = f"group by ({by}) (last_over_time({REQUESTS}{selector(labels)}[{math.ceil(range_s)}s]))"
+    """The shared-config labels of the serving revisions' and the control's request series over `range_s`, and
+    now (Prometheus's lookback)."""
+    by = f"{SHARED_CONFIG}, {REVISION}"
+
+    def seen(labels: dict[str, str], over: bool) -> list[dict[str, str]]:
+        series = f"{REQUESTS}{selector(labels)}"
+        promql = f"group by ({by}) ({f'last_over_time({series}[{math.ceil(range_s)}s])' if over else series})"
         return [s.labels for s in prom.query(promql, now)]
 
-    candidate = seen({**spec.base_labels(), ARM: "candidate"}, f"{SHARED_CONFIG}, {REVISION}")
-    control = seen(spec.control_labels(), SHARED_CONFIG)
-    return ArmConfigs(serving=frozenset(s.get(SHARED_CONFIG, "") for s in candidate if s.get(REVISION) == "stable"),
-                      control=frozenset(s.get(SHARED_CONFIG, "") for s in control),
-                      canary=any(s.get(REVISION) == "canary" for s in candidate))
+    def configs(seen_labels: list[dict[str, str]], revision: str | None = None) -> frozenset[str]:
+        return frozenset(s.get(SHARED_CONFIG, "") for s in seen_labels if revision in (None, s.get(REVISION)))
+
+    candidate = {**spec.base_labels(), ARM: "candidate"}
+    serving, control = seen(candidate, True), seen(spec.control_labels(), True)
+    return ArmConfigs(serving=configs(serving, "stable"), control=configs(control),
+                      canary=bool(configs(serving, "canary")),
+                      serving_now=configs(seen(candidate, False), "stable"),
+                      control_now=configs(seen(spec.control_labels(), False)))
 
 
 def watch_once(prom: Prometheus, spec: JudgeSpec, *, now: float | None = None,

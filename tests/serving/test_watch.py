@@ -77,6 +77,15 @@ def test_a_config_that_changed_within_the_horizon_is_unlike():
     assert report.status == "unlike-configs"
 
 
+def test_arms_alike_now_after_unlike_windows_do_not_fail_the_job():
+    """After the rollback that follows an abort, the control is back on the stable's config but the horizon still
+    holds its windows on the aborted one: no gain yet, and no page (nothing is left to fix)."""
+    report = watch_report(_windows(HOLDING), SPEC,
+                          ArmConfigs(serving=frozenset({"a"}), control=frozenset({"a", "b"}), canary=False,
+                                     serving_now=frozenset({"a"}), control_now=frozenset({"a"})))
+    assert report.status == "unlike-configs" and report.exit_code == 0 and "same config now" in report.sentence()
+
+
 def test_like_configs_are_compared():
     report = watch_report(_windows(HOLDING), SPEC,
                           ArmConfigs(serving=frozenset({"a"}), control=frozenset({"a"}), canary=True))
@@ -104,6 +113,7 @@ def test_the_watch_reads_both_arms_shared_config_labels_from_prometheus():
     report, _ = watch_once(prom, SPEC, now=10_000.0)  # type: ignore[arg-type]
     assert report.status == "unlike-configs" and report.exit_code == 4, report.sentence()
     assert all("sglab_shared_config" in q and 'sglab_stack="production"' in q for q in prom.queries)
+    assert {"last_over_time" in q for q in prom.queries} == {True, False}  # over the horizon, and now
     prom = _Prometheus({"candidate": [{"sglab_shared_config": "same", "sglab_revision": "stable"},
                                       {"sglab_shared_config": "next", "sglab_revision": "canary"}],
                         "baseline": [{"sglab_shared_config": "same"}]})
