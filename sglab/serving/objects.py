@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglab.serving.spec import POD_LABELS, REVISION_LABEL, SPEC_ENV, judge_spec
-from sglab.config.arms import ArmSpec
+from sglab.serving.spec import POD_LABELS, REVISION_LABEL, SHARED_CONFIG_LABEL, SPEC_ENV, judge_spec
+from sglab.config.arms import ArmSpec, baseline_arm, build_arm
 from sglab.config.stack import StackConfig
 from sglab.config.serving import Serving, argo_steps, control_weight
 from sglab.deploy.jobs import support_pod_placement
@@ -135,9 +135,11 @@ def _backend(name: str, port: int, weight: int) -> dict[str, Any]:
     return {"name": name, "port": port, "weight": weight}
 
 
-def http_route(serving: Serving, release: str, port: int) -> dict[str, Any]:
+def http_route(serving: Serving, release: str, port: int, control_port: int) -> dict[str, Any]:
     """Gateway -> the serving backends (stable + canary Services, whose weights Argo's plugin sets; or the one
-    Service / InferencePool of all serving pods) beside the control at one stable pod's share."""
+    Service / InferencePool of all serving pods). The standing control gets no backendRef weight: a copy of one
+    stable pod's share of requests (`RequestMirror`, the gateway drops its responses), so a control with no
+    ready pod (a restart, a drain, a new image loading) fails no request."""
     gw = serving.gateway
     parent: dict[str, Any] = {"name": gw.name, "namespace": gw.namespace}
     if gw.section_name:
@@ -148,12 +150,15 @@ def http_route(serving: Serving, release: str, port: int) -> dict[str, Any]:
         refs = [_backend(f"{release}-stable", port, 100), _backend(f"{release}-canary", port, 0)]
     else:
         refs = [_backend(release, port, 100)]
-    if serving.control.replicas:
-        refs.append(_backend(release_name("baseline"), port, control_weight(serving)))
-    spec: dict[str, Any] = {"parentRefs": [parent], "rules": [{
+    rule: dict[str, Any] = {
         # the declared inference paths only: SGLang serves its control endpoints on the same port
         "matches": [{"path": {"type": p.match, "value": p.path}} for p in gw.paths],
-        "backendRefs": refs, "timeouts": {"request": f"{gw.request_timeout_s}s"}}]}
+        "backendRefs": refs, "timeouts": {"request": f"{gw.request_timeout_s}s"}}
+    if serving.control.replicas:
+        rule["filters"] = [{"type": "RequestMirror", "requestMirror": {
+            "backendRef": {"name": release_name("baseline"), "port": control_port},
+            "percent": control_weight(serving)}}]
+    spec: dict[str, Any] = {"parentRefs": [parent], "rules": [rule]}
     if gw.hostnames:
         spec["hostnames"] = list(gw.hostnames)
     return spec
@@ -189,6 +194,12 @@ def _scrape(serving: Serving) -> dict[str, Any]:
             "podTargetLabels": list(POD_LABELS)}
 
 
+def shared_config(stack: StackConfig, arm: ArmSpec) -> str:
+    """The arm's server with speculation left out (image, server flags, env, NCCL), hashed to a label value: the
+    control is the serving config without speculation only where both carry the same (sglab/serving/watch.py)."""
+    return build_arm(stack, speculative=False, with_confounds=arm.role == "candidate").config_hash[:16]
+
+
 def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict[str, Any]:
     """The chart's `serving` block for one arm (OFF for a stack without sglab:serving)."""
     serving = stack.serving
@@ -199,6 +210,7 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
         # the gateway's data plane and Prometheus (scraping /metrics on the same port), as declared
         "peers": [p.policy_peer() for p in [*serving.gateway.peers, *serving.monitoring.peers]],
         "scrape": _scrape(serving),
+        "podLabels": {SHARED_CONFIG_LABEL: shared_config(stack, arm)},
         "podAnnotations": ({"prometheus.io/scrape": "true", "prometheus.io/port": str(arm.port),
                             "prometheus.io/path": "/metrics"} if serving.monitoring.scrape == "annotations" else {}),
     }
@@ -228,7 +240,7 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
         },
         "trafficServices": serving.traffic_router == "gateway-api" and not serving.gateway.inference_pool,
         "analysisTemplate": {"name": analysis_name, "spec": analysis_template(stack, stack_name, spec_json)},
-        "httpRoute": {"name": release, "spec": http_route(serving, release, arm.port)},
+        "httpRoute": {"name": release, "spec": http_route(serving, release, arm.port, baseline_arm(stack).port)},
         **({"inferencePool": {"name": release, "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/instance": release}},
             "targetPorts": [{"number": arm.port}],

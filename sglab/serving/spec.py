@@ -24,9 +24,12 @@ from sglab.promotion.log import LOG_NAME, break_even, current_promotion
 
 SPEC_ENV = "SGLAB_CANARY_SPEC"
 REVISION_LABEL = "sglab/revision"  # Argo's ephemeral canaryMetadata/stableMetadata on the Rollout's pods
+# The arm's server with speculation left out (sglab/serving/objects.py shared_config): the watch compares the
+# promoted config with the control only where both carry the same one.
+SHARED_CONFIG_LABEL = "sglab/shared-config"
 POD_LABELS = {"sglab/stack": "sglab_stack", "sglab/arm": "sglab_arm", REVISION_LABEL: "sglab_revision",
-              "rollouts-pod-template-hash": "rollouts_pod_template_hash"}
-STACK, ARM, REVISION, HASH = POD_LABELS.values()
+              "rollouts-pod-template-hash": "rollouts_pod_template_hash", SHARED_CONFIG_LABEL: "sglab_shared_config"}
+STACK, ARM, REVISION, HASH, SHARED_CONFIG = POD_LABELS.values()
 
 
 class JudgeSpec(BaseModel):

@@ -6,6 +6,11 @@ gain's confidence sequence (the bench's, `sequential_test` / `bounds`) says whet
 zero, and since which window it is shown below zero (the traffic mix no longer suits the draft: roll back).
 Per-category gains say which traffic moved. The same check runs in the cluster on a schedule (the watch
 CronJob); its Job fails (exit 1) when the gain is below zero, so the usual failed-Job alert fires.
+
+The control is the serving config without speculation only while both run the same shared config (image,
+server flags, env, NCCL: the pods' sglab/shared-config label). The control's Deployment takes a new one at
+`pulumi up`, the stable only when Argo promotes the canary; where the two differ within the horizon the watch
+says `unlike-configs` instead of a gain (exit 4; 0 while a canary runs, when the live judge compares).
 """
 
 from __future__ import annotations
@@ -20,13 +25,46 @@ import numpy as np
 from sglab.analysis.sequential import bounds, sequential_test
 from sglab.serving.judge import usable
 from sglab.serving.prometheus import Prometheus
-from sglab.serving.spec import JudgeSpec
-from sglab.serving.windows import Window, fetch_windows
+from sglab.serving.prometheus import selector
+from sglab.serving.spec import ARM, REVISION, SHARED_CONFIG, JudgeSpec
+from sglab.serving.windows import REQUESTS, Window, fetch_windows
 
 SERVING, CONTROL = "serving", "control"
-Status = Literal["holding", "below-zero", "no-data"]
-# No data (a quiet night) is no alarm: only a gain shown below zero fails the CronJob's Job (which pages).
-EXIT_CODES: dict[str, int] = {"holding": 0, "below-zero": 1, "no-data": 0}
+Status = Literal["holding", "below-zero", "no-data", "unlike-configs"]
+# No data (a quiet night) is no alarm: a gain shown below zero fails the CronJob's Job (which pages), and so do
+# unlike configs that no rollout explains (an aborted promotion left the control ahead of the stable).
+EXIT_CODES: dict[str, int] = {"holding": 0, "below-zero": 1, "no-data": 0, "unlike-configs": 4}
+SHOWN_CONFIGS = 4  # hashes named per arm in the sentence (they come from Prometheus)
+
+
+@dataclass(frozen=True)
+class ArmConfigs:
+    """The shared-config hashes each arm's pods reported within the horizon, whether a canary did, and the
+    hashes they report now (None: the horizon's)."""
+
+    serving: frozenset[str]
+    control: frozenset[str]
+    canary: bool
+    serving_now: frozenset[str] | None = None
+    control_now: frozenset[str] | None = None
+
+    @property
+    def unlike(self) -> bool:
+        """Both arms seen, and not one and the same config on both sides over the whole horizon."""
+        return bool(self.serving and self.control) and (len(self.serving) > 1 or self.serving != self.control)
+
+    @property
+    def apart_now(self) -> bool:
+        """Both arms report now, on different configs: what an aborted promotion leaves, until it is fixed."""
+        serving = self.serving if self.serving_now is None else self.serving_now
+        control = self.control if self.control_now is None else self.control_now
+        return bool(serving and control) and serving != control
+
+
+def _shown(hashes: frozenset[str]) -> str:
+    names = sorted(h[:16] or "(no label)" for h in hashes)
+    more = f" and {len(names) - SHOWN_CONFIGS} more" if len(names) > SHOWN_CONFIGS else ""
+    return ", ".join(names[:SHOWN_CONFIGS]) + more
 
 
 @dataclass
@@ -50,12 +88,32 @@ class WatchReport:
     since: float | None  # end time of the window from which the gain is shown below zero
     categories: list[CategoryGain] = field(default_factory=list)
     rollback_command: str = ""
+    configs: ArmConfigs | None = None
 
     @property
     def exit_code(self) -> int:
+        if self.status == "unlike-configs" and self.configs is not None and (
+                self.configs.canary or not self.configs.apart_now):
+            return 0
         return EXIT_CODES[self.status]
 
     def sentence(self) -> str:
+        if self.status == "unlike-configs" and self.configs is not None:
+            c = self.configs
+            said = (f"unlike configs: the serving pods ran shared config {_shown(c.serving)} and the standing "
+                    f"control {_shown(c.control)} within the horizon (image, server flags, env, NCCL: the pods' "
+                    "sglab/shared-config label), so the control is not the same server without speculation and "
+                    "no gain is computed")
+            if c.canary:
+                return (f"{said}; a rollout is under way or ended within the horizon (the control takes a new "
+                        "shared config at pulumi up, the stable when the canary is promoted): the live judge "
+                        "compares now")
+            if not c.apart_now:
+                return (f"{said}; the arms run the same config now (or one reports none, loading), and the horizon "
+                        "still holds windows of another: compared again once they leave it")
+            return (f"{said}; no canary runs, so a promotion that changed shared keys was aborted and the control "
+                    f"runs what the stack file holds while the stable serves the config before. Put the file back "
+                    f"(the control follows): {self.rollback_command}")
         if self.gain is None:
             return f"no paired windows of serving and control ({self.skipped} could not be paired)"
         shown = (f"live gain {self.gain:+.1%} decode tok/s over the standing control, {self.windows} windows "
@@ -80,8 +138,12 @@ def _cs_last(values: list[float], spec: JudgeSpec) -> tuple[float, float | None,
             math.expm1(hi) if math.isfinite(hi) else None)
 
 
-def watch_report(windows: list[Window], spec: JudgeSpec) -> WatchReport:
-    """The report over `windows` (oldest first): serving vs control."""
+def watch_report(windows: list[Window], spec: JudgeSpec, configs: ArmConfigs | None = None) -> WatchReport:
+    """The report over `windows` (oldest first): serving vs control, unless `configs` says they ran unlike
+    shared configs (then no gain: it would measure the config change, not speculation)."""
+    if configs is not None and configs.unlike:
+        return WatchReport("unlike-configs", 0, len(windows), None, None, None, None,
+                           rollback_command=spec.rollback_command, configs=configs)
     pairs, ends, skipped = [], [], 0
     for w in windows:
         if usable(w, spec, (SERVING, CONTROL)) is None:
@@ -123,6 +185,27 @@ def _categories(pairs: list, spec: JudgeSpec) -> list[CategoryGain]:
     return out
 
 
+def arm_configs(prom: Prometheus, spec: JudgeSpec, *, now: float, range_s: float) -> ArmConfigs:
+    """The shared-config labels of the serving revisions' and the control's request series over `range_s`, and
+    now (Prometheus's lookback)."""
+    by = f"{SHARED_CONFIG}, {REVISION}"
+
+    def seen(labels: dict[str, str], over: bool) -> list[dict[str, str]]:
+        series = f"{REQUESTS}{selector(labels)}"
+        promql = f"group by ({by}) ({f'last_over_time({series}[{math.ceil(range_s)}s])' if over else series})"
+        return [s.labels for s in prom.query(promql, now)]
+
+    def configs(seen_labels: list[dict[str, str]], revision: str | None = None) -> frozenset[str]:
+        return frozenset(s.get(SHARED_CONFIG, "") for s in seen_labels if revision in (None, s.get(REVISION)))
+
+    candidate = {**spec.base_labels(), ARM: "candidate"}
+    serving, control = seen(candidate, True), seen(spec.control_labels(), True)
+    return ArmConfigs(serving=configs(serving, "stable"), control=configs(control),
+                      canary=bool(configs(serving, "canary")),
+                      serving_now=configs(seen(candidate, False), "stable"),
+                      control_now=configs(seen(spec.control_labels(), False)))
+
+
 def watch_once(prom: Prometheus, spec: JudgeSpec, *, now: float | None = None,
                horizon_windows: int | None = None) -> tuple[WatchReport, list[Window]]:
     """One look over the last horizon windows ending now (the CronJob's run, `sglab watch`)."""
@@ -130,6 +213,7 @@ def watch_once(prom: Prometheus, spec: JudgeSpec, *, now: float | None = None,
     horizon = horizon_windows or spec.horizon_windows
     arms = {SERVING: spec.revision("stable"), CONTROL: spec.control_labels()}
     start = now - spec.settle_s - horizon * spec.window_s
+    configs = arm_configs(prom, spec, now=now, range_s=now - start)
     windows = fetch_windows(prom, arms, start=start, now=now, window_s=spec.window_s, settle_s=spec.settle_s,
                             category_label=spec.category_label)
-    return watch_report(windows, spec), windows
+    return watch_report(windows, spec, configs), windows

@@ -74,9 +74,81 @@ def test_render_shows_the_serving_shape_and_no_benchmark_job(printed):
     validate_all(printed)
 
 
+def _selects(service: dict, workload: dict) -> bool:
+    labels = workload["spec"]["template"]["metadata"]["labels"]
+    return all(labels.get(k) == v for k, v in service["spec"]["selector"].items())
+
+
+def share_lost_when_empty(route: dict, objects: list[dict], workload_name: str) -> float:
+    """The share of the route's requests that get an error while `workload_name` has no ready pod: the weighted
+    share of backendRefs whose Service selects only that workload's pods (the Gateway API answers 503 for them);
+    a mirror's copy is not a request's answer."""
+    workloads = [o for o in objects if o["kind"] in ("Deployment", "Rollout")]
+    services = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"}
+    lost = total = 0.0
+    for rule in route["spec"]["rules"]:
+        for ref in rule["backendRefs"]:
+            weight = ref.get("weight", 1)
+            total += weight
+            service = services.get(ref["name"]) if ref.get("kind", "Service") == "Service" else None
+            if service is not None and {w["metadata"]["name"] for w in workloads if _selects(service, w)} == {
+                    workload_name}:
+                lost += weight
+    return lost / total
+
+
+def test_production_routes_nothing_to_the_control_and_mirrors_it_one_stable_pods_share(printed):
+    """The control is one replica that restarts, drains and reloads on every change of the shared config: a
+    backendRef weight on it would fail its share of requests whenever it has no ready pod. It gets a copy of one
+    stable pod's share (4 stable pods: 25%), whose responses the gateway drops."""
+    (route,) = named(printed, "HTTPRoute")
+    (control,) = named(printed, "Deployment", "sglang-baseline")
+    (control_service,) = named(printed, "Service", "sglang-baseline")
+    assert control["spec"]["replicas"] == 1  # a backend that can be empty
+    assert share_lost_when_empty(route, printed, "sglang-baseline") == 0
+    (rule,) = route["spec"]["rules"]
+    assert "sglang-baseline" not in [r["name"] for r in rule["backendRefs"]]
+    (mirror,) = [f["requestMirror"] for f in rule["filters"] if f["type"] == "RequestMirror"]
+    assert mirror == {"backendRef": {"name": "sglang-baseline", "port": control_service["spec"]["ports"][0]["port"]},
+                      "percent": 25}
+    crd_schemas.validate(route, K8S_VERSIONS)
+
+
+SHARED = "sglab/shared-config"
+
+
+def _shared_configs(objects: list[dict]) -> tuple[str, str]:
+    (rollout,) = named(objects, "Rollout")
+    (control,) = named(objects, "Deployment", "sglang-baseline")
+    return (rollout["spec"]["template"]["metadata"]["labels"][SHARED],
+            control["spec"]["template"]["metadata"]["labels"][SHARED])
+
+
+def test_both_arms_pods_carry_the_shared_config_the_watch_compares(printed, tmp_path):
+    """The serving pods and the control carry the hash of their server without speculation, as a target label:
+    equal within one render; a promotion of a new image changes it on both (so the stable from before and a
+    control already on the new image differ), a change of the speculation alone changes neither."""
+    serving, control = _shared_configs(printed)
+    assert serving == control and len(serving) == 16
+    monitors = named(printed, "PodMonitor")
+    assert monitors and all(SHARED in m["spec"]["podTargetLabels"] for m in monitors)
+
+    def new_image(c):
+        c["sglab:image"] = str(c["sglab:image"]).rsplit(":", 1)[0] + ":v9.9.9"
+
+    image = _shared_configs(_render(_stack_copy(tmp_path, new_image)))
+    assert image[0] == image[1] != serving
+
+    def speculation(c):
+        c["sglab:candidate"]["speculative"]["draft-model-path"] = "/shared/another-eagle3"
+
+    assert _shared_configs(_render(_stack_copy(tmp_path, speculation))) == (serving, control)
+
+
 def test_the_rollout_runs_the_benchmarked_pod_template(printed, tmp_path):
     """The same chart and stack without sglab:serving renders the candidate as a Deployment: same pod template,
-    but for the API keys a serving server requires (they change no measured behaviour)."""
+    but for the API keys a serving server requires and the shared-config label the watch reads (they change no
+    measured behaviour)."""
     plain = _render(_stack_copy(tmp_path, lambda c: c.pop("sglab:serving")))
     (deployment,) = named(plain, "Deployment", "sglang-candidate")
     (rollout,) = named(printed, "Rollout")
@@ -85,6 +157,7 @@ def test_the_rollout_runs_the_benchmarked_pod_template(printed, tmp_path):
     assert container["args"][-4:] == ["--api-key", "$(SGLAB_API_KEY)", "--admin-api-key", "$(SGLAB_ADMIN_API_KEY)"]
     del container["args"][-4:]
     container["env"] = [e for e in container["env"] if e["name"] not in ("SGLAB_API_KEY", "SGLAB_ADMIN_API_KEY")]
+    del served["metadata"]["labels"][SHARED]
     assert served == deployment["spec"]["template"]
     assert rollout["spec"]["selector"] == deployment["spec"]["selector"]
 
@@ -105,7 +178,7 @@ def test_canary_steps_analysis_and_traffic_come_from_the_config(printed):
     route_name = canary["trafficRouting"]["plugins"]["argoproj-labs/gatewayAPI"]["httpRoute"]
     (route,) = named(printed, "HTTPRoute", route_name)
     refs = {r["name"]: r["weight"] for r in route["spec"]["rules"][0]["backendRefs"]}
-    assert refs == {canary["stableService"]: 100, canary["canaryService"]: 0, "sglang-baseline": 25}
+    assert refs == {canary["stableService"]: 100, canary["canaryService"]: 0}
     services = {o["metadata"]["name"] for o in named(printed, "Service")}
     assert set(refs) <= services
     assert route["spec"]["parentRefs"] == [{"name": "inference-gateway", "namespace": "gateway"}]
@@ -149,7 +222,8 @@ def test_replica_count_routing_has_no_traffic_services(tmp_path):
     assert canary["steps"][0] == {"setWeight": 25}
     assert not [o for o in named(objects, "Service") if o["metadata"]["name"].endswith(("-stable", "-canary"))]
     (route,) = named(objects, "HTTPRoute")
-    assert [r["name"] for r in route["spec"]["rules"][0]["backendRefs"]] == ["sglang-candidate", "sglang-baseline"]
+    assert [r["name"] for r in route["spec"]["rules"][0]["backendRefs"]] == ["sglang-candidate"]
+    assert share_lost_when_empty(route, objects, "sglang-baseline") == 0
 
 
 def test_annotation_scraping_marks_both_arms_pods(tmp_path):

@@ -15,7 +15,8 @@ from sglab.core.paths import stacks_dir
 from sglab.promotion.promote import apply_promotion, promoted_values
 
 from serving.test_judge import SPEC, arm
-from sglab.serving.watch import watch_report
+from sglab.serving.prometheus import Series
+from sglab.serving.watch import ArmConfigs, watch_once, watch_report
 from sglab.serving.windows import Window
 
 
@@ -45,6 +46,79 @@ def test_too_few_windows_is_no_data_and_exits_0():
     Job pages; only a gain shown below zero should."""
     report = watch_report(_windows([0.1]), SPEC)
     assert report.status == "no-data" and report.exit_code == 0
+
+
+HOLDING = [0.03, 0.031, 0.029, 0.032, 0.03, 0.028, 0.031]
+
+
+def test_unlike_configs_are_refused_instead_of_a_gain():
+    """After an abort of a promotion that changed the image, env or NCCL, the control already runs the new shared
+    config and the stable the old one: a gain between them measures the change, not speculation."""
+    report = watch_report(_windows(HOLDING), SPEC,
+                          ArmConfigs(serving=frozenset({"0ld0ld"}), control=frozenset({"new0new"}), canary=False))
+    assert report.status == "unlike-configs" and report.gain is None and report.exit_code == 4
+    sentence = report.sentence()
+    assert "unlike configs" in sentence and "0ld0ld" in sentence and "new0new" in sentence
+    assert "sglab rollback --stack production && pulumi up --stack production" in sentence
+
+
+def test_unlike_configs_during_a_rollout_do_not_fail_the_job():
+    """While a canary runs, the control has the new shared config before the stable: the live judge compares
+    now, so the watch says so and pages no one."""
+    report = watch_report(_windows(HOLDING), SPEC,
+                          ArmConfigs(serving=frozenset({"a"}), control=frozenset({"b"}), canary=True))
+    assert report.status == "unlike-configs" and report.exit_code == 0 and "rollout" in report.sentence()
+
+
+def test_a_config_that_changed_within_the_horizon_is_unlike():
+    """Both arms on the same config now, but one changed within the horizon: its windows mix two configs."""
+    report = watch_report(_windows(HOLDING), SPEC,
+                          ArmConfigs(serving=frozenset({"a", "b"}), control=frozenset({"b"}), canary=False))
+    assert report.status == "unlike-configs"
+
+
+def test_arms_alike_now_after_unlike_windows_do_not_fail_the_job():
+    """After the rollback that follows an abort, the control is back on the stable's config but the horizon still
+    holds its windows on the aborted one: no gain yet, and no page (nothing is left to fix)."""
+    report = watch_report(_windows(HOLDING), SPEC,
+                          ArmConfigs(serving=frozenset({"a"}), control=frozenset({"a", "b"}), canary=False,
+                                     serving_now=frozenset({"a"}), control_now=frozenset({"a"})))
+    assert report.status == "unlike-configs" and report.exit_code == 0 and "same config now" in report.sentence()
+
+
+def test_like_configs_are_compared():
+    report = watch_report(_windows(HOLDING), SPEC,
+                          ArmConfigs(serving=frozenset({"a"}), control=frozenset({"a"}), canary=True))
+    assert report.status == "holding" and report.exit_code == 0
+
+
+class _Prometheus:
+    """Prometheus as the watch reads it: the arms' shared-config labels over the horizon, and no windows."""
+
+    def __init__(self, by_arm: dict[str, list[dict[str, str]]]) -> None:
+        self.by_arm, self.queries = by_arm, []
+
+    def query(self, promql: str, at: float) -> list[Series]:
+        self.queries.append(promql)
+        arm_name = "baseline" if 'sglab_arm="baseline"' in promql else "candidate"
+        return [Series(labels, [(at, 1.0)]) for labels in self.by_arm[arm_name]]
+
+    def query_range(self, promql: str, start: float, end: float, step_s: float) -> list[Series]:
+        return []
+
+
+def test_the_watch_reads_both_arms_shared_config_labels_from_prometheus():
+    prom = _Prometheus({"candidate": [{"sglab_shared_config": "0ld0ld", "sglab_revision": "stable"}],
+                        "baseline": [{"sglab_shared_config": "new0new"}]})
+    report, _ = watch_once(prom, SPEC, now=10_000.0)  # type: ignore[arg-type]
+    assert report.status == "unlike-configs" and report.exit_code == 4, report.sentence()
+    assert all("sglab_shared_config" in q and 'sglab_stack="production"' in q for q in prom.queries)
+    assert {"last_over_time" in q for q in prom.queries} == {True, False}  # over the horizon, and now
+    prom = _Prometheus({"candidate": [{"sglab_shared_config": "same", "sglab_revision": "stable"},
+                                      {"sglab_shared_config": "next", "sglab_revision": "canary"}],
+                        "baseline": [{"sglab_shared_config": "same"}]})
+    report, _ = watch_once(prom, SPEC, now=10_000.0)  # type: ignore[arg-type]
+    assert report.status == "no-data"  # like configs (a canary of a speculation-only change): on to the windows
 
 
 @pytest.fixture()

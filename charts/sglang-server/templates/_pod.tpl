@@ -3,6 +3,9 @@
 metadata:
   labels:
     {{- include "sglang-server.labels" . | nindent 4 }}
+    {{- with .Values.serving.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   annotations:
     {{- include "sglang-server.annotations" . | nindent 4 }}
     {{- if and .Values.rdma.enabled .Values.rdma.networks }}
