@@ -35,7 +35,8 @@ def test_prompts_are_reproducible_and_within_the_length_range():
     first, again = build_prompts(spec), build_prompts(spec)
     assert [p.text for p in first] == [p.text for p in again]
     assert all(20 <= p.approx_tokens <= 40 for p in first)
-    assert [p.text for p in build_prompts(PromptSpec(source="random", count=20, input_len=40, seed=8))] != [p.text for p in first]
+    other = build_prompts(PromptSpec(source="random", count=20, input_len=40, seed=8))
+    assert [p.text for p in other] != [p.text for p in first]
 
 
 def test_prompt_file(tmp_path):
