@@ -47,7 +47,8 @@ DEPLOY_ASSEMBLY = ("plan.py", "render.py", "values.py", "capacity.py", "benchmar
 
 def test_the_ground_floor_imports_nothing_above_it():
     assert offenders("sglab/core", ("sglab",), allowed=("sglab.core",)) == []
-    assert offenders("sglab/sglang", ("sglab",), allowed=("sglab.sglang",)) == []
+    # sglang/client.py reads a server's answer through the one bounded JSON reader, which imports only core.
+    assert offenders("sglab/sglang", ("sglab",), allowed=("sglab.sglang", "sglab.core.untrusted_json")) == []
 
 
 def test_the_result_document_stands_on_the_ground_floor_only():

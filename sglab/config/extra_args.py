@@ -11,6 +11,18 @@ from sglab.sglang.secret_names import secret_word
 
 SPECULATIVE_PREFIX = "--speculative-"
 SPECULATIVE_EXTRA_ARGS = "candidate.speculative.extra-args"
+# SGLang's other --speculative-* flags, which sglab passes through candidate.speculative.extra-args untyped (read
+# from SGLang's speculative arguments, srt/server_args.py and srt/arg_groups/spec.py); with the typed ones of
+# sglab/sglang/flags.py they are every --speculative-* flag there is, so any other is a misspelling. A flag newer
+# than the image's release is SGLang's to refuse at start. Adding one is one name here.
+SGLANG_SPECULATIVE_FLAGS = frozenset({
+    "--speculative-draft-model-revision", "--speculative-draft-load-format", "--speculative-draft-model-quantization",
+    "--speculative-draft-attention-backend", "--speculative-draft-kv-cache-dtype", "--speculative-draft-window-size",
+    "--speculative-moe-runner-backend", "--speculative-moe-a2a-backend", "--speculative-dsa-topk-backend",
+    "--speculative-use-rejection-sampling", "--speculative-skip-dp-mlp-sync",
+    "--speculative-dspark-sps-table-path", "--speculative-dspark-confidence-sts-path",
+    "--speculative-dspark-align-verify-tokens-to-graph-tier", "--speculative-ngram-external-corpus-max-tokens",
+})
 
 
 def check_extra_args(args: list[str], *, speculative: bool = False) -> list[str]:
@@ -27,7 +39,7 @@ def check_extra_args(args: list[str], *, speculative: bool = False) -> list[str]
     if faked := honesty.lossy_args(args):  # before the other checks: say it is lossy, not only who renders it
         raise ValueError(honesty.refusal(faked, "extra-args"))
     conflict = flags.secret_conflict(args) or _secret_shaped(args) or flags.managed_conflict(args) or \
-        _misplaced(args, speculative)
+        _unknown_speculative(args) or _misplaced(args, speculative)
     if conflict:
         raise ValueError(conflict)
     return args
@@ -50,6 +62,21 @@ def _secret_shaped(args: list[str]) -> str | None:
         if word is not None:
             return (f"{option} is named like a secret (the word '{word}'), so its value would be printed by validate "
                     f"and render and stored in plain text; remove it from extra-args: {SECRETS_FIX}")
+    return None
+
+
+def _unknown_speculative(args: list[str]) -> str | None:
+    """A --speculative-* flag SGLang does not have: its parser refuses it only at start, and until then validate
+    would report "confounds: none" for a run that never starts."""
+    for option, name in _options(args):
+        if name.startswith(SPECULATIVE_PREFIX) and flags.spelled_as(option) is None and \
+                not any(known.startswith(option) for known in SGLANG_SPECULATIVE_FLAGS):
+            typed = [f.name for f in flags.FLAGS if f.name.startswith(SPECULATIVE_PREFIX) and not f.managed_by]
+            allowed = ", ".join(sorted([*typed, *SGLANG_SPECULATIVE_FLAGS]))
+            return (f"{option} is not a --speculative-* flag of SGLang (its launch_server would refuse it at start); "
+                    f"fix the spelling: {SPECULATIVE_EXTRA_ARGS} may set {allowed}, "
+                    "and the others are keys of candidate.speculative (docs/config.md). A flag newer than sglab "
+                    "knows is one name in sglab/config/extra_args.py")
     return None
 
 

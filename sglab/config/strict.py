@@ -7,10 +7,11 @@ so a new key gets these rules without a line of its own.
 - Strict types: pydantic would read `"yes"`, `1` or `"true"` as a boolean and `"8"` or `8.0` as an integer; in a
   stack file each is a mistake (a quoted number, a typo), so only a YAML boolean is a boolean and only a YAML
   integer an integer. Number keys take YAML integers and decimals alike.
-- No control characters (C0/C1, DEL, bidi and separator characters): a name or path with them would print as
-  something else (sglab.core.untrusted) and no server, registry or file system means them.
-- No credentials in a URL: `https://user:pass@host` in a model path or a flag would be printed by validate and
-  render and stored in plain text in the Deployment and the stack ConfigMap.
+- No control or invisible characters (C0/C1, DEL, bidi, zero-width, separator and no-break space characters:
+  sglab.core.untrusted.is_control): a name or path with them would print as something else or as nothing, and
+  no server, registry or file system means them.
+- No credentials in a URL: `https://user:pass@host` or `https://host/x?token=...` in a model path or a flag
+  would be printed by validate and render and stored in plain text in the Deployment and the stack ConfigMap.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import math
 import types
 import typing
+import unicodedata
 from typing import Any, Literal, Union
 
 from sglab.sglang.secret_names import credential_kind, has_url_credentials, redact_url_credentials
@@ -120,16 +122,21 @@ def text_problem(value: Any, *, skip: tuple[type, ...] = ()) -> tuple[tuple[str 
     if isinstance(value, skip):
         return None
     if isinstance(value, str):
-        if _has_control(value):
-            return (), (f"{printable(value, limit=80)} contains a control character (shown escaped), which no path "
-                        "or name may hold; remove it (check for a stray escape in a quoted YAML string)")
+        hidden = next((ch for ch in value if is_control(ch)), None)
+        if hidden is not None:
+            return (), (f"{printable(value, limit=80)} contains U+{ord(hidden):04X} "
+                        f"({unicodedata.name(hidden, 'a control code').lower()}), a control character or an invisible "
+                        "one (shown escaped) that prints as something else, nothing or a plain space, which no path "
+                        "or name may hold; retype the value by hand (pasted text often carries a zero-width or "
+                        "no-break space) and check for a stray escape in a quoted YAML string")
         kind = credential_kind(value)
         if kind is not None:
             return (), (f"holds what looks like {kind}, which validate and render would print; remove it: "
                         f"{SECRETS_FIX}")
         if has_url_credentials(value):
             return (), (f"holds a URL with credentials ({printable(redact_url_credentials(value), limit=80)}), which "
-                        f"validate and render would print; remove the user:password@ part: {SECRETS_FIX}")
+                        "validate and render would print; remove the user:password@ part or the secret query "
+                        f"parameter: {SECRETS_FIX}")
         return None
     if isinstance(value, dict):
         if set(value) == {"secure"}:

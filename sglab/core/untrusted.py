@@ -11,15 +11,21 @@ from __future__ import annotations
 import logging
 import unicodedata
 
-# Bidirectional overrides and isolates reorder what a terminal shows (Trojan Source); line and paragraph
-# separators break lines on some terminals.
-_INVISIBLE_FORMATTING = {0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029, 0xFEFF}
+# Unicode categories a reader cannot see for what they are: format characters (bidi overrides and isolates,
+# which reorder what a terminal shows (Trojan Source); zero-width spaces and joiners, the word joiner, the byte
+# order mark, the soft hyphen, tag characters), line and paragraph separators, surrogates, private use and
+# unassigned code points. Every space but the plain one (U+0020) also hides: a no-break space (U+00A0, U+202F)
+# prints as a space but is another name or path.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 
 
 def is_control(ch: str) -> bool:
-    """A C0/C1 control, DEL, or a bidi/separator character: what no name or path may hold (sglab/config/strict.py)."""
-    code = ord(ch)
-    return code < 0x20 or 0x7F <= code <= 0x9F or code in _INVISIBLE_FORMATTING
+    """A C0/C1 control, DEL, or a character that shows as something else or nothing (bidi, zero-width, a space
+    other than U+0020): what no name or path may hold (sglab/config/strict.py) and `printable` escapes."""
+    if " " <= ch <= "~":
+        return False
+    category = unicodedata.category(ch)
+    return category in _HIDDEN_CATEGORIES or category == "Zs"
 
 
 def _escape(ch: str) -> str:
@@ -30,18 +36,15 @@ def _escape(ch: str) -> str:
 
 
 def printable(value: object, *, newlines: bool = False, limit: int | None = 500) -> str:
-    """`str(value)` safe for a console: C0/C1 controls, DEL, bidi and separator characters escaped
-    (`\\x1b`, `\\u202e`); newlines and tabs kept only with `newlines=True` (multi-line messages);
-    cut to `limit` characters with a marker saying how much was cut (None: no cut)."""
+    """`str(value)` safe for a console: every `is_control` character escaped (`\\x1b`, `\\u202e`, `\\u200b`,
+    `\\xa0`); newlines and tabs kept only with `newlines=True` (multi-line messages); cut to `limit` characters
+    with a marker saying how much was cut (None: no cut)."""
     text = value if isinstance(value, str) else str(value)
     out = []
     for ch in text:
-        code = ord(ch)
         if newlines and ch in "\n\t":
             out.append(ch)
-        elif code < 0x20 or 0x7F <= code <= 0x9F or code in _INVISIBLE_FORMATTING:
-            out.append(_escape(ch))
-        elif unicodedata.category(ch) in ("Cs", "Co", "Cn"):  # surrogates, private use, unassigned
+        elif is_control(ch):
             out.append(_escape(ch))
         else:
             out.append(ch)

@@ -1,7 +1,8 @@
 """The one reader of JSON and JSONL that sglab did not just write (ground floor: imports only errors.py).
 
-Results, traces, prompt files, ShareGPT/OpenAI logs, sweep state, probe results, provenance records and
-ConfigMap payloads all come through here, each with its own `JsonLimits`. Whatever the bytes are, the
+Results, traces, prompt files, ShareGPT/OpenAI logs, sweep state, probe results, provenance records,
+ConfigMap payloads and the answers of Prometheus and of SGLang servers (`read_stream`, `parse_bytes`) all come
+through here, each with its own `JsonLimits`. Whatever the bytes are, the
 reader returns plain JSON data or raises one ConfigError naming the file, the limit or the fault, and the
 fix: never a RecursionError, UnicodeDecodeError, MemoryError or a hang on a FIFO. Refused:
 
@@ -22,7 +23,8 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,6 +153,31 @@ def parse(text: str, limits: JsonLimits) -> Any:
         raise JsonRefused("holds an integer of thousands of digits (finite numbers within +-2**53 only)") from None
     _check(value, limits, bool(_SURROGATE_ESCAPE.search(text)))
     return value
+
+
+def read_stream(chunks: Iterable[bytes], limits: JsonLimits, *, deadline: float | None = None) -> bytes:
+    """The bytes of a stream that sglab did not write (an HTTP body, already decompressed), refused (JsonRefused)
+    past `limits.max_bytes` or past `deadline` (a time.monotonic() instant): a server that answers without end,
+    or one byte at a time, is refused instead of filling memory or hanging."""
+    data = bytearray()
+    for chunk in chunks:
+        data += chunk
+        if len(data) > limits.max_bytes:
+            raise JsonRefused(f"{limits.what} is over {_size(limits.max_bytes)} (decompressed)")
+        if deadline is not None and time.monotonic() > deadline:
+            raise JsonRefused(f"{limits.what} did not arrive whole before the deadline")
+    return bytes(data)
+
+
+def parse_bytes(data: bytes, limits: JsonLimits) -> Any:
+    """UTF-8 JSON bytes (a leading BOM dropped) -> data under `limits`; JsonRefused says why not."""
+    if len(data) > limits.max_bytes:
+        raise JsonRefused(f"{limits.what} is over {_size(limits.max_bytes)}")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise JsonRefused(f"{limits.what} is not UTF-8 text (byte {exc.start})") from None
+    return parse(text, limits)
 
 
 def _open(path: Path, key: str | None, limits: JsonLimits) -> int:

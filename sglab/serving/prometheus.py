@@ -2,20 +2,33 @@
 
 Every failure (unreachable, HTTP error, an error body, an unexpected result type) is a PrometheusError
 naming the URL, the query and a fix; Prometheus's own error text is untrusted and printed through
-sglab.core.untrusted.printable by the callers.
+sglab.core.untrusted.printable by the callers. An answer is untrusted input, bounded where it enters: at
+most MAX_ANSWER_BYTES after decompression, whole within `deadline_s` (a server sending one byte every few
+seconds never trips a per-read timeout), read by the one bounded JSON reader (depth, numbers, duplicate keys)
+and checked for shape (objects of string labels, [number, string] samples). Credentials in the URL
+(`http://user:pass@host`) are used, never printed.
 """
 
 from __future__ import annotations
 
 import math
 import ssl
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from sglab.core.untrusted_json import MiB, JsonLimits, JsonRefused, json_type, parse_bytes, read_stream
+from sglab.sglang.secret_names import redact_url_credentials
+
 DEFAULT_TIMEOUT_S = 15.0
+DEFAULT_DEADLINE_S = 60.0  # one query, connect to last byte
 MAX_TOKEN_BYTES = 16 * 1024
+MAX_ANSWER_BYTES = 16 * MiB
+ANSWER_LIMITS = JsonLimits("a Prometheus answer", MAX_ANSWER_BYTES, max_depth=16,
+                           fix="query a Prometheus server (its /api/v1 query API), or narrow the query")
 
 
 class PrometheusError(Exception):
@@ -47,13 +60,41 @@ def _number(raw: Any) -> float:
         return math.nan
 
 
+class _Malformed(ValueError):
+    """An answer whose shape is not the query API's; str() says where."""
+
+
+def _sample(pair: Any, where: str) -> tuple[float, float]:
+    """A [unix time, "value"] pair: the time a JSON number, the value a string (or a number)."""
+    if not isinstance(pair, list) or len(pair) != 2:
+        raise _Malformed(f"{where} is a JSON {json_type(pair)}, not a [time, value] pair")
+    t, v = pair
+    if type(t) not in (int, float) or not math.isfinite(t):
+        raise _Malformed(f"the time of {where} is a JSON {json_type(t)}, not a number")
+    if not isinstance(v, str) and type(v) not in (int, float):
+        raise _Malformed(f"the value of {where} is a JSON {json_type(v)}, not a string")
+    return float(t), _number(v)
+
+
+def _labels(raw: Any, where: str) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise _Malformed(f"the metric of {where} is a JSON {json_type(raw)}, not an object of labels")
+    bad = next((k for k, v in raw.items() if not isinstance(v, str)), None)
+    if bad is not None:
+        raise _Malformed(f"the label {bad[:60]!r} of {where} is a JSON {json_type(raw[bad])}, not a string")
+    return dict(raw)
+
+
 class Prometheus:
     """A client of one Prometheus server (base URL, e.g. http://kube-prometheus-stack-prometheus.monitoring.svc:9090)."""
 
     def __init__(self, url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, client: httpx.Client | None = None,
                  bearer_token_file: str | None = None, ca_file: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, deadline_s: float = DEFAULT_DEADLINE_S) -> None:
         self.url = url.rstrip("/")
+        self._deadline_s = deadline_s
         self._token_file = bearer_token_file
         self._headers = dict(headers or {})
         if client is None:
@@ -64,7 +105,7 @@ class Prometheus:
                 except (OSError, ssl.SSLError) as exc:
                     raise PrometheusError(f"cannot read Prometheus' CA {ca_file}: {type(exc).__name__}: {exc}",
                                           "check sglab:serving.monitoring.ca-configmap (a PEM certificate)") from None
-            client = httpx.Client(timeout=timeout_s, verify=verify)
+            client = httpx.Client(timeout=min(timeout_s, deadline_s), verify=verify)
         self._client = client
 
     def _request_headers(self) -> dict[str, str]:
@@ -93,56 +134,117 @@ class Prometheus:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def _fetch(self, where: str, params: dict[str, Any], fix: str) -> tuple[int, bytes]:
+        """(status, body) of one GET, whole within the deadline and the size cap. The request runs in a worker
+        so that the deadline also bounds a server that trickles its headers (httpx times each read, not the
+        answer); a worker past the deadline ends at its next read (its own loop checks the deadline too)."""
+        headers = self._request_headers()
+        deadline = time.monotonic() + self._deadline_s
+        outcome: dict[str, Any] = {}
+
+        def fetch() -> None:
+            try:
+                with self._client.stream("GET", where, params=params, headers=headers) as response:
+                    outcome["answer"] = response.status_code, read_stream(response.iter_bytes(), ANSWER_LIMITS,
+                                                                          deadline=deadline)
+            except Exception as exc:  # handed to the caller's thread, which turns it into one refusal
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=fetch, name="prometheus-query", daemon=True)
+        worker.start()
+        worker.join(max(0.0, deadline - time.monotonic()))
+        error = outcome.get("error")
+        shown = self.shown_url
+        if worker.is_alive() or (isinstance(error, JsonRefused) and "deadline" in str(error)):
+            raise PrometheusError(f"{shown} did not answer whole within {self._deadline_s:g} s (a stalled or "
+                                  "trickling server)", fix)
+        if isinstance(error, JsonRefused):
+            raise PrometheusError(f"{shown}: {error}", "narrow the query, or check that the URL is Prometheus") \
+                from None
+        if isinstance(error, httpx.HTTPError):
+            detail = redact_url_credentials(f"{type(error).__name__}: {error}")
+            raise PrometheusError(f"cannot reach Prometheus at {shown}: {detail}", fix) from None
+        if error is not None:
+            raise PrometheusError(f"cannot query Prometheus at {shown}: {type(error).__name__}", fix) from None
+        status, body = outcome["answer"]
+        return status, body
+
+    @property
+    def shown_url(self) -> str:
+        """The URL as messages show it: credentials replaced by ***."""
+        return redact_url_credentials(self.url)
+
     def _get(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
-        where = f"{self.url}{path}"
+        where = f"{self.shown_url}{path}"
         fix = ("check the Prometheus URL (--prometheus-url or sglab:serving.monitoring.prometheus-url) and that it "
                "is reachable from here (e.g. kubectl port-forward -n monitoring "
                "svc/kube-prometheus-stack-prometheus 9090)")
+        status, raw = self._fetch(f"{self.url}{path}", params, fix)
         try:
-            response = self._client.get(where, params=params, headers=self._request_headers())
-        except httpx.HTTPError as exc:
-            raise PrometheusError(f"cannot reach Prometheus at {where}: {type(exc).__name__}: {exc}", fix) from None
-        try:
-            body = response.json()
-        except ValueError:
-            raise PrometheusError(f"{where} answered HTTP {response.status_code} with a body that is not JSON "
-                                  "(not a Prometheus query API?)", fix) from None
+            body = parse_bytes(raw, ANSWER_LIMITS)
+        except JsonRefused as exc:
+            raise PrometheusError(f"{where} answered HTTP {status} with a body that is not acceptable JSON "
+                                  f"({exc}; not a Prometheus query API?)", fix) from None
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error") if isinstance(body, dict) else None
             kind = body.get("errorType") if isinstance(body, dict) else None
-            raise PrometheusError(f"Prometheus refused the query {params.get('query')!r}: {kind or 'error'}: "
-                                  f"{error or f'HTTP {response.status_code}'}",
+            raise PrometheusError(f"{where}: Prometheus refused the query {params.get('query')!r}: "
+                                  f"{str(kind or 'error')[:80]}: {str(error or f'HTTP {status}')[:500]}",
                                   "a bad query is a bug of sglab (report it); an overloaded Prometheus: retry")
         data = body.get("data")
         if not isinstance(data, dict) or not isinstance(data.get("result"), list):
             raise PrometheusError(f"{where} answered without data.result", fix)
+        data["where"] = where
         return data
 
     def query(self, promql: str, at: float) -> list[Series]:
         """An instant query evaluated at unix time `at` (a vector; a scalar becomes one unlabelled series)."""
         data = self._get("/api/v1/query", {"query": promql, "time": f"{at:.3f}"})
-        if data.get("resultType") == "scalar":
-            t, v = data["result"]
-            return [Series({}, [(float(t), _number(v))])]
-        return [Series(dict(r.get("metric") or {}), [(float(r["value"][0]), _number(r["value"][1]))])
-                for r in self._results(data, "vector", promql)]
+        try:
+            if data.get("resultType") == "scalar":
+                return [Series({}, [_sample(data["result"], "the scalar")])]
+            return [Series(_labels(r.get("metric"), f"series {i + 1}"), [_sample(r.get("value"), f"series {i + 1}")])
+                    for i, r in enumerate(self._results(data, "vector", promql))]
+        except _Malformed as exc:
+            raise self._malformed(data, promql, exc) from None
 
     def query_range(self, promql: str, start: float, end: float, step_s: float) -> list[Series]:
         """A range query: the expression evaluated at start, start + step, ... <= end (a matrix)."""
         data = self._get("/api/v1/query_range", {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}",
                                                  "step": f"{step_s:g}s"})
-        return [Series(dict(r.get("metric") or {}), [(float(t), _number(v)) for t, v in r.get("values") or []])
-                for r in self._results(data, "matrix", promql)]
+        try:
+            out = []
+            for i, r in enumerate(self._results(data, "matrix", promql)):
+                values = r.get("values") or []
+                if not isinstance(values, list):
+                    raise _Malformed(f"the values of series {i + 1} are a JSON {json_type(values)}, not a list")
+                samples = [_sample(pair, f"sample {j + 1} of series {i + 1}") for j, pair in enumerate(values)]
+                out.append(Series(_labels(r.get("metric"), f"series {i + 1}"), samples))
+            return out
+        except _Malformed as exc:
+            raise self._malformed(data, promql, exc) from None
+
+    @staticmethod
+    def _malformed(data: dict[str, Any], promql: str, exc: _Malformed) -> PrometheusError:
+        return PrometheusError(f"{data['where']} answered the query {promql!r} with a malformed result: {exc}",
+                               "check that the URL is Prometheus' query API (not a proxy or another service)")
 
     @staticmethod
     def _results(data: dict[str, Any], kind: str, promql: str) -> list[dict[str, Any]]:
         if data.get("resultType") != kind:
-            raise PrometheusError(f"the query {promql!r} returned a {data.get('resultType')}, not a {kind}",
+            raise PrometheusError(f"the query {promql!r} returned a {str(data.get('resultType'))[:40]}, not a {kind}",
                                   "a bug of sglab's queries (report it)")
-        return [r for r in data["result"] if isinstance(r, dict)]
+        result = data["result"]
+        if not isinstance(result, list):
+            raise _Malformed(f"the result is a JSON {json_type(result)}, not a list")
+        bad = next((i for i, r in enumerate(result) if not isinstance(r, dict)), None)
+        if bad is not None:
+            raise _Malformed(f"series {bad + 1} is a JSON {json_type(result[bad])}, not an object")
+        return result
 
     def ready(self) -> bool:
         try:
-            return self._client.get(f"{self.url}/-/ready", headers=self._request_headers()).status_code == 200
+            with self._client.stream("GET", f"{self.url}/-/ready", headers=self._request_headers()) as response:
+                return response.status_code == 200  # the body is never read
         except (httpx.HTTPError, PrometheusError):
             return False

@@ -3,16 +3,25 @@
 Works with SGLang 0.4.x (internal state merged at the top level of /get_server_info) and later
 (`internal_states`, one per DP rank; newest servers serve /server_info and keep /get_server_info as
 a deprecated alias). A PD-disaggregation router wraps the payload as {"prefill": [...], "decode": [...]}.
+The answer is untrusted input: at most MAX_INFO_BYTES after decompression, whole within the timeout, read by
+the one bounded JSON reader (sglab.core.untrusted_json).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import httpx
 
+from sglab.core.untrusted_json import MiB, JsonLimits, JsonRefused, parse_bytes, read_stream
+from sglab.sglang.secret_names import redact_url_credentials
+
 INFO_PATHS = ("/get_server_info", "/server_info")
 DEFAULT_TIMEOUT_S = 10.0
+MAX_INFO_BYTES = 4 * MiB  # a real answer is a few KB (the server args and one state per DP rank)
+INFO_LIMITS = JsonLimits("a server's /get_server_info answer", MAX_INFO_BYTES, max_depth=16,
+                         fix="point the URL at an SGLang server (or sglab's simulator)")
 
 
 class ServerInfoError(Exception):
@@ -59,22 +68,27 @@ class ServerInfo:
 
 
 def get_server_info(url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> ServerInfo:
+    """What the server says about itself; every fault (unreachable, too large, too slow, not JSON) one
+    ServerInfoError naming the URL (credentials shown as ***). `timeout_s` bounds each path's whole answer."""
     url = url.rstrip("/")
+    shown = redact_url_credentials(url)
     last_error = ""
     for path in INFO_PATHS:
+        deadline = time.monotonic() + timeout_s
         try:
-            resp = httpx.get(url + path, timeout=timeout_s)
+            with httpx.stream("GET", url + path, timeout=timeout_s) as resp:
+                if resp.status_code != 200:
+                    last_error = f"{shown}{path}: HTTP {resp.status_code}"
+                    continue
+                data = parse_bytes(read_stream(resp.iter_bytes(), INFO_LIMITS, deadline=deadline), INFO_LIMITS)
         except httpx.HTTPError as exc:
-            raise ServerInfoError(f"{url}{path}: {type(exc).__name__}: {exc}") from None
-        if resp.status_code == 200:
-            try:
-                data = resp.json()
-            except ValueError:
-                raise ServerInfoError(f"{url}{path}: the answer is not JSON") from None
-            if isinstance(data, dict) and isinstance(data.get("decode"), list) and data["decode"]:
-                data = data["decode"][0]  # PD-disaggregation router
-            return ServerInfo(url, data if isinstance(data, dict) else {})
-        last_error = f"{url}{path}: HTTP {resp.status_code}"
+            raise ServerInfoError(f"{shown}{path}: {type(exc).__name__}: "
+                                  f"{redact_url_credentials(str(exc))}") from None
+        except JsonRefused as exc:
+            raise ServerInfoError(f"{shown}{path}: {exc}") from None
+        if isinstance(data, dict) and isinstance(data.get("decode"), list) and data["decode"]:
+            data = data["decode"][0]  # PD-disaggregation router
+        return ServerInfo(url, data if isinstance(data, dict) else {})
     raise ServerInfoError(last_error)
 
 

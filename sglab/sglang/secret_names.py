@@ -4,7 +4,12 @@ A list of known secret names is always one name short (`DB_PASS`, `WANDB_KEY`, `
 is a secret when one of its words is a secret word: the name is split at `_`, `-`, `.` and camelCase
 (`githubToken` -> github, token), and `DB_PASS` has the word `pass` while `PASSTHROUGH_MODE` and
 `SGLANG_DIAG_BYPASS_HEALTH_GENERATE` do not. Words glued to a secret word (`PGPASSWORD`, `OPENAI_APIKEY`)
-count too. Names that match but are known not to be secrets are listed once below: the short allow-list
+count too. A connection string carries its password in it: a name is a secret when it says it is one
+(`DSN`, `SESSION_COOKIE`, `SLACK_WEBHOOK`) or when it locates a data store (`DATABASE_URL`, `REDIS_URL`,
+`CELERY_BROKER_URL`: a store word and `url`/`uri`), while `PROMETHEUS_URL` or `REDIS_PORT` do not. A URL
+carries a secret in its user:password@ part or in a query parameter named like one (`?token=`,
+`?access_token=`, `?sig=`, `X-Amz-Signature`: presigned and tokenised links). Names that match but are
+known not to be secrets are listed once below: the short allow-list
 (SGLang's own variables and flags that count tokens of text, read from its `srt/environ.py` and
 `srt/server_args.py`, 0.5.x).
 """
@@ -16,12 +21,22 @@ import re
 # Words that make a name a secret wherever they stand in it.
 SECRET_WORDS = frozenset({
     "token", "secret", "secrets", "password", "passwords", "passwd", "pass", "pwd", "passphrase", "key", "apikey",
-    "pat", "bearer", "credential", "credentials", "creds", "auth", "authorization",
+    "pat", "bearer", "credential", "credentials", "creds", "auth", "authorization", "cookie", "cookies", "webhook",
+    "webhooks", "dsn",
 })
+# A name holding a locator word and a store word is a connection string (DATABASE_URL, REDIS_URL, MONGODB_URI).
+LOCATOR_WORDS = frozenset({"url", "uri", "conn", "connstr"})
+STORE_WORDS = frozenset({
+    "database", "databases", "db", "sql", "sqlalchemy", "postgres", "postgresql", "pg", "mysql", "mariadb", "mongo",
+    "mongodb", "redis", "valkey", "memcached", "amqp", "rabbitmq", "broker", "kafka", "nats", "elasticsearch",
+    "opensearch", "clickhouse", "cassandra", "neo4j", "celery",
+})
+# Query parameter words that carry a secret in a URL, besides the secret words (presigned S3/GCS/Azure links).
+QUERY_SECRET_WORDS = frozenset({"sig", "signature"})
 # Secret words that still count glued to another word (PGPASSWORD, OPENAI_APIKEY, MYAPPSECRET, HFTOKEN).
 GLUED_CONTAINED = ("password", "passwd", "passphrase", "apikey", "credential", "secretkey", "accesskey",
                    "privatekey")
-GLUED_SUFFIXES = ("token", "secret")
+GLUED_SUFFIXES = ("token", "secret", "dsn", "cookie", "webhook")
 
 # Prefixes whose variables are never secrets: NCCL's tuning variables (typed under sglab:nccl).
 SAFE_PREFIXES = ("NCCL_",)
@@ -51,7 +66,12 @@ def secret_word(name: str) -> str | None:
     """The secret word that makes `name` a secret (None: not shaped like a secret, or known to be safe)."""
     if name.startswith(SAFE_PREFIXES) or name in SAFE_ENV_NAMES or name in SAFE_FLAGS:
         return None
-    for word in name_words(name):
+    words = name_words(name)
+    locator = next((w for w in words if w in LOCATOR_WORDS), None)
+    store = next((w for w in words if w in STORE_WORDS), None)
+    if locator is not None and store is not None:
+        return f"{store} {locator}"
+    for word in words:
         if word in SECRET_WORDS:
             return word
         glued = next((g for g in GLUED_CONTAINED if g in word), None) or \
@@ -71,13 +91,33 @@ _URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s?#@]+@")
 _BARE_USERINFO = re.compile(r"(?:^|[\s=,;])[^/\s:@=,;]+:[^/\s@]+@[^/\s@]+")
 
 
+# One query or fragment parameter of a URL: `?name=value`, `&name=value`, `#name=value` (value not empty).
+_QUERY_PARAM = re.compile(r"(?P<lead>[?&;#](?P<name>[^=&;#?\s]+)=)(?P<value>[^&;#\s]+)")
+
+
+def _query_secret(name: str) -> bool:
+    return is_secret_name(name) or any(w in QUERY_SECRET_WORDS for w in name_words(name))
+
+
+def _secret_params(text: str) -> list[re.Match[str]]:
+    """The query parameters named like a secret, of each whitespace-separated word holding a `?` or `#`."""
+    found = []
+    for word in re.finditer(r"\S*[?#]\S*", text):
+        start = min(i for i in (word.group(0).find("?"), word.group(0).find("#")) if i >= 0) + word.start()
+        found += [m for m in _QUERY_PARAM.finditer(text, start, word.end()) if _query_secret(m.group("name"))]
+    return found
+
+
 def has_url_credentials(text: str) -> bool:
-    """True when `text` holds a URL with credentials in it (`https://user:pass@host`, `user:pass@registry/x`)."""
-    return bool(_URL_USERINFO.search(text) or _BARE_USERINFO.search(text))
+    """True when `text` holds a URL with credentials in it (`https://user:pass@host`, `user:pass@registry/x`,
+    `https://host/x?token=...`, `?sig=...`)."""
+    return bool(_URL_USERINFO.search(text) or _BARE_USERINFO.search(text) or _secret_params(text))
 
 
 def redact_url_credentials(text: str) -> str:
     """`text` with the credentials of every URL in it replaced by `***` (for a message that must name the URL)."""
+    for match in reversed(_secret_params(text)):
+        text = text[:match.start("value")] + "***" + text[match.end("value"):]
     text = _URL_USERINFO.sub(lambda m: m.group(0).split("://", 1)[0] + "://***@", text)
     return _BARE_USERINFO.sub(lambda m: (m.group(0)[0] if m.group(0)[0] in " \t=,;" else "") + "***@"
                               + m.group(0).rsplit("@", 1)[1], text)
