@@ -284,9 +284,10 @@ class ApiKeys(Model):
 
 
 class Control(Model):
-    """The standing control: the baseline arm (no speculation) kept serving its share, so the gain keeps being
-    measured on live traffic. Its weight gives it a stable pod's load. At least one replica: the watch needs it,
-    and a Service without pods would hold `pulumi up` until its timeout."""
+    """The standing control: the baseline arm (no speculation) kept measuring on a mirrored copy of live traffic,
+    so the gain keeps being measured; it serves no weighted share, so a control without a ready pod fails no
+    request. The mirror gives it a stable pod's load. At least one replica: the watch needs it, and a Service
+    without pods would hold `pulumi up` until its timeout."""
 
     replicas: Annotated[int, Field(ge=1)] = 1
 
@@ -386,8 +387,8 @@ def argo_steps(serving: Serving, *, analysis: dict[str, Any]) -> list[dict[str, 
     return out
 
 
-def control_weight(serving: Serving) -> int:
-    """The control's HTTPRoute weight beside the serving backends' 100: one stable pod's share."""
+def control_mirror_percent(serving: Serving) -> int:
+    """The percent of requests the HTTPRoute mirrors to the control: one stable pod's share."""
     return max(1, round(100 * serving.control.replicas / serving.replicas)) if serving.control.replicas else 0
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from sglab.serving.spec import POD_LABELS, REVISION_LABEL, SHARED_CONFIG_LABEL, SPEC_ENV, judge_spec
 from sglab.config.arms import ArmSpec, baseline_arm, build_arm
 from sglab.config.stack import StackConfig
-from sglab.config.serving import Serving, argo_steps, control_weight
+from sglab.config.serving import Serving, argo_steps, control_mirror_percent
 from sglab.deploy.jobs import support_pod_placement
 from sglab.deploy.naming import PROJECT_IMAGE_UID, release_name
 
@@ -157,7 +157,7 @@ def http_route(serving: Serving, release: str, port: int, control_port: int) -> 
     if serving.control.replicas:
         rule["filters"] = [{"type": "RequestMirror", "requestMirror": {
             "backendRef": {"name": release_name("baseline"), "port": control_port},
-            "percent": control_weight(serving)}}]
+            "percent": control_mirror_percent(serving)}}]
     spec: dict[str, Any] = {"parentRefs": [parent], "rules": [rule]}
     if gw.hostnames:
         spec["hostnames"] = list(gw.hostnames)
