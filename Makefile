@@ -47,11 +47,12 @@ test-services:
 	@bash tools/install-prometheus.sh || echo "warning: no Prometheus; the canary rehearsal tests will fail"
 
 # The main job on the embedded simulator: same-run A/B, verdict, report, promotion dry run.
-# The gated level (concurrency 1) runs sequentially: it stops once its confidence sequence decides. The
-# simulators run 3x faster (tok/s and ms in the output are 3x real; gains, accept lengths and break-even are
-# not) and 4 s rounds. --own-gate-only: production's own gate (+2% at concurrency 1 and 4) is not run to a
-# decision, which takes the simulator about 12 minutes; the dry run is then refused, naming that evidence.
-# About 3.5 minutes on 2 cores (docs/verdict.md, "make demo").
+# The gated level (concurrency 1) runs sequentially: it stops once its confidence sequence decides. The arms
+# run on two simulated nodes 4% apart and swap nodes every 4 rounds (policy.design: crossover), so the node
+# difference is reported apart from the gain. The simulators run 3x faster (tok/s and ms in the output are 3x
+# real; gains, accept lengths and break-even are not) and 4 s rounds. --own-gate-only: production's own gate
+# (+2% at concurrency 1 and 4) is not run to a decision; the dry run is then refused, naming that evidence.
+# 7 minutes measured on 2 busy cores (README); not timed on an idle machine.
 STACK ?= eagle-nccl-ll
 DEMO_BENCH ?= --time-scale 3 --round-s 4 --own-gate-only
 demo: install
