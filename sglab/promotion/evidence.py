@@ -161,11 +161,16 @@ def check_design(source: LoadedStack, result: RunResult, target: LoadedStack) ->
     if found and all(d in BALANCED for d in found):
         return
     measured = " and ".join(found) or "no"
-    raise PromotionRefused(
-        f"run {result.run_id} measured its arms in a {measured} design, so its gain {PARALLEL_NOTE}; stack "
-        f"'{target.name}' asks for a node-balanced design (policy.design: {wanted} in {target.path.name})",
-        f"set `sglab:policy.design: crossover` in {source.path.name} (the arms swap nodes halfway and the node "
-        f"difference cancels), re-run `sglab bench --stack {source.name}` and promote that run")
+    why = (f"run {result.run_id} measured its arms in a {measured} design, so its gain {PARALLEL_NOTE}; stack "
+           f"'{target.name}' asks for a node-balanced design (policy.design: {wanted} in {target.path.name})")
+    if result.target.kind == "sim":
+        raise PromotionRefused(why, f"set `sglab:policy.design: crossover` in {source.path.name} (the arms swap "
+                               f"nodes and the node difference cancels), re-run `sglab bench --stack {source.name}` "
+                               "and promote that run")
+    raise PromotionRefused(why, "sglab cannot move servers it did not start yet (the benchmark Job's node swap and "
+                           "a join of two URL runs with the machines swapped are not built), so real servers' "
+                           f"evidence is parallel; to promote it anyway, {target.path.name} must accept gains that "
+                           "include the node difference: `sglab:policy.design: parallel` there, knowingly")
 
 
 def refuse_on_verdict(stack: str, verdict: Verdict, under: str = "") -> None:

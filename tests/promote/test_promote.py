@@ -236,13 +236,15 @@ def test_a_no_op_promotion_writes_and_logs_nothing(root: Path, capsys: pytest.Ca
 
 
 def test_parallel_evidence_is_refused_where_the_target_asks_for_a_crossover(root: Path) -> None:
+    """Real servers sglab did not start cannot be moved yet, so the fix says so rather than suggest a re-run."""
     bench(root, "eagle-nccl-ll", design="parallel", rounds=20)
     with pytest.raises(PromotionRefused) as refused:
         promote("eagle-nccl-ll", root=root)
     assert "measured its arms in a parallel design, so its gain includes any difference between the two nodes" \
         in refused.value.why
     assert "policy.design: crossover in Pulumi.production.yaml" in refused.value.why
-    assert refused.value.fix.startswith("set `sglab:policy.design: crossover` in Pulumi.eagle-nccl-ll.yaml")
+    assert refused.value.fix.startswith("sglab cannot move servers it did not start yet")
+    assert "`sglab:policy.design: parallel` there, knowingly" in refused.value.fix
 
 
 def test_parallel_evidence_promotes_where_the_target_asks_for_no_balanced_design(root: Path) -> None:
