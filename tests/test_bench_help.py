@@ -18,7 +18,8 @@ def test_every_bench_option_is_in_a_named_group() -> None:
     loose = [a.option_strings for title in ("positional arguments", "options") for a in groups.pop(title, [])
              if "-h" not in a.option_strings]
     assert loose == []
-    assert list(groups) == ["what is compared", "how long", "load", "requests", "simulators", "output"]
+    assert list(groups) == ["what is compared", "how long", "where the arms run", "load", "requests", "simulators",
+                            "output"]
     assert sum(len(actions) for actions in groups.values()) >= 37
 
 

@@ -94,6 +94,7 @@ class RecordedLoadPlan(Record):
     concurrency: list[int] | None = None
     rounds: int | None = None
     ungated_rounds: int | None = None
+    period_rounds: int | None = None
     round_duration_s: float | None = None
     round_requests: int | None = None
     warmup_requests: int | None = None

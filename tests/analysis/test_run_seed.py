@@ -7,11 +7,13 @@ from sglab.sglang.sim_knobs import knob
 from sglab.sim.acceptance import AcceptanceModel, acceptance_rng
 
 
-def test_an_unset_seed_is_drawn_per_plan_and_a_given_one_is_kept() -> None:
-    seeds = {LoadPlan().seed for _ in range(8)}
-    assert len(seeds) > 1
-    assert LoadPlan(seed=7).seed == 7
-    plan = LoadPlan()
+def test_an_unset_seed_is_drawn_per_run_never_when_the_config_is_read_and_a_given_one_is_kept() -> None:
+    assert LoadPlan().seed is None  # reading a stack draws nothing: its hashes and renders stay the same
+    seeds = {LoadPlan().for_run().seed for _ in range(8)}
+    assert None not in seeds and len(seeds) > 1
+    assert LoadPlan(seed=7).for_run().seed == 7
+    plan = LoadPlan().for_run()
+    assert plan.for_run() is plan  # drawn once per run
     assert LoadPlan.model_validate(plan.model_dump()).seed == plan.seed  # recorded: a result reads back its own
 
 

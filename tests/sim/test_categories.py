@@ -35,7 +35,7 @@ def test_suite_prompts_are_classified_as_their_label():
 
 def test_random_words_and_token_ids_stay_random():
     """Today's prompts (runner vocabulary, make_prompt, test strings, token ids) keep the calibrated acceptance."""
-    texts = [p.text for seed in range(4) for p in build_prompts(PromptSpec(count=100, seed=seed))]
+    texts = [p.text for seed in range(4) for p in build_prompts(PromptSpec(source="random", count=100, seed=seed))]
     texts += [make_prompt(n, seed) for n in (1, 7, 40, 300, 2000) for seed in range(20)]
     texts += ["x", "a b c", "hello from locust", "stop early please", ""]
     assert {classify(t) for t in texts} == {RANDOM}
