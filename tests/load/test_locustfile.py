@@ -5,12 +5,23 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+from pathlib import Path
 
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import load_stack
 from sglab.sim.testing import running_sim
 
 from .conftest import FIXED_ITL_MS, FIXED_PROFILE, FIXED_TTFT_MS, ROOT, child_env
+
+
+def _random_words_stack(tmp_path) -> Path:
+    """eagle-nccl-ll sending random words on /generate: the short, even requests this test's timings assume."""
+    stack = (ROOT / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text().split("  sglab:load:")[0]
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    section = "  sglab:load:\n    endpoint: generate\n    prompts:\n      source: random\n"
+    (stacks / "Pulumi.plain.yaml").write_text(stack.replace("config:\n", "config:\n" + section, 1))
+    return stacks
 
 
 def test_plain_locust_run_measures_full_streams_and_token_rows(tmp_path):
@@ -22,9 +33,11 @@ def test_plain_locust_run_measures_full_streams_and_token_rows(tmp_path):
         prefix = tmp_path / "plain"
         proc = subprocess.run(
             [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "-u", "2", "-r", "10",
-             "-t", "6s", "--only-summary", "--csv", str(prefix), "--max-new-tokens", "16",
+             "-t", "6s", "--only-summary", "--csv", str(prefix), "--max-new-tokens", "16", "--stack", "plain",
              "--baseline-url", base_url],
-            cwd=ROOT, env=child_env({"SGLAB_CANDIDATE_URL": cand_url}), capture_output=True, text=True, timeout=90)
+            cwd=ROOT, env=child_env({"SGLAB_CANDIDATE_URL": cand_url,
+                                     "SGLAB_STACKS_DIR": str(_random_words_stack(tmp_path))}),
+            capture_output=True, text=True, timeout=90)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(open(f"{prefix}_stats.csv"))}
     for arm in ("baseline", "candidate"):
