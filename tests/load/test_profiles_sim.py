@@ -67,8 +67,9 @@ def test_rate_profile_sends_poisson_arrivals_on_schedule_to_both_arms(out):
     level = result["levels"][1]
     assert_paired_same_requests(level, 2)
     late = []
+    seed = result["load_plan"]["seed"]  # drawn for the run and recorded
     for (_arm, r), (rnd, samples) in segments(level).items():
-        arrivals = Arrivals(20.0, poisson=True, seed=f"arrivals:0:20:{r}")  # the plan's seed is 0
+        arrivals = Arrivals(20.0, poisson=True, seed=f"arrivals:{seed}:20:{r}")
         offsets = [arrivals.start_offset_s(i) for i in range(len(samples))]
         assert offsets[-1] < 1.5 + 0.2  # nothing scheduled after the window was sent
         assert 15 <= len(samples) <= 60  # 1.5 s at 20/s: 30 expected
