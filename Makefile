@@ -52,7 +52,7 @@ test-services:
 # difference is reported apart from the gain. The simulators run 3x faster (tok/s and ms in the output are 3x
 # real; gains, accept lengths and break-even are not) and 4 s rounds. --own-gate-only: production's own gate
 # (+2% at concurrency 1 and 4) is not run to a decision; the dry run is then refused, naming that evidence.
-# 7 minutes measured on 2 busy cores (README); not timed on an idle machine.
+# 5 min 41 s measured on an idle 2-core machine with .venv installed (README).
 STACK ?= eagle-nccl-ll
 DEMO_BENCH ?= --time-scale 3 --round-s 4 --own-gate-only
 demo: install
