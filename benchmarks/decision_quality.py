@@ -414,21 +414,13 @@ def rerun_table(policy: PromotionPolicy, trials: int, seed: int) -> list[str]:
         x = thr + rng.normal(0.0, SD, (size, RUNS * MAX_ROUNDS))
         start = np.zeros(size, dtype=int)  # rounds of the continued sequence before this run
         done = np.zeros(size, bool)
-        n = np.arange(1, x.shape[1] + 1)
         for k in range(1, RUNS + 1):
             run = thr + rng.normal(0.0, SD, (size, MAX_ROUNDS))
             old_hit |= previous_rule(run, thr, policy)[1] == PROMOTE
             new_hit |= rule(run, thr, policy)[1] == PROMOTE
             # the continued sequence: run k looks at rounds start+1 .. start+32 of the one sequence; its futility
             # stop is against its own last round
-            limit = start + MAX_ROUNDS
-            *_, code, _ = look_codes(x[:, :limit.max()], threshold_log=thr, confidence=policy.confidence,
-                                     min_rounds=policy.min_rounds, max_rounds=limit, futility=True)
-            m = n[: limit.max()]
-            inside = (m[None, :] > start[:, None]) & (m[None, :] <= limit[:, None]) & ~done[:, None]
-            rounds, picked = _first(np.where(inside, code, NONE))
-            done |= picked == PROMOTE
-            start = np.where(rounds > 0, rounds, limit)
+            done, start = _next_run(x, start, done, thr, policy)
             if k in shown:
                 i = shown.index(k)
                 fresh_old[i, lo:lo + size], fresh_new[i, lo:lo + size] = old_hit, new_hit
@@ -437,6 +429,19 @@ def rerun_table(policy: PromotionPolicy, trials: int, seed: int) -> list[str]:
         lines.append(f"  {k:>4} {rate(fresh_old[i]):>32} {rate(fresh_new[i]):>32} {rate(continued[i]):>34} "
                      f"{rounds_so_far[i].mean():>13.1f}")
     return lines
+
+
+def _next_run(x: np.ndarray, start: np.ndarray, done: np.ndarray, thr: float, policy: PromotionPolicy
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """One more run of a continued sequence: it looks at rounds start+1 .. start+MAX_ROUNDS (its futility stop
+    against its own last round). Returns (promoted by now, where the next run starts)."""
+    limit = start + MAX_ROUNDS
+    *_, code, _ = look_codes(x[:, :limit.max()], threshold_log=thr, confidence=policy.confidence,
+                             min_rounds=policy.min_rounds, max_rounds=limit, futility=True)
+    m = np.arange(1, limit.max() + 1)
+    inside = (m[None, :] > start[:, None]) & (m[None, :] <= limit[:, None]) & ~done[:, None]
+    rounds, picked = _first(np.where(inside, code, NONE))
+    return done | (picked == PROMOTE), np.where(rounds > 0, rounds, limit)
 
 
 def replayed_sequence(policy: PromotionPolicy, trials: int, rng: np.random.Generator, rho: float,
@@ -454,19 +459,11 @@ def replayed_sequence(policy: PromotionPolicy, trials: int, rng: np.random.Gener
         x = np.zeros((size, RUNS * MAX_ROUNDS))
         start = np.zeros(size, dtype=int)
         done = np.zeros(size, bool)
-        n = np.arange(1, x.shape[1] + 1)
         rows = np.arange(size)[:, None]
         for k in range(1, RUNS + 1):
             own = first if k == 1 else rho * first + math.sqrt(1 - rho ** 2) * rng.normal(0.0, 1.0, first.shape)
             x[rows, start[:, None] + np.arange(MAX_ROUNDS)[None, :]] = thr + SD * own
-            limit = start + MAX_ROUNDS
-            *_, code, _ = look_codes(x[:, :limit.max()], threshold_log=thr, confidence=policy.confidence,
-                                     min_rounds=policy.min_rounds, max_rounds=limit, futility=True)
-            m = n[: limit.max()]
-            inside = (m[None, :] > start[:, None]) & (m[None, :] <= limit[:, None]) & ~done[:, None]
-            rounds, picked = _first(np.where(inside, code, NONE))
-            done |= picked == PROMOTE
-            start = np.where(rounds > 0, rounds, limit)
+            done, start = _next_run(x, start, done, thr, policy)
             if k in shown:
                 out[shown.index(k), lo:lo + size] = done
     return out
