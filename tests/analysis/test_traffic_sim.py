@@ -29,7 +29,8 @@ def test_traffic_at_1_and_16_gets_reject_and_names_the_loss(tmp_path: Path) -> N
     env = without_server_env(os.environ)
     env.update(SGLAB_STACKS_DIR=str(tmp_path / "stacks"), SGLAB_RESULTS_DIR=str(tmp_path / "results"))
     proc = subprocess.run([sys.executable, "-m", "sglab.cli", "bench", "--stack", "traffic", "--target", "sim",
-                           "--quick", "--time-scale", "3", "--round-s", "1.5", "--no-progress"],
+                           "--quick", "--time-scale", "3", "--round-s", "1.5", "--no-progress",
+                           "--seed", "2"],
                           capture_output=True, text=True, env=env, timeout=600, cwd=project_root())
     assert proc.returncode == 0, proc.stderr[-3000:]
     (result_file,) = (tmp_path / "results").glob("traffic/*/result.json")
