@@ -28,7 +28,8 @@ def bench(tmp_path: Path, *args: str) -> tuple[str, dict]:
     env = without_server_env(os.environ)
     env["SGLAB_RESULTS_DIR"] = str(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "sglab.cli", "bench", "--target", "sim", "--quick", "--no-progress",
-                           "--seed", "2", *args], capture_output=True, text=True, env=env, timeout=600, cwd=project_root())
+                           "--seed", "2", *args],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=project_root())
     assert proc.returncode == 0, proc.stderr[-3000:]
     (result_file,) = tmp_path.glob("*/*/result.json")
     outcome = next(line for line in proc.stdout.splitlines() if line.startswith("verdict: "))
