@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
 def _rehearse(args: argparse.Namespace, spec, loaded, log):
     from sglab.serving.live import judge_live
     from sglab.serving.prometheus import Prometheus
-    from sglab.serving.rehearsal import Rehearsal, default_revisions, resolve
+    from sglab.serving.rehearsal import Rehearsal, default_revisions, rehearsal_spec, resolve
 
     if args.weight >= 100:
         raise UsageError("--weight must be below 100 (the stable serves the rest)")
@@ -156,12 +156,13 @@ def _rehearse(args: argparse.Namespace, spec, loaded, log):
         stable = resolve(args.stable, "stable", args.root)
     if args.canary:
         canary = resolve(args.canary, "canary", args.root)
-    spec = spec.model_copy(update={"window_s": args.window_s, "max_windows": args.max_windows,
-                                   "scrape_interval_s": args.scrape_interval_s,
-                                   "min_windows": min(spec.min_windows, args.max_windows)})
+    spec, http_line = rehearsal_spec(spec, window_s=args.window_s, max_windows=args.max_windows,
+                                     scrape_interval_s=args.scrape_interval_s,
+                                     min_windows=min(spec.min_windows, args.max_windows))
     print(f"rehearsal: stable = {stable.source}, canary = {canary.source}; {args.weight:g}% of requests to the "
           f"canary, {args.users} users, simulators at {args.time_scale:g}x; windows of {spec.window_s:g} s "
           f"(Prometheus scraping every {spec.scrape_interval_s:g} s)")
+    print(http_line)
     with Rehearsal(spec, [stable, canary], {"stable": 100 - args.weight, "canary": args.weight}, args.users,
                    args.time_scale, max_tokens=args.max_tokens) as rehearsal:
         print(f"prometheus: {rehearsal.prometheus_url} (real, scraping both simulators)")

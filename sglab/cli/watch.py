@@ -95,12 +95,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _rehearse(args: argparse.Namespace, spec, loaded):
     from sglab.serving.prometheus import Prometheus
-    from sglab.serving.rehearsal import Rehearsal, resolve
+    from sglab.serving.rehearsal import Rehearsal, rehearsal_spec, resolve
     from sglab.serving.watch import watch_once
 
     if not 0 < args.shift_share <= 1:
         raise UsageError(f"--shift-share {args.shift_share:g} is not a share of requests; give one in (0, 1]")
-    spec = spec.model_copy(update={"window_s": args.window_s, "scrape_interval_s": args.scrape_interval_s})
+    spec, http_line = rehearsal_spec(spec, window_s=args.window_s, scrape_interval_s=args.scrape_interval_s)
     horizon = args.horizon_windows or spec.horizon_windows
     serving = resolve(f"{loaded.name}:candidate", "stable", args.root, loaded={loaded.name: loaded})
     control = resolve(f"{loaded.name}:baseline", "control", args.root, loaded={loaded.name: loaded})
@@ -108,6 +108,7 @@ def _rehearse(args: argparse.Namespace, spec, loaded):
           f"simulators at {args.time_scale:g}x, windows of {spec.window_s:g} s, horizon {horizon} windows"
           + (f"; after {args.shift_after} windows {args.shift_share:.0%} of requests are {args.shift_to}"
              if args.shift_to else ""))
+    print(http_line)
     report = flagged = None
     with Rehearsal(spec, [serving, control], {"stable": 50.0, "control": 50.0}, args.users, args.time_scale) as r:
         plan = r.traffic.plan

@@ -61,6 +61,29 @@ def _default_steps() -> list[CanaryStep]:
             CanaryStep(pause_s=600)]
 
 
+_PROM_NAME = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]{0,199}$")
+_PROM_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+
+
+def _prometheus_name(pattern: re.Pattern[str], what: str) -> Any:
+    def check(value: str) -> str:
+        if not pattern.match(value):
+            raise ValueError(f"{value!r} is not a Prometheus {what} ({pattern.pattern})")
+        return value
+    return AfterValidator(check)
+
+
+class HttpResponses(Model):
+    """HTTP responses by status code, counted in front of SGLang. SGLang's own counters never see a request
+    its HTTP layer refuses (a 500 counts in neither num_requests nor num_aborted_requests), so without this the
+    judge cannot see a canary answering errors. The counter must be scraped with the server pods' labels, like
+    SGLang's metrics: a mesh sidecar's (Istio's istio_requests_total by response_code, Linkerd's response_total
+    by status_code), or a recording rule that puts the pod labels on the gateway's per-backend counter."""
+
+    metric: Annotated[str, _prometheus_name(_PROM_NAME, "metric name")]
+    code_label: Annotated[str, _prometheus_name(_PROM_LABEL, "label name")] = "response_code"
+
+
 class CanaryJudge(Model):
     """The live judge: one paired observation (canary vs stable, same wall-clock window) per window, decided by
     the confidence sequence of `sglab bench`; guards are non-inferiority checks (docs/production.md)."""
@@ -78,8 +101,10 @@ class CanaryJudge(Model):
     # Relative increase of the canary's p99 over the stable's that is still acceptable (None: no guard).
     ttft_p99_max_increase: Ratio | None = 0.2
     itl_p99_max_increase: Ratio | None = 0.2
-    # Absolute increase of the error (aborted-request) rate that is still acceptable.
+    # Absolute increase of the error rate that is still acceptable: the larger of SGLang's aborted-request rate
+    # and, where http-responses is declared, the share of HTTP responses with a 5xx status.
     error_rate_max_increase: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.01
+    http_responses: HttpResponses | None = None
     accept_length_guard: bool = True
     # Default: the break-even the promoted benchmark measured (stacks/promotions.jsonl).
     break_even_accept_length: Annotated[float, Field(gt=1, allow_inf_nan=False)] | None = None

@@ -69,8 +69,8 @@ def usable(window: Window, spec: JudgeSpec, arms: tuple[str, str]) -> str | None
         data = window.arms.get(arm)
         if data is None:
             return f"no {arm} series"
-        if data.requests < spec.min_requests_per_window:
-            return f"{arm} served {data.requests:.0f} requests (< {spec.min_requests_per_window})"
+        if data.served < spec.min_requests_per_window:
+            return f"{arm} served {data.served:.0f} requests (< {spec.min_requests_per_window})"
         if data.decode_tok_per_s is None:
             return f"no {arm} inter-token latency"
     return None
@@ -86,8 +86,8 @@ def failing(windows: list[Window], spec: JudgeSpec, arms: tuple[str, str]) -> st
             if data is not None and data.problems:
                 return f"window ending {window.end:.0f}: {arm}: {data.problems[0]}"
         canary = window.arms.get(arms[0])
-        if canary is not None and canary.requests >= spec.min_requests_per_window and canary.decode_tok_per_s is None:
-            return (f"window ending {window.end:.0f}: {arms[0]} served {canary.requests:.0f} requests without a token "
+        if canary is not None and canary.served >= spec.min_requests_per_window and canary.decode_tok_per_s is None:
+            return (f"window ending {window.end:.0f}: {arms[0]} served {canary.served:.0f} requests without a token "
                     "(every request failed)")
     return None
 
@@ -213,7 +213,11 @@ def _guards(pairs: list[tuple[ArmWindow, ArmWindow]], spec: JudgeSpec) -> list[G
         values = [r for c, s in pairs if (r := _log_ratio(read(c), read(s))) is not None]
         out.append(_increase_guard(name, values, margin, spec, log_scale=True))
     errors = [c.error_rate - s.error_rate for c, s in pairs]
-    out.append(_increase_guard("error-rate", errors, spec.error_rate_max_increase, spec, log_scale=False))
+    guard = _increase_guard("error-rate", errors, spec.error_rate_max_increase, spec, log_scale=False)
+    if spec.http_responses is None:
+        guard.detail += ("; SGLang's aborted requests only: HTTP errors are unseen until "
+                         "serving.canary.http-responses names a counter of them")
+    out.append(guard)
     if not spec.accept_length_guard:
         out.append(GuardResult("accept-length", "off", None, None, None, 0, "accept-length: guard off"))
     elif spec.break_even_accept_length is None:

@@ -37,6 +37,8 @@ class DecisionLog:
                   "window_s": spec.window_s, "window_end": newest.end if newest else None,
                   **decision.evidence(),
                   "newest_window": {arm: {"requests": a.requests, "errors": a.errors,
+                                          "http_responses": a.http_responses, "http_errors": a.http_errors,
+                                          "error_rate": a.error_rate,
                                           "decode_tok_per_s": a.decode_tok_per_s, "accept_length": a.accept_length,
                                           "ttft_p99_s": a.ttft_p99_s, "itl_p99_s": a.itl_p99_s}
                                     for arm, a in newest.arms.items()} if newest else {}}
@@ -73,7 +75,7 @@ def judge_live(prom: Prometheus, spec: JudgeSpec, arms: dict[str, dict[str, str]
     while True:
         now = clock()
         windows = fetch_windows(prom, arms, start=start, now=now, window_s=spec.window_s, settle_s=spec.settle_s,
-                                category_label=spec.category_label)
+                                category_label=spec.category_label, http=spec.http_responses)
         if len(windows) != seen:
             seen = len(windows)
             decision = decide(windows, spec)

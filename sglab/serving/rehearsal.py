@@ -29,6 +29,24 @@ from sglab.promotion.log import LOG_NAME, current_promotion
 ROLES = ("candidate", "baseline")
 
 
+def rehearsal_spec(spec: JudgeSpec, **update: object) -> tuple[JudgeSpec, str]:
+    """The judge's spec on this machine and a line saying where it sees HTTP errors: the simulators count their
+    responses as the sidecar the stack declares would (serving.canary.http-responses); a stack that declares
+    none is rehearsed as blind to them as its judge is in the cluster."""
+    from sglab.config.serving import HttpResponses
+    from sglab.sim.metrics import HTTP_CODE_LABEL, HTTP_RESPONSES
+
+    declared = spec.http_responses
+    if declared is None:
+        line = ("http errors: none declared (serving.canary.http-responses), so the judge sees only SGLang's "
+                "aborted requests, here as in the cluster")
+    else:
+        update["http_responses"] = HttpResponses(metric=HTTP_RESPONSES, code_label=HTTP_CODE_LABEL)
+        line = (f"http errors: the simulators' {HTTP_RESPONSES} by {HTTP_CODE_LABEL} stands in for the declared "
+                f"{declared.metric} by {declared.code_label}")
+    return spec.model_copy(update=update), line
+
+
 @dataclass(frozen=True)
 class Revision:
     """One server of the rehearsal: which arm of which stack, under which labels."""

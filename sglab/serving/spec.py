@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sglab.core.errors import ConfigError
 from sglab.config.loader import LoadedStack
+from sglab.config.serving import HttpResponses
 from sglab.config.stack import StackConfig
 from sglab.core.paths import stacks_dir
 from sglab.serving.prometheus import Prometheus
@@ -51,6 +52,7 @@ class JudgeSpec(BaseModel):
     ttft_p99_max_increase: float | None
     itl_p99_max_increase: float | None
     error_rate_max_increase: float
+    http_responses: HttpResponses | None = None  # None: the judge sees only SGLang's aborted requests
     accept_length_guard: bool
     break_even_accept_length: float | None
     break_even_source: str
@@ -118,7 +120,7 @@ def judge_spec(stack: StackConfig, stack_name: str, *, log_path: Path | None = N
                   min_windows=judge.min_windows, max_windows=judge.max_windows,
                   min_gain=judge.min_gain, confidence=judge.confidence, futility=judge.futility, checks=judge.checks,
                   ttft_p99_max_increase=judge.ttft_p99_max_increase, itl_p99_max_increase=judge.itl_p99_max_increase,
-                  error_rate_max_increase=judge.error_rate_max_increase,
+                  error_rate_max_increase=judge.error_rate_max_increase, http_responses=judge.http_responses,
                   accept_length_guard=judge.accept_length_guard,
                   break_even_accept_length=value, break_even_source=source, category_label=judge.category_label,
                   category_min_share=judge.category_min_share, category_max_loss=judge.category_max_loss,

@@ -215,5 +215,5 @@ def watch_once(prom: Prometheus, spec: JudgeSpec, *, now: float | None = None,
     start = now - spec.settle_s - horizon * spec.window_s
     configs = arm_configs(prom, spec, now=now, range_s=now - start)
     windows = fetch_windows(prom, arms, start=start, now=now, window_s=spec.window_s, settle_s=spec.settle_s,
-                            category_label=spec.category_label)
+                            category_label=spec.category_label, http=spec.http_responses)
     return watch_report(windows, spec, configs), windows

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from sglab.config.serving import HttpResponses
 from sglab.serving.prometheus import Prometheus, selector
 
 # The SGLang metrics the judge reads (SGLang's collector names; the simulator serves the same).
@@ -36,6 +37,9 @@ class ArmWindow:
     generated_tokens: float
     verify_calls: float
     categories: dict[str, tuple[float, float]] = field(default_factory=dict)  # category -> (ITL sum, count)
+    # HTTP responses in front of SGLang (serving.canary.http-responses; None: not declared) and those with a 5xx
+    http_responses: float | None = None
+    http_errors: float = 0.0
     # why the window cannot be read as measured (an absent error series, a negative increase): the judge fails
     # closed on any (sglab/serving/judge.py)
     problems: tuple[str, ...] = ()
@@ -52,7 +56,16 @@ class ArmWindow:
 
     @property
     def error_rate(self) -> float:
-        return min(1.0, self.errors / self.requests) if self.requests > 0 else 0.0
+        """The larger of SGLang's aborted share and the 5xx share of HTTP responses: a request refused at the
+        HTTP layer never reaches SGLang's counters."""
+        aborted = min(1.0, self.errors / self.requests) if self.requests > 0 else 0.0
+        responses = self.http_responses or 0.0
+        return max(aborted, min(1.0, self.http_errors / responses) if responses > 0 else 0.0)
+
+    @property
+    def served(self) -> float:
+        """Requests the arm was sent in the window, as counted by whichever side saw more of them."""
+        return max(self.requests, self.http_responses or 0.0)
 
     def category_tok_per_s(self, category: str) -> float | None:
         total, count = self.categories.get(category, (0.0, 0.0))
@@ -70,7 +83,7 @@ class Window:
         return self.end - self.window_s
 
 
-def _queries(sel: str, w: str, category_label: str | None) -> dict[str, str]:
+def _queries(sel: str, w: str, category_label: str | None, http: HttpResponses | None = None) -> dict[str, str]:
     q = {
         "requests": f"sum(increase({REQUESTS}{sel}[{w}]))",
         "errors": f"sum(increase({ABORTED}{sel}[{w}]))",
@@ -81,6 +94,10 @@ def _queries(sel: str, w: str, category_label: str | None) -> dict[str, str]:
         "generated": f"sum(increase({GENERATED}{sel}[{w}]))",
         "verify": f"sum(increase({VERIFY}{sel}[{w}]))",
     }
+    if http is not None:
+        q["http_responses"] = f"sum(increase({http.metric}{sel}[{w}]))"
+        server_errors = "{" + sel[1:-1] + ("," if sel != "{}" else "") + f'{http.code_label}=~"5.."' + "}"
+        q["http_errors"] = f"sum(increase({http.metric}{server_errors}[{w}]))"
     if category_label:
         q["cat_sum"] = f"sum by ({category_label}) (increase({ITL}_sum{sel}[{w}]))"
         q["cat_count"] = f"sum by ({category_label}) (increase({ITL}_count{sel}[{w}]))"
@@ -98,7 +115,8 @@ def window_ends(start: float, now: float, window_s: float, settle_s: float) -> l
 
 
 def fetch_windows(prom: Prometheus, arms: dict[str, dict[str, str]], *, start: float, now: float,
-                  window_s: float, settle_s: float, category_label: str | None = None) -> list[Window]:
+                  window_s: float, settle_s: float, category_label: str | None = None,
+                  http: HttpResponses | None = None) -> list[Window]:
     """Every complete window since `start`, each with every arm that served requests in it."""
     ends = window_ends(start, now, window_s, settle_s)
     if not ends:
@@ -108,7 +126,7 @@ def fetch_windows(prom: Prometheus, arms: dict[str, dict[str, str]], *, start: f
     categories: dict[str, dict[str, dict[float, dict[str, float]]]] = {}
     for arm, labels in arms.items():
         values[arm], categories[arm] = {}, {"cat_sum": {}, "cat_count": {}}
-        for name, promql in _queries(selector(labels), w, category_label).items():
+        for name, promql in _queries(selector(labels), w, category_label, http).items():
             series = prom.query_range(promql, ends[0], ends[-1], window_s)
             if name.startswith("cat_"):
                 for s in series:
@@ -124,7 +142,8 @@ def fetch_windows(prom: Prometheus, arms: dict[str, dict[str, str]], *, start: f
         by_arm = {}
         for arm in arms:
             queried = values[arm]
-            if _finite(queried["requests"].get(key)) is None:
+            if _finite(queried["requests"].get(key)) is None and _finite(queried.get("http_responses", {}).get(key)) \
+                    is None:
                 continue
             by_arm[arm] = arm_window({name: series.get(key) for name, series in queried.items()},
                                      categories[arm]["cat_sum"].get(key, {}), categories[arm]["cat_count"].get(key, {}))
@@ -133,16 +152,20 @@ def fetch_windows(prom: Prometheus, arms: dict[str, dict[str, str]], *, start: f
 
 
 COUNTERS = {"requests": REQUESTS, "errors": ABORTED, "itl_sum": f"{ITL}_sum", "itl_count": f"{ITL}_count",
-            "generated": GENERATED, "verify": VERIFY}
+            "generated": GENERATED, "verify": VERIFY, "http_responses": "the HTTP response counter",
+            "http_errors": "the HTTP response counter (5xx)"}
 
 
 def arm_window(values: dict[str, float | None], sums: dict[str, float], counts: dict[str, float]) -> ArmWindow:
     """One arm's window from its query values (name -> increase, None where the series was absent). The error
     series must be there (absent is not zero errors) and no counter may decrease (an increase below zero is a
-    reset mid-window or a non-physical series): either is a problem the judge fails closed on."""
+    reset mid-window or a non-physical series): either is a problem the judge fails closed on. Where HTTP
+    responses are declared (the key is queried), their series must be there too; no 5xx series is no 5xx yet."""
     problems = []
     if _finite(values.get("errors")) is None:
         problems.append(f"no error series ({ABORTED})")
+    if "http_responses" in values and _finite(values["http_responses"]) is None:
+        problems.append("no HTTP response series (serving.canary.http-responses.metric)")
     for name, metric in COUNTERS.items():
         value = _finite(values.get(name))
         if value is not None and value < 0:
@@ -152,4 +175,6 @@ def arm_window(values: dict[str, float | None], sums: dict[str, float], counts: 
         itl_sum_s=_finite(values.get("itl_sum")) or 0.0, itl_count=_finite(values.get("itl_count")) or 0.0,
         ttft_p99_s=_finite(values.get("ttft_p99")), itl_p99_s=_finite(values.get("itl_p99")),
         generated_tokens=_finite(values.get("generated")) or 0.0, verify_calls=_finite(values.get("verify")) or 0.0,
-        categories={c: (sums[c], counts.get(c, 0.0)) for c in sums if c}, problems=tuple(problems))
+        categories={c: (sums[c], counts.get(c, 0.0)) for c in sums if c}, problems=tuple(problems),
+        http_responses=_finite(values.get("http_responses")) if "http_responses" in values else None,
+        http_errors=_finite(values.get("http_errors")) or 0.0)

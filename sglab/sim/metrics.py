@@ -63,6 +63,11 @@ HISTOGRAMS = {
 
 
 MAX_LABELLED_SERIES = 256
+# Not an SGLang metric: HTTP responses by status code as a proxy in front of the server counts them (a mesh
+# sidecar's istio_requests_total by response_code). SGLang's counters never see a request refused at its HTTP
+# layer; the rehearsal's judge reads this in place of the stack's serving.canary.http-responses.
+HTTP_RESPONSES = "sglab_sim_http_responses_total"
+HTTP_CODE_LABEL = "code"
 
 
 class Series:
@@ -82,6 +87,7 @@ class Metrics:
         self.model_name = model_name
         self.custom_labels = tuple(custom_labels)
         self.gauges = {name: 0.0 for name in GAUGES}
+        self.responses: dict[int, int] = {200: 0}  # HTTP status -> count (HTTP_RESPONSES), from the start
         self._series: dict[tuple[str, ...], Series] = {}
         self._by_labels: dict[tuple[tuple[str, str], ...], Series] = {}
         default = self.of(())
@@ -105,6 +111,9 @@ class Metrics:
         self.gauges.update(num_running_reqs=running, num_queue_reqs=waiting, num_used_tokens=used_tokens,
                            token_usage=used_tokens / kv_cache_tokens, max_total_num_tokens=kv_cache_tokens)
 
+    def count_response(self, status: int) -> None:
+        self.responses[status] = self.responses.get(status, 0) + 1
+
     def render(self) -> str:
         label = _label("model_name", self.model_name)
         lines: list[str] = []
@@ -127,6 +136,10 @@ class Metrics:
                 lines.append(f'sglang:{name}_bucket{{le="+Inf",{labels}}} {hist.count}')
                 lines.append(f"sglang:{name}_sum{{{labels}}} {_num(hist.total)}")
                 lines.append(f"sglang:{name}_count{{{labels}}} {hist.count}")
+        lines += [f"# HELP {HTTP_RESPONSES} HTTP responses by status code (the simulator's, as a sidecar counts them).",
+                  f"# TYPE {HTTP_RESPONSES} counter"]
+        lines += [f'{HTTP_RESPONSES}{{{HTTP_CODE_LABEL}="{status}",{label}}} {count}'
+                  for status, count in sorted(self.responses.items())]
         return "\n".join(lines) + "\n"
 
 

@@ -187,11 +187,31 @@ def _auth_middleware(api_key: str | None, admin_api_key: str | None):
     return check
 
 
+def _response_counter(state: SimState):
+    """Counts every answered request but the probes and /metrics by status code, as a mesh sidecar in front of
+    SGLang would (sglab/sim/metrics.py HTTP_RESPONSES): what the live judge reads to see HTTP errors."""
+    @web.middleware
+    async def count(request: web.Request, handler):
+        if request.path.startswith(OPEN_PREFIXES):
+            return await handler(request)
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            state.metrics.count_response(exc.status)
+            raise
+        state.metrics.count_response(response.status)
+        return response
+
+    return count
+
+
 def build_app(config: SimConfig) -> web.Application:
     api_key, admin_api_key = config.server_args.get("api_key"), config.server_args.get("admin_api_key")
-    middlewares = [_auth_middleware(api_key, admin_api_key)] if api_key or admin_api_key else []
-    app = web.Application(middlewares=middlewares, client_max_size=64 * 1024 * 1024)
     state = SimState(config)
+    middlewares = [_response_counter(state)]
+    if api_key or admin_api_key:
+        middlewares.append(_auth_middleware(api_key, admin_api_key))
+    app = web.Application(middlewares=middlewares, client_max_size=64 * 1024 * 1024)
     app[STATE_KEY] = state
 
     async def on_startup(app: web.Application) -> None:

@@ -6,10 +6,12 @@ Each run takes well under a minute on two cores: simulators at 4x, 5 s windows, 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
+from sglab.core.paths import project_root
 from sglab.serving.prom_server import prometheus_binary
 from sglab.cli import main
 
@@ -65,3 +67,20 @@ def test_an_aa_canary_is_not_promoted(capsys, tmp_path):
     assert lines[-1].startswith(("canary: abort", "canary: continue"))
     assert code in (1, 3)
     assert all(r["outcome"] != "promote" for r in records)
+
+
+def test_a_canary_answering_30_percent_5xx_is_aborted(capsys, tmp_path):
+    """The tuned config, faster on the requests it serves, answers 30% of them with HTTP 500: SGLang's counters
+    see none of those (its aborted count stays 0), the HTTP response counter the stack declares does."""
+    root = tmp_path / "root"
+    shutil.copytree(project_root() / "stacks", root / "stacks")
+    tuned = (root / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text()
+    (root / "stacks" / "Pulumi.failing.yaml").write_text(
+        tuned.replace("  sglab:sim:\n", "  sglab:sim:\n    faults:\n      error-rate: 0.3\n", 1))
+    code, lines, records = rehearse(capsys, tmp_path, "--root", str(root), "--stable", "eagle-default",
+                                    "--canary", "failing", "--users", "8", "--max-windows", "20")
+    assert lines[-1].startswith("canary: abort") and "error-rate" in lines[-1], "\n".join(lines[-6:])
+    assert code == 1
+    assert any(line.startswith("http errors: the simulators' sglab_sim_http_responses_total") for line in lines)
+    canary = records[-1]["newest_window"]["canary"]
+    assert canary["errors"] == 0 and canary["http_errors"] > 0 and 0.15 < canary["error_rate"] < 0.45
