@@ -16,6 +16,7 @@ from sglab.deploy.disruption_guard import READY_DIR, READY_FILE
 from sglab.deploy.jobs import LOCKED_DOWN, support_pod_placement
 from sglab.deploy.naming import PROJECT_IMAGE_UID
 from sglab.results.sink import part_names
+from sglab.sglang.client import ADMIN_API_KEY_ENV, API_KEY_ENV
 
 SERVICE_ACCOUNT = "sglab-bench"
 STACKS_MOUNT = "/etc/sglab/stacks"
@@ -104,6 +105,16 @@ def guard_container(stack: StackConfig, budgets: list[str], scaled: list[str]) -
     }
 
 
+def api_key_env(stack: StackConfig) -> list[dict[str, Any]]:
+    """The servers' keys from the stack's Secret, as the servers read them (serving.api-keys): with them the
+    benchmark's requests pass SGLang's key middleware. Nothing for a stack whose servers take no key."""
+    if stack.serving is None:
+        return []
+    keys = stack.serving.api_keys
+    return [{"name": env, "valueFrom": {"secretKeyRef": {"name": keys.secret, "key": key}}}
+            for env, key in ((API_KEY_ENV, keys.api_key_key), (ADMIN_API_KEY_ENV, keys.admin_api_key_key))]
+
+
 def pod_template(stack: StackConfig, stack_name: str, *, command: list[str], stack_configmap: str,
                  budgets: list[str], scaled: list[str] | None = None) -> dict[str, Any]:
     """The Job's pod: the benchmark against the arms' Services, the stack file mounted, a read-only root."""
@@ -118,6 +129,7 @@ def pod_template(stack: StackConfig, stack_name: str, *, command: list[str], sta
             {"name": "HOME", "value": "/tmp"},
             {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            *api_key_env(stack),
         ],
         "resources": {"requests": {"cpu": stack.benchmark_job.cpu, "memory": stack.benchmark_job.memory,
                                    "ephemeral-storage": TMP_SIZE},

@@ -31,6 +31,7 @@ from sglab.load.settings import LoadSettings
 from sglab.load.stream_parser import StreamMetrics, StreamParser
 from sglab.load.watchdog import on_wire, touch
 from sglab.schema.result import RequestSample
+from sglab.sglang.client import auth_headers
 
 TOKENS_REQUEST_TYPE = "TOKENS"
 IDLE_SLEEP_S = 0.01
@@ -104,6 +105,7 @@ class StreamingUser(FastHttpUser):
             self.host = (url or "http://url-not-set.invalid").rstrip("/")
         elif self.host is None:
             self.host = "http://127.0.0.1"  # ArmUser always sends absolute URLs
+        self.default_headers = auth_headers()  # servers run with --api-key (serving.api-keys)
         # the whole generation must fit in a socket read: raise geventhttpclient's 60 s default
         self.network_timeout = self.settings.request_timeout_s
         self.connect_backoff_s = 0.0

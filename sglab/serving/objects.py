@@ -17,6 +17,7 @@ from sglab.config.stack import StackConfig
 from sglab.config.serving import Serving, argo_steps, control_mirror_percent
 from sglab.deploy.jobs import support_pod_placement
 from sglab.deploy.naming import PROJECT_IMAGE_UID, release_name
+from sglab.sglang.client import ADMIN_API_KEY_ENV, API_KEY_ENV
 
 GATEWAY_PLUGIN = "argoproj-labs/gatewayAPI"
 JUDGE_METRIC = "live-judge"
@@ -112,10 +113,6 @@ def analysis_template(stack: StackConfig, stack_name: str, spec_json: str) -> di
                                       "spec": _restricted_pod(stack, container)}}}},
         }],
     }
-
-
-API_KEY_ENV = "SGLAB_API_KEY"
-ADMIN_API_KEY_ENV = "SGLAB_ADMIN_API_KEY"
 
 
 def server_api_keys(stack: StackConfig) -> tuple[list[str], list[dict[str, str]]]:

@@ -9,7 +9,9 @@ the one bounded JSON reader (sglab.core.untrusted_json).
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import httpx
@@ -67,6 +69,26 @@ class ServerInfo:
         return self.raw.get("version")
 
 
+# The servers' keys as the pods read them from the stack's Secret (serving.api-keys, sglab/serving/objects.py);
+# the benchmark Job carries the same env (sglab/deploy/benchmark_pod.py), and a user whose own servers run with
+# --api-key exports it. Read here, at the one place requests to a server are made, and never printed.
+API_KEY_ENV = "SGLAB_API_KEY"
+ADMIN_API_KEY_ENV = "SGLAB_ADMIN_API_KEY"
+
+
+def auth_headers(*, admin: bool = False, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Authorization header SGLang's key middleware asks for: --api-key for the API, --admin-api-key (else
+    the API key, as SGLang falls back) for its control endpoints; {} when no key is set."""
+    env = os.environ if env is None else env
+    key = (env.get(ADMIN_API_KEY_ENV, "") if admin else "") or env.get(API_KEY_ENV, "")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def _refused(status: int) -> str:
+    return (f" (the server asks for an API key: export {API_KEY_ENV} with its --api-key)"
+            if status == 401 else "")
+
+
 def get_server_info(url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> ServerInfo:
     """What the server says about itself; every fault (unreachable, too large, too slow, not JSON) one
     ServerInfoError naming the URL (credentials shown as ***). `timeout_s` bounds each path's whole answer."""
@@ -76,9 +98,9 @@ def get_server_info(url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Server
     for path in INFO_PATHS:
         deadline = time.monotonic() + timeout_s
         try:
-            with httpx.stream("GET", url + path, timeout=timeout_s) as resp:
+            with httpx.stream("GET", url + path, timeout=timeout_s, headers=auth_headers()) as resp:
                 if resp.status_code != 200:
-                    last_error = f"{shown}{path}: HTTP {resp.status_code}"
+                    last_error = f"{shown}{path}: HTTP {resp.status_code}{_refused(resp.status_code)}"
                     continue
                 data = parse_bytes(read_stream(resp.iter_bytes(), INFO_LIMITS, deadline=deadline), INFO_LIMITS)
         except httpx.HTTPError as exc:
@@ -103,7 +125,7 @@ def read_accept_length(url: str) -> float | None:
 def flush_cache(url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
     """POST /flush_cache: resets the radix cache and the accept-length counters; False if refused."""
     try:
-        resp = httpx.post(url.rstrip("/") + "/flush_cache", timeout=timeout_s)
+        resp = httpx.post(url.rstrip("/") + "/flush_cache", timeout=timeout_s, headers=auth_headers(admin=True))
     except httpx.HTTPError:
         return False
     return resp.status_code == 200
