@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from pydantic import ValidationError
+
 from sglab.config.loadplan import LoadPlan
 from sglab.load.settings import LoadSettings
 
@@ -30,6 +32,49 @@ def add_arguments(parser) -> None:
                        help="tokens generated per request (ignore_eos); default from the stack's load plan")
     group.add_argument("--request-timeout-s", type=float, default=None, help="per-request timeout")
     group.add_argument("--model", default="default", help="model name sent to the chat endpoint")
+
+
+# The options above that shape a request (their plan fields, where the load plan has one). Locust's /swarm form
+# may carry any of them, and copies a value whose option defaults to None as a raw string: form_shape_problem
+# types them first.
+SHAPE_OPTIONS = {"endpoint": "endpoint", "max_new_tokens": "max_new_tokens", "request_timeout_s": "request_timeout_s",
+                 "model": None}
+MAX_MODEL_NAME = 256
+
+
+def form_shape_value(key: str, raw: str) -> object:
+    """A form's value of a SHAPE_OPTIONS key as the option holds it ("" is unset: None, or the model's default)."""
+    raw = raw.strip()
+    if key == "model":
+        return raw or "default"
+    if not raw:
+        return None
+    return {"max_new_tokens": int, "request_timeout_s": float}.get(key, str)(raw)
+
+
+def form_shape_problem(form) -> str | None:
+    """Why a /swarm form's request-shape values cannot reach the users (None: they can): each typed as its option
+    and checked by the load plan's own fields, so a number that is not one is refused before a user sends it."""
+    updates = {}
+    for key, field in SHAPE_OPTIONS.items():
+        if key not in form:
+            continue
+        raw = str(form[key])
+        try:
+            value = form_shape_value(key, raw)
+        except ValueError:
+            return f"{key} {raw[:40]!r} is not a {'whole number' if key == 'max_new_tokens' else 'number'}"
+        if key == "model" and (len(raw) > MAX_MODEL_NAME or not raw.isprintable()):
+            return f"model must be at most {MAX_MODEL_NAME} printable characters"
+        if field is not None and value is not None:
+            updates[field] = value
+    if updates:
+        try:
+            LoadPlan.model_validate({**LoadPlan().model_dump(), **updates})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            return f"{'.'.join(str(part) for part in first['loc']) or 'the form'}: {first['msg']}"
+    return None
 
 
 def url_from_options(environment, arm: str) -> str | None:

@@ -26,7 +26,8 @@ from sglab.results.store import git_commit, new_run_id, utc_now_iso
 from sglab.ui.live import BASELINE, CANDIDATE, DEFAULT_WINDOW_S, LiveRun
 from sglab.ui.category_table import category_rows
 from sglab.ui.table import open_loop_rows, table_rows
-from sglab.core.untrusted import printable_logger
+from sglab.core.untrusted import printable, printable_logger
+from sglab.load.options import SHAPE_OPTIONS, form_shape_value
 
 logger = printable_logger("sglab.ui")  # form values and server errors reach the console
 
@@ -136,6 +137,9 @@ class UiSession:
         self._rows_cache: tuple[float, tuple[list[dict], list[dict]]] | None = None
         self.saved: list[Path] = []
         self.initial_urls = self.arm_urls()  # plain Locust: from its command line or environment
+        options = getattr(environment, "parsed_options", None)
+        # the request shape as launched: a bound session's form may not change it (form_changes)
+        self.initial_shape = {key: getattr(options, key, None) for key in SHAPE_OPTIONS}
 
     @classmethod
     def from_environment(cls, environment) -> "UiSession":
@@ -175,8 +179,11 @@ class UiSession:
         if self.binding is None:
             return []
         bound = self.binding.fields()
-        return [f"{key}={form[key]}" for key in BOUND_FORM_FIELDS if key in form
-                and not _same(form[key], bound.get(key))]
+        changes = [f"{key}={form[key]}" for key in BOUND_FORM_FIELDS if key in form
+                   and not _same(form[key], bound.get(key))]
+        # the request shape: typed first (web_tab refuses a value that is not one), then compared as launched
+        return changes + [f"{key}={printable(form[key], limit=40)}" for key in SHAPE_OPTIONS if key in form
+                          and form_shape_value(key, str(form[key])) != self.initial_shape[key]]
 
     def url_provenance(self, urls: dict[str, str | None]) -> tuple[str, str]:
         """(target kind, urls_source) of a run measuring `urls`: `sim` only for the launcher's own simulators."""

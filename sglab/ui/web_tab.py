@@ -26,6 +26,7 @@ from flask import Response, request
 
 from sglab.config.loadplan import MAX_CONCURRENCY
 from sglab.load.collector import get_collector
+from sglab.load.options import form_shape_problem
 from sglab.schema.result import RequestSample
 from sglab.ui import auth, guard
 from sglab.ui.category_table import CATEGORY_TAB_KEY, CATEGORY_TAB_TITLE, category_columns
@@ -124,7 +125,8 @@ def _install_web(environment, session: UiSession) -> None:
     def _keep_bound_arms():
         if request.method != "POST" or not request.path.endswith(SWARM_PATH):
             return None
-        refusal = _form_bounds_refusal(request.form) or _open_loop_form_refusal(session, request.form)
+        refusal = (_form_bounds_refusal(request.form) or _form_shape_refusal(request.form)
+                   or _open_loop_form_refusal(session, request.form))
         if refusal is not None:
             logger.warning("sglab: %s", refusal)
             return Response(json.dumps({"success": False, "message": refusal}), status=400,
@@ -136,7 +138,8 @@ def _install_web(environment, session: UiSession) -> None:
         fixed = ", ".join(f"{arm} {url}" for arm, url in binding.urls.items())
         message = (f"refused: this `sglab ui --stack {binding.stack}` session measures its own arms ({fixed}); "
                    f"the form's {', '.join(changes)} would measure something else. To measure other servers, "
-                   f"restart with sglab ui --stack STACK --baseline-url U --candidate-url U (docs/web-ui.md)")
+                   f"restart with sglab ui --stack STACK --baseline-url U --candidate-url U; the request shape "
+                   f"(endpoint, max_new_tokens, timeout, model) is the stack's sglab:load (docs/web-ui.md)")
         logger.warning("sglab: %s", message)
         return Response(json.dumps({"success": False, "message": message}), status=403,
                         mimetype="application/json")
@@ -202,6 +205,14 @@ def _form_bounds_refusal(form) -> str | None:
                     f"above 0 and at most {most} "
                     f"(load.concurrency's limit of {MAX_CONCURRENCY} per arm; docs/load.md, Limits)")
     return None
+
+
+def _form_shape_refusal(form) -> str | None:
+    """The form's request-shape values typed before Locust copies them onto the users' options (an option that
+    defaults to None would take the raw string, and every user would fail on it while /swarm said it started)."""
+    problem = form_shape_problem(form)
+    return None if problem is None else (f"refused: {printable(problem, limit=300)} (the request shape: "
+                                         "docs/load.md; the stack's sglab:load sets it)")
 
 
 def _open_loop_form_refusal(session: UiSession, form) -> str | None:

@@ -173,3 +173,27 @@ def test_login_without_the_ui_plugin_is_refused(tmp_path):
                                      ui=False), env, timeout_s=60)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "sglab/ui/locust_plugin.py" in out.stderr
+
+
+@pytest.mark.slow
+def test_a_bound_session_keeps_its_request_shape_and_every_form_types_its_values(tmp_path):
+    """`sglab ui` fixed the stack's request shape: a form that would send another endpoint, model or token count
+    is refused like a swapped URL. In any session, a value that is not the option's type is refused before the
+    users see it (they would fail on every request while /swarm said it started)."""
+    with sglab_ui(tmp_path, "--target", "sim") as ui:
+        own = {"user_count": "2", "spawn_rate": "2", **{f"{arm}_url": url for arm, url in ui.arm_urls.items()}}
+        for key, value in (("endpoint", "generate"), ("model", "another-model"), ("max_new_tokens", "7"),
+                           ("request_timeout_s", "1")):
+            response = httpx.post(ui.url + "/swarm", data={**own, key: value}, headers={"Origin": ui.url}, timeout=10)
+            assert response.status_code == 403 and f"{key}={value}" in response.text, response.text
+            assert "sglab:load" in response.text
+        for key, value in (("max_new_tokens", "abc"), ("request_timeout_s", "soon"), ("max_new_tokens", "0"),
+                           ("endpoint", "completions")):
+            response = httpx.post(ui.url + "/swarm", data={**own, key: value}, headers={"Origin": ui.url}, timeout=10)
+            assert response.status_code == 400 and "refused" in response.text and key in response.text, response.text
+        assert _stats(ui.url)["state"] == "ready"
+    with plain_locust(tmp_path, "--baseline-url", DEAD_URL, "--candidate-url", DEAD_URL, "--stack", STACK) as ui:
+        form = {"user_count": "1", "spawn_rate": "1", "max_new_tokens": "12abc"}
+        response = httpx.post(ui.url + "/swarm", data=form, headers={"Origin": ui.url}, timeout=10)
+        assert response.status_code == 400 and "max_new_tokens" in response.text
+        assert _stats(ui.url)["state"] == "ready"
