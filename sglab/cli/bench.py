@@ -18,7 +18,7 @@ import sys
 
 from sglab.core.children import MAX_LOCUST_WORKERS, worker_count_problem
 from sglab.cli import UsageError
-from sglab.cli.bounds import model_option
+from sglab.cli.bounds import check_streams, model_option
 from sglab.config.lints import raise_blocking, stack_lints
 from sglab.config.loader import load_stack
 from sglab.config.loadplan import LoadPlan, PromptSpec, RateSpec, TraceSpec
@@ -249,22 +249,6 @@ def _sim_env(pairs: list[str], time_scale: float | None) -> dict[str, str]:
     return env
 
 
-def _check_streams(loaded, plan, sim_env: dict[str, str], workers: int) -> None:
-    """A closed-loop run's streams per load-generator process x the simulators' time scale, bounded like the
-    scale itself (sglab/sglang/sim_knobs.py): past it the client, not the servers, sets the speed."""
-    from sglab.load.profiles import profile_for
-    from sglab.sglang.sim_knobs import time_scale_problem
-
-    profile = profile_for(plan)
-    if profile.name != "concurrency":
-        return  # open loop: the client's load follows the arrival rate, and the scale's own range applies
-    scale = float(sim_env.get("SGLAB_SIM_TIME_SCALE") or loaded.config.sim.time_scale)
-    streams = -(-max(profile.levels()) // max(1, workers))  # per Locust process
-    problem = time_scale_problem(scale, streams)
-    if problem is not None:
-        raise UsageError(f"--time-scale: {problem}")
-
-
 def _check_time_scale(text: str, option: str) -> None:
     """The simulators' time scale, bounded to what they model faithfully (sglab/sglang/sim_knobs.py)."""
     from sglab.sglang.sim_knobs import time_scale_problem
@@ -347,7 +331,7 @@ def build_request(args: argparse.Namespace):
     if args.quick and target == "sim" and "SGLAB_SIM_TIME_SCALE" not in sim_env:
         sim_env["SGLAB_SIM_TIME_SCALE"] = f"{QUICK_SIM_TIME_SCALE:g}"
     if target == "sim":
-        _check_streams(loaded, plan, sim_env, args.workers)
+        check_streams(loaded, plan, sim_env, args.workers)
     if args.result_configmap and target == "urls":
         target = "in-cluster"  # the benchmark Job, against the arms' Services
     return BenchRequest(loaded=loaded, plan=plan, kind=kind, target_kind=target, urls=urls,

@@ -115,3 +115,21 @@ def bound(model: type[BaseModel], field: str, which: str = "le") -> Any:
             return getattr(meta, which)
         metadata += getattr(meta, "metadata", [])
     return None
+
+
+def check_streams(loaded: Any, plan: Any, sim_env: dict[str, str], workers: int = 1) -> None:
+    """A closed-loop run's streams per load-generator process x the simulators' time scale, bounded like the
+    scale itself (sglab/sglang/sim_knobs.py): past it the client, not the servers, sets the speed."""
+    from sglab.cli import UsageError
+    from sglab.config.sim import sim_time_scale
+    from sglab.load.profiles import profile_for
+    from sglab.sglang.sim_knobs import time_scale_problem
+
+    profile = profile_for(plan)
+    if profile.name != "concurrency":
+        return  # open loop: the client's load follows the arrival rate, and the scale's own range applies
+    scale = float(sim_env.get("SGLAB_SIM_TIME_SCALE") or sim_time_scale(loaded.config.sim))
+    streams = -(-max(profile.levels()) // max(1, workers))  # per Locust process
+    problem = time_scale_problem(scale, streams)
+    if problem is not None:
+        raise UsageError(f"--time-scale: {problem}")

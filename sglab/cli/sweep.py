@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from sglab.cli import UsageError
-from sglab.cli.bounds import model_option
+from sglab.cli.bounds import check_streams, model_option
 from sglab.config.loadplan import LoadPlan
 from sglab.config.placement import Placement
 from sglab.config.sweep import SweepSpec
@@ -204,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
                                                       progress=progress)
         else:
             plan, sim_env = _plan(loaded, args)
+            if target == "sim":
+                check_streams(loaded, plan, sim_env)
             state, result, run_dir = run_sweep(loaded, grid, plan, quick=args.quick, target=target, urls=urls,
                                                sim_env={} if urls else sim_env, out=out, progress=progress)
     except (TargetError, ValueError, RefusedError) as exc:

@@ -98,6 +98,10 @@ def _rehearse(args: argparse.Namespace, spec, loaded):
     from sglab.serving.rehearsal import Rehearsal, rehearsal_spec, resolve
     from sglab.serving.watch import watch_once
 
+    from sglab.sglang.sim_knobs import time_scale_problem  # bounded like every entry (docs/simulator.md)
+
+    if (problem := time_scale_problem(args.time_scale, args.users)) is not None:
+        raise UsageError(f"--time-scale: {problem}")
     if not 0 < args.shift_share <= 1:
         raise UsageError(f"--shift-share {args.shift_share:g} is not a share of requests; give one in (0, 1]")
     spec, http_line = rehearsal_spec(spec, window_s=args.window_s, scrape_interval_s=args.scrape_interval_s)

@@ -59,3 +59,8 @@ def sim_env(sim: Any) -> dict[str, str]:
     if sim.faults is not None:
         env.update(sim_knobs.knob_env(sim.faults.model_dump(), "faults"))
     return env
+
+
+def sim_time_scale(sim: Any) -> float:
+    """The time scale a `sim:` section declares (its fields are made from sim_knobs, which mypy cannot see)."""
+    return float(sim.time_scale)

@@ -30,7 +30,10 @@ from sglab.load.targets import TargetError, Targets, given_urls, start_sims
 from sglab.results.store import RESULT_FILE, list_runs, results_root
 from sglab.ui import auth
 from sglab.ui.guard import is_loopback_host
-from sglab.ui.session import BOUND_ENV, PROFILE_ENV, SAVE_DIR_ENV, TARGET_ENV, TRACE_ENV, Binding
+from sglab.config.sim import sim_time_scale
+from sglab.sglang.sim_knobs import time_scale_problem
+from sglab.ui.session import (BOUND_ENV, PROFILE_ENV, SAVE_DIR_ENV, SIM_TIME_SCALE_ENV, TARGET_ENV, TRACE_ENV,
+                              Binding)
 from sglab.core.untrusted import printable
 
 UI_PLUGIN = Path(__file__).with_name("locust_plugin.py")  # the A/B tab, loaded beside the locustfile
@@ -170,6 +173,11 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
     if open_loop:  # derived, not chosen: the in-flight cap (sglab.ui.open_loop.OpenLoopShape runs the same)
         users = getattr(config.load, profile).max_in_flight
         spawn_rate = float(min(users, 100))
+    if opts.target == "sim" and not open_loop:
+        # every user is a stream of this one Locust process, bounded x the simulators' scale (sim_knobs.py)
+        problem = time_scale_problem(sim_time_scale(config.sim), users)
+        if problem is not None:
+            raise LaunchError(f"--users: {problem} (the stack's sim.time-scale)")
     log_dir = opts.log_dir or Path(tempfile.mkdtemp(prefix=f"sglab-ui-{opts.stack}-"))
 
     runs_before = set(list_runs(opts.stack))
@@ -184,6 +192,8 @@ def run(opts: UiOptions, *, out=sys.stdout) -> int:
             targets = given_urls({"baseline": opts.baseline_url or "", "candidate": opts.candidate_url or ""})
         env = {**os.environ, TARGET_ENV: "sim" if opts.target == "sim" else "urls",
                BOUND_ENV: Binding(opts.stack, dict(targets.urls)).to_env(), PROFILE_ENV: profile}
+        if opts.target == "sim":
+            env[SIM_TIME_SCALE_ENV] = f"{sim_time_scale(config.sim):g}"  # the form's users are bounded by it
         if opts.trace is not None:
             env[TRACE_ENV] = str(opts.trace.resolve())
         if opts.save_results:

@@ -37,6 +37,7 @@ SAVE_DIR_ENV = "SGLAB_UI_SAVE_RESULTS"
 BOUND_ENV = "SGLAB_UI_BOUND"  # JSON {"stack": ..., "urls": {arm: url}} from `sglab ui`
 PROFILE_ENV = "SGLAB_UI_PROFILE"  # the load profile `sglab ui --profile` runs
 TRACE_ENV = "SGLAB_UI_TRACE"  # the trace file `sglab ui --trace` replays (absolute path)
+SIM_TIME_SCALE_ENV = "SGLAB_UI_SIM_TIME_SCALE"  # the launcher's simulators' time scale (bounds the form's users)
 BOUND_FORM_FIELDS = ("stack", "baseline_url", "candidate_url")
 TABLE_CACHE_S = 1.0
 

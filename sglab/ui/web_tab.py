@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 
 import gevent
@@ -31,7 +32,8 @@ from sglab.schema.result import RequestSample
 from sglab.ui import auth, guard
 from sglab.ui.category_table import CATEGORY_TAB_KEY, CATEGORY_TAB_TITLE, category_columns
 from sglab.ui.plot import PLOT_PATH, plot_script
-from sglab.ui.session import UiSession
+from sglab.sglang.sim_knobs import MAX_STREAMS_X_TIME_SCALE
+from sglab.ui.session import SIM_TIME_SCALE_ENV, UiSession
 from sglab.ui.table import table_columns
 from sglab.core.untrusted import printable, printable_logger
 
@@ -192,6 +194,19 @@ def _form_bounds_refusal(form) -> str | None:
     """The form's numbers, bounded as `--users`/`--spawn-rate` are (both arms share the users): a typo such as
     100000 users would start that many greenlets and connections before anything else could say no."""
     most = 2 * MAX_CONCURRENCY
+    scale = os.environ.get(SIM_TIME_SCALE_ENV)
+    if scale:  # the launcher's simulators: every user is a stream of this process, bounded x their scale
+        streams_most = int(MAX_STREAMS_X_TIME_SCALE // float(scale))
+        given = form.get("user_count")
+        try:
+            too_many = given not in (None, "") and float(given) > streams_most
+        except ValueError:
+            too_many = False  # not a number: refused below
+        if too_many:
+            return (f"refused: user_count {printable(given, limit=40)!r} streams from one load generator against "
+                    f"simulators at time scale {float(scale):g}: beyond {MAX_STREAMS_X_TIME_SCALE:g} streams x scale "
+                    f"the client, not the servers, sets the speed; use at most {streams_most} users "
+                    "(docs/simulator.md)")
     for key, whole in (("user_count", True), ("spawn_rate", False)):
         given = form.get(key)
         if given in (None, ""):

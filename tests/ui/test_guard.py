@@ -176,7 +176,7 @@ def test_login_without_the_ui_plugin_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_bound_session_keeps_its_request_shape_and_every_form_types_its_values(tmp_path):
+def test_a_bound_session_keeps_its_request_shape_and_load_bound_and_every_form_types_its_values(tmp_path):
     """`sglab ui` fixed the stack's request shape: a form that would send another endpoint, model or token count
     is refused like a swapped URL. In any session, a value that is not the option's type is refused before the
     users see it (they would fail on every request while /swarm said it started)."""
@@ -191,6 +191,11 @@ def test_a_bound_session_keeps_its_request_shape_and_every_form_types_its_values
                            ("endpoint", "completions")):
             response = httpx.post(ui.url + "/swarm", data={**own, key: value}, headers={"Origin": ui.url}, timeout=10)
             assert response.status_code == 400 and "refused" in response.text and key in response.text, response.text
+        # its simulators run at the stack's time scale 1: more than 48 streams from this one process is the
+        # client's speed, not the servers' (sglab/sglang/sim_knobs.py MAX_STREAMS_X_TIME_SCALE)
+        response = httpx.post(ui.url + "/swarm", data={**own, "user_count": "60", "spawn_rate": "10"},
+                              headers={"Origin": ui.url}, timeout=10)
+        assert response.status_code == 400 and "at most 48 users" in response.text, response.text
         assert _stats(ui.url)["state"] == "ready"
     with plain_locust(tmp_path, "--baseline-url", DEAD_URL, "--candidate-url", DEAD_URL, "--stack", STACK) as ui:
         form = {"user_count": "1", "spawn_rate": "1", "max_new_tokens": "12abc"}
