@@ -127,8 +127,8 @@ def _install_web(environment, session: UiSession) -> None:
     def _keep_bound_arms():
         if request.method != "POST" or not request.path.endswith(SWARM_PATH):
             return None
-        refusal = (_form_bounds_refusal(request.form) or _form_shape_refusal(request.form)
-                   or _open_loop_form_refusal(session, request.form))
+        refusal = (_form_bounds_refusal(request.form, closed_loop=session.open_loop_profile() is None)
+                   or _form_shape_refusal(request.form) or _open_loop_form_refusal(session, request.form))
         if refusal is not None:
             logger.warning("sglab: %s", refusal)
             return Response(json.dumps({"success": False, "message": refusal}), status=400,
@@ -190,12 +190,14 @@ def _install_web(environment, session: UiSession) -> None:
     gevent.spawn(_poll_servers, session)
 
 
-def _form_bounds_refusal(form) -> str | None:
+def _form_bounds_refusal(form, *, closed_loop: bool = True) -> str | None:
     """The form's numbers, bounded as `--users`/`--spawn-rate` are (both arms share the users): a typo such as
     100000 users would start that many greenlets and connections before anything else could say no."""
     most = 2 * MAX_CONCURRENCY
     scale = os.environ.get(SIM_TIME_SCALE_ENV)
-    if scale:  # the launcher's simulators: every user is a stream of this process, bounded x their scale
+    # closed loop against the launcher's simulators: every user is a stream of this process, bounded x their
+    # scale (an open-loop run's users are its in-flight cap: its load is the arrival schedule)
+    if scale and closed_loop:
         streams_most = int(MAX_STREAMS_X_TIME_SCALE // float(scale))
         given = form.get("user_count")
         try:
