@@ -7,14 +7,15 @@ the same prompt offset, so the arms see the same prompts in the same order.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from sglab.config.loader import LoadedStack
 from sglab.config.loadplan import LoadPlan
 
-# --quick: a CI-sized run (under a minute on 2 cores); every other setting comes from the stack.
+# --quick: a CI-sized run (about two minutes on 2 cores); every other setting comes from the stack.
 # max_new_tokens stays the stack's: shorter requests would change what is measured (the last verify
 # cycle of a request is cut at max_new_tokens, which costs a speculating arm more on short outputs).
-QUICK_PLAN = {"concurrency": [1, 4], "rounds": 20, "ungated_rounds": 4, "round_duration_s": 0.9,
+QUICK_PLAN: dict[str, Any] = {"concurrency": [1, 4], "rounds": 20, "ungated_rounds": 4, "round_duration_s": 0.9,
               "round_requests": None, "warmup_requests": 1}
 # ...and simulators run 10x faster (recorded as target.time_scale): in real time, 9 s per arm at
 # concurrency 1 holds too few verify cycles to tell a +3% gain from acceptance noise (95% CI about
