@@ -17,14 +17,18 @@ sets the users per level, and `SegmentPacing` tells a user when the n-th request
 from __future__ import annotations
 
 import time
+import zlib
 from dataclasses import dataclass, field
 
 import gevent
 from gevent.event import Event
+from geventhttpclient.response import HTTPConnectionClosed
 from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 from locust.exception import StopUser
 
+from sglab.config.loadplan import MAX_OUTPUT_TOKENS
+from sglab.core.untrusted_json import MiB
 from sglab.load.collector import SampleCollector, Ticket, get_collector, text_sha256
 from sglab.load.profiles import CLOSED_LOOP, Pacing
 from sglab.load.settings import LoadSettings
@@ -39,6 +43,22 @@ IDLE_SLEEP_S = 0.01
 # a dead server must not be hot-looped (one refused connection takes microseconds).
 CONNECT_BACKOFF_S = (0.05, 2.0)
 CONNECT_ERROR_PREFIX = "connection failed"
+
+# What a server streams back is bounded as it is read (a broken or hostile server must not fill the load
+# generator's memory). A /generate chunk repeats the whole text and output_ids so far (~12 B a token on SGLang and
+# the simulator), so chunks grow with the answer: SSE_BYTES_PER_TOKEN is over twice that.
+SSE_BYTES_PER_TOKEN = 32
+# One SSE line is held whole: 4 MiB, where the last chunk of the longest answer a plan may ask for is ~1.5 MB.
+MAX_SSE_LINE_BYTES = SSE_BYTES_PER_TOKEN * MAX_OUTPUT_TOKENS
+# The whole stream, plus SSE_BYTES_PER_TOKEN x tokens² / 2 for the request's token cap (max_stream_bytes): chat
+# and short answers fit 64 MiB (a few hundred bytes a chunk), but /generate's cumulative chunks add up to the
+# square of the answer's length (4,096 tokens, one chunk each: ~100 MB).
+MAX_STREAM_BYTES = 64 * MiB
+# A non-200 answer's body: its first 200 characters are kept in the error.
+MAX_ERROR_BODY_BYTES = 4096
+# Every status is an answer _read_stream reads (bounded) itself: geventhttpclient reads a refused status's whole
+# body into memory, for its debug log, before Locust sees the response.
+EVERY_STATUS = frozenset(range(100, 600))
 
 
 class RequestTimeout(Exception):
@@ -110,6 +130,7 @@ class StreamingUser(FastHttpUser):
         self.network_timeout = self.settings.request_timeout_s
         self.connect_backoff_s = 0.0
         super().__init__(environment)
+        self.client.client.valid_response_codes = EVERY_STATUS  # type: ignore[misc]  # this user's agent, not the class
 
     def on_start(self) -> None:
         if self.missing_url:
@@ -199,7 +220,8 @@ class StreamingUser(FastHttpUser):
             with self.client.post(url, json=settings.payload(prompt), stream=True, catch_response=True,
                                   name=name) as resp:
                 try:
-                    error = _read_stream(resp, parser, start, lambda: touch(self.environment, ticket.arm))
+                    error = _read_stream(resp, parser, start, lambda: touch(self.environment, ticket.arm),
+                                         max_tokens=expected)
                 except RequestTimeout:
                     error = f"timeout: no complete response within {settings.request_timeout_s:g} s"
                 except Exception as exc:  # transport errors: broken connection, reset, parse error
@@ -249,29 +271,89 @@ class StreamingUser(FastHttpUser):
                  response_length=m.output_tokens, exception=None, context={})
 
 
-def _read_stream(resp, parser: StreamParser, start: float, on_line=None) -> str | None:
-    """Read SSE lines as they arrive (readline returns per line; read(n) would wait for n bytes)."""
+class StreamTooLarge(Exception):
+    """A line or a whole stream past its bound: the request ends as this error, the rest unread."""
+
+
+def max_stream_bytes(max_tokens: int) -> int:
+    """The most a real stream of up to `max_tokens` tokens sends (see MAX_STREAM_BYTES)."""
+    return MAX_STREAM_BYTES + SSE_BYTES_PER_TOKEN * max_tokens * max_tokens // 2
+
+
+def _read_stream(resp, parser: StreamParser, start: float, on_line=None, max_tokens: int = 0) -> str | None:
+    """Feed SSE lines to `parser` as each arrives (its arrival is its time), within MAX_SSE_LINE_BYTES a line and
+    max_stream_bytes(max_tokens) in all; past either bound the request ends as an error naming it, the rest unread."""
     status = resp.status_code
     if not status:
         return f"connection failed: {getattr(resp, 'error', None)}"
     if status != 200:
-        try:
-            body = resp.content or b""
-        except Exception:
-            body = b""
-        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
-        return f"HTTP {status}: {text.strip()[:200]}"
+        return f"HTTP {status}: {_error_text(resp).strip()[:200]}"
     raw = resp._response
-    while True:
-        line = raw.readline(b"\n")
-        if not line:
-            break
-        parser.feed_line(line, time.perf_counter() - start)
-        if on_line is not None:
-            on_line()
-        if parser.metrics.done:
-            break
+    bound_bytes = max_stream_bytes(max_tokens)
+    received_bytes = 0
+    try:
+        while line := _read_line(raw, MAX_SSE_LINE_BYTES):
+            received_bytes += len(line)
+            if received_bytes > bound_bytes:
+                raise StreamTooLarge(f"stream over {bound_bytes} bytes (MAX_STREAM_BYTES for {max_tokens} tokens)")
+            parser.feed_line(line, time.perf_counter() - start)
+            if on_line is not None:
+                on_line()
+            if parser.metrics.done:
+                break
+    except StreamTooLarge as exc:
+        raw.release()  # the connection is closed, not read on
+        return str(exc)
     return None
+
+
+def _read_line(raw, max_line_bytes: int) -> bytes:
+    """The next line as soon as its b"\\n" is in (read(n) would wait for n bytes), b"" at the end of the body.
+
+    geventhttpclient's readline is this loop without the bound: each socket read adds at most raw.block_size bytes
+    to the body buffer, and a line whose b"\\n" is not within max_line_bytes is refused before more is read: at
+    most max_line_bytes + block_size are held.
+    """
+    searched = 0
+    while True:
+        buffer = raw._body_buffer
+        end = buffer.find(b"\n", searched, max_line_bytes)
+        if end >= 0:
+            line = bytes(buffer[:end + 1])
+            del buffer[:end + 1]
+            return line
+        if len(buffer) >= max_line_bytes:
+            raise StreamTooLarge(f"an SSE line over {max_line_bytes} bytes (MAX_SSE_LINE_BYTES)")
+        if raw.message_complete:
+            return b""  # as readline: an unterminated tail is dropped
+        searched = len(buffer)
+        _receive(raw)
+
+
+def _receive(raw) -> None:
+    """One socket read into the response's parser (readline's own step)."""
+    sock = raw._sock
+    if sock is None:
+        raise HTTPConnectionClosed("connection closed.")
+    try:
+        raw.feed(sock.recv(raw.block_size))
+    except BaseException:
+        raw.release()
+        raise
+
+
+def _error_text(resp) -> str:
+    """At most MAX_ERROR_BODY_BYTES of a non-200 body, decompressed to at most as much, as text."""
+    raw = resp._response
+    try:
+        body = raw.read(MAX_ERROR_BODY_BYTES)
+        if str(resp.headers.get("content-encoding") or "").lower() in ("gzip", "deflate"):
+            body = zlib.decompressobj(32 + zlib.MAX_WBITS).decompress(body, MAX_ERROR_BODY_BYTES)
+    except Exception:  # a broken body: the status alone is the message
+        body = b""
+    finally:
+        raw.release()
+    return body.decode("utf-8", "replace")
 
 
 def _sample(ticket: Ticket, prompt_index: int, m: StreamMetrics, expected: int, error: str | None,
