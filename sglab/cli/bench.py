@@ -86,12 +86,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--warmup-requests", type=model_option(LoadPlan, "warmup_requests", "load.warmup-requests"),
                    help="discarded warm-up requests per arm and level")
     g = p.add_argument_group("where the arms run", "the design (default: policy.design); only servers sglab starts "
-                             "(--target sim) can be moved")
+                             "(--target sim) or the benchmark Job's (--deployment) can be moved")
     g.add_argument("--design", choices=["crossover", "switchback", "parallel"],
                    help="crossover swaps their nodes every --period-rounds rounds, switchback serves one arm at a "
                    "time on one node (ABBA), parallel keeps each on its own node")
     g.add_argument("--period-rounds", type=model_option(LoadPlan, "period_rounds", "load.period-rounds"),
                    help="rounds per period of crossover and switchback (default: load.period-rounds)")
+    g.add_argument("--deployment", action="append", default=[], metavar="ARM=NAME",
+                   help="in-cluster: the arm's Deployment, which the Job may pin to a node or stop to carry out "
+                   "policy.design (crossover, switchback); give one per arm (the benchmark Job does)")
     g = p.add_argument_group("load", "the levels and how requests arrive (default: the stack's load section)")
     g.add_argument("--concurrency", type=model_option(LoadPlan, "concurrency", "load.concurrency"),
                    help="comma-separated levels, e.g. 1,4 (default: the stack's)")
@@ -339,11 +342,30 @@ def build_request(args: argparse.Namespace):
         check_streams(loaded, plan, sim_env, args.workers)
     if args.result_configmap and target == "urls":
         target = "in-cluster"  # the benchmark Job, against the arms' Services
-    return BenchRequest(loaded=loaded, plan=plan, kind=kind, target_kind=target, urls=urls,
+    deployments = _deployments(args.deployment, target, list(urls))
+    return BenchRequest(loaded=loaded, plan=plan, kind=kind, target_kind=target, urls=urls, deployments=deployments,
                         sim_env=sim_env,
                         workers=args.workers, out=Path(args.out) if args.out else None,
                         progress=not args.no_progress and sys.stderr.isatty(),
                         check_live_flags=not args.skip_live_check)
+
+
+def _deployments(given: list[str], target: str, arms: list[str]) -> dict[str, str]:
+    """--deployment ARM=NAME, one per arm, in the cluster only."""
+    if not given:
+        return {}
+    if target != "in-cluster":
+        raise UsageError("--deployment moves the arms of the benchmark Job: it goes with --result-configmap and "
+                         "the arms' --baseline-url/--candidate-url")
+    found: dict[str, str] = {}
+    for item in given:
+        arm, sep, name = item.partition("=")
+        if not sep or arm not in arms or not name or arm in found:
+            raise UsageError(f"--deployment {item!r}: give ARM=NAME once per arm, ARM one of {', '.join(arms)}")
+        found[arm] = name
+    if set(found) != set(arms):
+        raise UsageError(f"--deployment: give one per arm ({', '.join(arms)}), not only {', '.join(found)}")
+    return found
 
 
 def _prompts_phrase(plan) -> str:

@@ -76,6 +76,14 @@ class StackConfig(Model):
     accept_lints: list[LintCode] = Field(default_factory=list)
 
     @property
+    def benchmark_scales_arms_down(self) -> bool:
+        """The benchmark Job scales its arms to 0 when it ends (no idle GPUs): a lab stack's two single-node arms,
+        unless benchmark-job.scale-arms-to-zero is false. Never a serving stack's (production traffic), a sweep's
+        slots (the next wave reuses them) or a multi-node server (a LeaderWorkerSet)."""
+        lab = self.serving is None and self.sweep is None and self.placement.nodes == 1
+        return lab and self.benchmark_job.scale_arms_to_zero
+
+    @property
     def namespace(self) -> str:
         return self.namespace_spec.name
 

@@ -34,7 +34,7 @@ from sglab.core.paths import stacks_dir
 from sglab.deploy.benchmark_outputs import summarize_result
 from sglab.deploy.benchmark_pod import (RESULTS_DIR, SERVICE_ACCOUNT, STACKS_MOUNT, held_budgets, job_image,  # noqa: F401
                                         pod_labels, pod_template as _pod_template, role_rules,
-                                        scaled_arms)
+                                        moved_arms, scaled_arms)
 from sglab.deploy.jobs import job_access
 from sglab.deploy.naming import (PENDING, PROJECT_IMAGE_UID, RESULT_CONFIGMAP_FLAG, SECRET_KEYS,  # noqa: F401 (re-exported)
                                  arm_url)
@@ -140,6 +140,8 @@ def bench_command(stack: StackConfig, stack_name: str, result_configmap: str) ->
         "--candidate-url", arm_url(stack, "candidate", cand.port),
         RESULT_CONFIGMAP_FLAG, result_configmap,
     ]
+    for arm, deployment in zip(("baseline", "candidate"), arm_moved(stack, stack_name)):
+        command += ["--deployment", f"{arm}={deployment}"]
     if stack.benchmark_job.quick:
         command.append("--quick")
     return command
@@ -228,7 +230,8 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     }
     wave = plan_wave(stack, stack_name) if stack.sweep is not None else None
     budgets = arm_budgets(stack, stack_name)
-    access.role["rules"] = role_rules(n.result_configmap, budgets, arm_scaled(stack, stack_name))
+    access.role["rules"] = role_rules(n.result_configmap, budgets, arm_scaled(stack, stack_name),
+                                      arm_moved(stack, stack_name))
     if wave is not None:
         return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,
                              access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave)
@@ -253,6 +256,15 @@ def arm_scaled(stack: StackConfig, stack_name: str) -> list[str]:
     from sglab.deploy.plan import arm_releases
 
     return scaled_arms(stack, [r.release for r in arm_releases(stack, stack_name)])
+
+
+def arm_moved(stack: StackConfig, stack_name: str) -> list[str]:
+    """The arms' Deployments (baseline, candidate) the Job moves to carry out policy.design; none for a wave."""
+    from sglab.deploy.plan import arm_releases
+
+    if plan_wave(stack, stack_name) is not None:
+        return []
+    return moved_arms(stack, [r.release for r in arm_releases(stack, stack_name)])
 
 
 def pod_template(stack: StackConfig, stack_name: str, n: BenchmarkNames) -> dict[str, Any]:

@@ -51,18 +51,22 @@ def held_budgets(stack: StackConfig, releases: list[str]) -> list[str]:
 
 
 def scaled_arms(stack: StackConfig, releases: list[str]) -> list[str]:
-    """The arms' Deployments the Job scales to 0 when it ends: a lab stack's two single-node arms, unless
-    benchmark-job.scale-arms-to-zero is false. Never a serving stack's (production traffic), a sweep's slots
-    (the next wave reuses them) or a multi-node server (a LeaderWorkerSet)."""
-    lab = stack.serving is None and stack.sweep is None and stack.placement.nodes == 1
-    return list(releases) if lab and stack.benchmark_job.scale_arms_to_zero else []
+    """The arms' Deployments the Job scales to 0 when it ends (StackConfig.benchmark_scales_arms_down)."""
+    return list(releases) if stack.benchmark_scales_arms_down else []
+
+
+def moved_arms(stack: StackConfig, releases: list[str]) -> list[str]:
+    """The arms' Deployments the Job pins to a node or stops to carry out policy.design (sglab/load/moves.py):
+    an A/B of single-node servers outside serving (production traffic never moves); none for `parallel`."""
+    movable = stack.serving is None and stack.placement.nodes == 1 and stack.policy.design != "parallel"
+    return list(releases) if movable else []
 
 
 def role_rules(result_configmap: str, budgets: list[str] | None = None,
-               scaled: list[str] | None = None) -> list[dict[str, Any]]:
+               scaled: list[str] | None = None, moved: list[str] | None = None) -> list[dict[str, Any]]:
     """Minimal: read and overwrite the pre-created result ConfigMaps (index and parts), get/patch the arms'
-    budgets the guard holds and patch the scale of the arms it scales down, each by name. No create (it cannot be
-    limited by name), no list, no delete."""
+    budgets the guard holds, patch the scale of the arms it scales down, and get/patch the Deployments it moves,
+    each by name. No create (it cannot be limited by name), no list, no delete."""
     rules = [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": part_names(result_configmap),
               "verbs": ["get", "update"]}]
     if budgets:
@@ -71,6 +75,9 @@ def role_rules(result_configmap: str, budgets: list[str] | None = None,
     if scaled:
         rules.append({"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": list(scaled),
                       "verbs": ["patch"]})
+    if moved:
+        rules.append({"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": list(moved),
+                      "verbs": ["get", "patch"]})
     return rules
 
 
@@ -129,6 +136,7 @@ def pod_template(stack: StackConfig, stack_name: str, *, command: list[str], sta
             {"name": "HOME", "value": "/tmp"},
             {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},  # who pinned an arm
             *api_key_env(stack),
         ],
         "resources": {"requests": {"cpu": stack.benchmark_job.cpu, "memory": stack.benchmark_job.memory,

@@ -8,8 +8,9 @@ A node's speed adds the same offset to every round its arm runs there, which int
   2k-1 pairs with round j of period 2k.
 - switchback: one node; one arm per round, periods in ABBA blocks (4b+1 and 4b+4 the baseline, 4b+2 and 4b+3
   the candidate); a server starts on the node when its turn comes and stops when it ends.
-Only an A/B (or A/A) that sglab starts (`--target sim`) can be moved; URLs, attribution runs (four arms) and a
-sweep's race run parallel, and their DesignRecord says why.
+An A/B (or A/A) moves where sglab starts the servers (`--target sim`) or may move them (the benchmark Job,
+`--deployment ARM=NAME`: sglab/load/moves.py; its nodes are the ones the arms run on when it starts); servers
+given by URL, attribution runs (four arms) and a sweep's race run parallel, and their DesignRecord says why.
 """
 
 from __future__ import annotations
@@ -88,7 +89,11 @@ def placement_for(request) -> Placement:
     nodes = [(name, float(speed)) for name, speed in config.sim.nodes.items()]
     notes: list[str] = []
     design = asked
-    if asked != "parallel" and request.target_kind != "sim":
+    movable = request.target_kind == "sim" or (request.target_kind == "in-cluster" and
+                                               set(request.deployments) == set(arms))
+    if request.target_kind == "in-cluster":
+        nodes = []  # the nodes the arms run on when the run starts (ClusterMover.start)
+    if asked != "parallel" and not movable:
         design = "parallel"
         notes.append(f"policy.design is {asked}, but the arms are servers given by URL ({request.target_kind}), "
                      "which sglab cannot move: ran parallel, so the gain includes any difference between their nodes")
@@ -96,7 +101,7 @@ def placement_for(request) -> Placement:
         design = "parallel"
         notes.append(f"policy.design {asked} places the two arms of an A/B; this {request.kind} run has "
                      f"{len(arms)}: ran parallel")
-    elif asked == "crossover" and len(nodes) < 2:
+    elif asked == "crossover" and len(nodes) < 2 and request.target_kind == "sim":
         design = "switchback"
         notes.append(f"policy.design is crossover but sim.nodes declares one node ({nodes[0][0]}): ran switchback "
                      "on it (declare two nodes for a crossover)")

@@ -27,6 +27,7 @@ class BenchRequest:
     kind: str = "ab"
     target_kind: str = "sim"
     urls: dict[str, str] = field(default_factory=dict)
+    deployments: dict[str, str] = field(default_factory=dict)  # in the cluster: arm -> its Deployment, to move it
     sim_env: dict[str, str] = field(default_factory=dict)
     workers: int = 0
     out: Path | None = None

@@ -31,18 +31,16 @@ from sglab.load.owner import this_process
 from sglab.load.profiles import LoadProfile, profile_for
 from sglab.load.progress import BenchProgress
 from sglab.load.schedule import prompt_offset, round_orders
-from sglab.load.request import (BenchRequest, RefusedError, arm_infos, check_live_flags, reached_arms, sim_start_env,
-                                stack_sim_env)
+from sglab.load.request import (BenchRequest, RefusedError, arm_infos, check_live_flags, reached_arms, stack_sim_env)
 from sglab.load.accept_window import AcceptWindow, accept_method
-from sglab.load.design import Node, placement_for
+from sglab.load.design import Node, Placement, placement_for
+from sglab.load.moves import CannotMove, MoveFailed, Mover, mover_for
 from sglab.load.settings import LoadSettings
 from sglab.load.summary import arm_level_summary, round_sample
-from sglab.load.targets import TargetError, Targets, free_port, start_sim, wait_healthy
+from sglab.load.targets import Targets, free_port
 from sglab.load.users import ArmUser, SegmentPacing, get_pacing, set_pacing, set_settings
 from sglab.load.watchdog import ArmWatch, stall_timeout_s, touch, wire_count
 from sglab.results.integrity import planned
-from sglab.config.sim import node_env
-from sglab.core.children import stop_all
 from sglab.schema.result import ArmInfo, DesignRecord, LevelResult, RunResult, Target
 from sglab.results.store import create_run_dir, git_commit, new_run_id, utc_now_iso, write_result
 
@@ -86,13 +84,32 @@ class BenchRun:
         self.where: dict[str, Node | None] = {}
         if request.target_kind == "sim":
             self.where = dict(self.placement.start_nodes())
+        self.mover: Mover | None = None
+        if self.placement.moves:
+            self._start_mover()
         self.design = DesignRecord(design=self.placement.design, notes=list(self.placement.notes))
+
+    def _start_mover(self) -> None:
+        """The backend that moves the servers, and where they are now; a design that cannot be carried out
+        (the cluster does not let the Job move its arms) runs parallel and says why, before anything is measured."""
+        placement = self.placement
+        try:
+            self.mover = mover_for(self.request, self.targets, placement)
+            self.where = self.mover.start()
+        except CannotMove as exc:
+            self.mover = None
+            self.placement = Placement(design="parallel", arms=placement.arms, nodes=placement.nodes,
+                                       notes=[*placement.notes, f"policy.design is {placement.design}, but {exc}: "
+                                              "ran parallel, so the gain includes any difference between the nodes"])
+            return
+        if not placement.nodes:  # in the cluster: the nodes the arms run on now, the baseline's first
+            placement.nodes = [node for arm in placement.arms if (node := self.where.get(arm)) is not None]
 
     # ---- result ---------------------------------------------------------------------------
     def build_result(self, infos: list[ArmInfo], mismatches: list[str]) -> RunResult:
         stack = self.request.loaded
         sim_env, scale = recorded_sim_env(self.request)
-        if self.request.target_kind != "sim":  # servers given by URL: the node the cluster reports, if any
+        if self.mover is None and self.request.target_kind != "sim":  # by URL: the node the cluster reports, if any
             self.where = {i.name: (i.machine.node_name, 1.0) if i.machine and i.machine.node_name else None
                           for i in infos}
             self.design.nodes = {arm: [node[0] if node else None] for arm, node in self.where.items()}
@@ -264,7 +281,13 @@ class BenchRun:
         if not level_start and period == self.period:
             return []
         self.period = period
-        moved = self._move(self.placement.nodes_for(period)) if self.request.target_kind == "sim" else []
+        moved: list[str] = []
+        if self.mover is not None:
+            changed = self.mover.check()  # the period that ends was served by the servers the last move left
+            if changed:
+                self._end_invalid(changed)
+                return []
+            moved = self._move(self.placement.nodes_for(period))
         self._record_period(period)
         live = self.placement.arms_of(period, arms)
         warm_arms = [a for a in live if level_start or a in moved]
@@ -290,37 +313,21 @@ class BenchRun:
                 nodes[index] = node[0] if node else None
 
     def _move(self, wanted: dict[str, Node | None]) -> list[str]:
-        """Stop every server whose node changes, start each on its new node (same argv and port, the node env
-        changed), wait until all answer /health. Returns the arms started; a server that does not come back
-        ends the run invalid."""
-        moving = [arm for arm in self.arm_names if wanted.get(arm) != self.where.get(arm)]
+        """Move every server whose node changes (sglab/load/moves.py) and wait until all serve again. Returns the
+        arms started; a server that does not come back ends the run invalid."""
+        assert self.mover is not None
+        moving = {arm: wanted.get(arm) for arm in self.arm_names if wanted.get(arm) != self.where.get(arm)}
         if not moving:
             return []
         started_at = time.monotonic()
         if self.watch is not None:
             self.watch.stop()
-        sims = {sim.arm.name: sim for sim in self.targets.processes}
-        stop_all([sims[arm].process for arm in moving if arm in sims])  # a node serves one server at a time
-        base_env = sim_start_env(self.request)
-        restarted: list[str] = []
-        for arm in moving:
-            self.where[arm] = wanted.get(arm)
-            node = wanted.get(arm)
-            if node is None:
-                continue
-            old = sims[arm]
-            sims[arm] = start_sim(old.arm, extra_env={**base_env, **node_env(*node)},
-                                  log_dir=old.log_path.parent if old.log_path else None, port=old.port)
-            restarted.append(arm)
-        self.targets.processes = [sims[arm] for arm in self.arm_names if arm in sims]
-        for arm in restarted:
-            sim = sims[arm]
-            try:
-                wait_healthy(sim.url, process=sim.process, log_path=sim.log_path)
-            except TargetError as exc:
-                self._on_arm_failure(arm, f"did not come back on node {self.where[arm][0]} after a restart "
-                                     f"({str(exc).splitlines()[0]})")
-                break
+        try:
+            restarted = self.mover.move(moving)
+        except MoveFailed as exc:
+            restarted = exc.restarted
+            self._on_arm_failure(exc.arm, exc.reason)
+        self.where.update(moving)
         self.design.restarts += len(restarted)
         self.design.restart_s += time.monotonic() - started_at
         if self.invalid is None and self.env is not None:
@@ -366,8 +373,11 @@ class BenchRun:
 
     def _on_arm_failure(self, arm: str, what: str) -> None:
         """An arm died or froze: stop sending to every arm now; the run ends invalid (nothing to pair with)."""
+        self._end_invalid(f"{arm} server {what}")
+
+    def _end_invalid(self, what: str) -> None:
         if self.invalid is None:
-            self.invalid = f"{arm} server {what} at {self._where()}"
+            self.invalid = f"{what} at {self._where()}"
             if self.interrupted is None:
                 self.interrupted = f"invalid: {self.invalid}"
             self.collector.close()
@@ -377,7 +387,7 @@ class BenchRun:
 
     def _watch(self) -> ArmWatch:
         """The watchdog over the servers running now (a switchback's other arm is stopped, not dead)."""
-        live = [arm for arm in self.arm_names if self.request.target_kind != "sim" or self.where.get(arm)]
+        live = [arm for arm in self.arm_names if arm not in self.where or self.where[arm] is not None]
         processes = {sim.arm.name: sim.process for sim in self.targets.processes if sim.arm.name in live}
         urls = {arm: url for arm, url in self.targets.urls.items() if arm in live}
         return ArmWatch(self.env, urls, processes, stall_s=stall_timeout_s(self.plan.request_timeout_s),
@@ -418,6 +428,11 @@ class BenchRun:
         return self._finish(result)
 
     def _finish(self, result: RunResult) -> RunResult:
+        if self.mover is not None:
+            changed = self.mover.check()  # the last period, as for every other one
+            if changed:
+                self._end_invalid(changed)
+            self.design.notes += self.mover.finish()
         if self.env is not None:
             try:
                 self.env.runner.quit()

@@ -167,10 +167,17 @@ def check_design(source: LoadedStack, result: RunResult, target: LoadedStack) ->
         raise PromotionRefused(why, f"set `sglab:policy.design: crossover` in {source.path.name} (the arms swap "
                                f"nodes and the node difference cancels), re-run `sglab bench --stack {source.name}` "
                                "and promote that run")
-    raise PromotionRefused(why, "sglab cannot move servers it did not start yet (the benchmark Job's node swap and "
-                           "a join of two URL runs with the machines swapped are not built), so real servers' "
-                           f"evidence is parallel; to promote it anyway, {target.path.name} must accept gains that "
-                           "include the node difference: `sglab:policy.design: parallel` there, knowingly")
+    if result.target.kind == "in-cluster":
+        raise PromotionRefused(why, f"with `sglab:policy.design: crossover` in {source.path.name} the benchmark Job "
+                               "swaps the arms' nodes between periods (docs/in-cluster.md, \"Moving the arms between "
+                               "nodes\"): `pulumi up` with a new benchmark-job.rerun token and promote that run (if "
+                               "the stack asked for it already, the result's design.notes say why the Job could not "
+                               "move them)")
+    raise PromotionRefused(why, "sglab cannot move servers given by URL (a join of two URL runs with the machines "
+                           "swapped is not built), so their evidence is parallel: measure them with the benchmark "
+                           f"Job in the cluster, which swaps their nodes, or, to promote this run, {target.path.name} "
+                           "must accept gains that include the node difference: `sglab:policy.design: parallel` "
+                           "there, knowingly")
 
 
 def refuse_on_verdict(stack: str, verdict: Verdict, under: str = "") -> None:

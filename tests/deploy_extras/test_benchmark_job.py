@@ -192,11 +192,16 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
                                     # no idle GPUs: the arms scaled to 0 at the end, by name
                                     {"apiGroups": ["apps"], "resources": ["deployments/scale"],
                                      "resourceNames": ["sglang-baseline", "sglang-candidate"], "verbs": ["patch"]},
+                                    # policy.design crossover: the Job pins each arm to its period's node, by name
+                                    {"apiGroups": ["apps"], "resources": ["deployments"],
+                                     "resourceNames": ["sglang-baseline", "sglang-candidate"],
+                                     "verbs": ["get", "patch"]},
                                     # the machine in the evidence: the arms' Services by name, and their pods
                                     {"apiGroups": [""], "resources": ["services"],
                                      "resourceNames": ["sglang-baseline", "sglang-candidate"], "verbs": ["get"]},
                                     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
     assert role.inputs["rules"] == role_rules(n.result_configmap, ["sglang-baseline", "sglang-candidate"],
+                                              ["sglang-baseline", "sglang-candidate"],
                                               ["sglang-baseline", "sglang-candidate"]) + \
         arm_read_rules(["sglang-baseline", "sglang-candidate"])
     (binding,) = program.of_type(BINDING)

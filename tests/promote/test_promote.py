@@ -236,15 +236,28 @@ def test_a_no_op_promotion_writes_and_logs_nothing(root: Path, capsys: pytest.Ca
 
 
 def test_parallel_evidence_is_refused_where_the_target_asks_for_a_crossover(root: Path) -> None:
-    """Real servers sglab did not start cannot be moved yet, so the fix says so rather than suggest a re-run."""
+    """Servers given by URL cannot be moved, so the fix says so and where they can be (the benchmark Job)."""
     bench(root, "eagle-nccl-ll", design="parallel", rounds=20)
     with pytest.raises(PromotionRefused) as refused:
         promote("eagle-nccl-ll", root=root)
     assert "measured its arms in a parallel design, so its gain includes any difference between the two nodes" \
         in refused.value.why
     assert "policy.design: crossover in Pulumi.production.yaml" in refused.value.why
-    assert refused.value.fix.startswith("sglab cannot move servers it did not start yet")
+    assert refused.value.fix.startswith("sglab cannot move servers given by URL")
+    assert "measure them with the benchmark Job in the cluster, which swaps their nodes" in refused.value.fix
     assert "`sglab:policy.design: parallel` there, knowingly" in refused.value.fix
+
+
+def test_the_benchmark_jobs_parallel_evidence_is_told_to_let_the_job_swap_the_nodes(root: Path) -> None:
+    def in_cluster(result) -> None:
+        result.target.kind = "in-cluster"
+
+    bench(root, "eagle-nccl-ll", design="parallel", rounds=20, edit=in_cluster)
+    with pytest.raises(PromotionRefused) as refused:
+        promote("eagle-nccl-ll", root=root)
+    assert "measured its arms in a parallel design" in refused.value.why
+    assert refused.value.fix.startswith("with `sglab:policy.design: crossover` in Pulumi.eagle-nccl-ll.yaml the "
+                                        "benchmark Job swaps the arms' nodes between periods")
 
 
 def test_parallel_evidence_promotes_where_the_target_asks_for_no_balanced_design(root: Path) -> None:
