@@ -232,11 +232,10 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     budgets = arm_budgets(stack, stack_name)
     access.role["rules"] = role_rules(n.result_configmap, budgets, arm_scaled(stack, stack_name),
                                       arm_moved(stack, stack_name))
-    if wave is not None:
-        return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,
-                             access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave)
     from sglab.deploy.plan import arm_releases  # the arms' Services are named after their releases
 
+    # what served each arm, a wave's slots included: the node of every arm is in the evidence (a sweep's race
+    # compares arms across slot nodes)
     access.role["rules"] += arm_read_rules([r.release for r in arm_releases(stack, stack_name)])
     nodes, nodes_binding = node_reader(labels, ns) if job_cfg.read_node_labels else (None, None)
     return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,

@@ -265,3 +265,19 @@ def test_the_bench_takes_one_deployment_per_arm_and_only_in_the_cluster():
         request(*urls, "--result-configmap", "x", "--deployment", "baseline=a")
     with pytest.raises(UsageError, match="ARM one of baseline, candidate"):
         request(*urls, "--result-configmap", "x", "--deployment", "leader=a", "--deployment", "baseline=b")
+
+
+def test_a_sweep_waves_job_may_read_where_every_slot_runs_so_its_evidence_names_their_nodes():
+    import json
+
+    from sglab.config.loader import load_mapping
+
+    loaded = load_stack("eagle-sweep")
+    sweep = {**json.loads(json.dumps(loaded.raw["sweep"])), "wave": 1}
+    stack = load_mapping("eagle-sweep", loaded.path, {**json.loads(json.dumps(loaded.raw)), "sweep": sweep}).config
+    plan = benchmark_plan(stack, "eagle-sweep")
+    assert plan.wave is not None
+    slots = ["sglang-baseline", *(f"sglang-slot-{i}" for i in range(1, 5))]
+    assert {"apiGroups": [""], "resources": ["services"], "resourceNames": slots, "verbs": ["get"]} in plan.role["rules"]
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]} in plan.role["rules"]
+    assert not [r for r in plan.role["rules"] if r["resources"] == ["deployments"]]  # a wave's race never moves
