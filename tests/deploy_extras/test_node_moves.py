@@ -278,6 +278,7 @@ def test_a_sweep_waves_job_may_read_where_every_slot_runs_so_its_evidence_names_
     plan = benchmark_plan(stack, "eagle-sweep")
     assert plan.wave is not None
     slots = ["sglang-baseline", *(f"sglang-slot-{i}" for i in range(1, 5))]
-    assert {"apiGroups": [""], "resources": ["services"], "resourceNames": slots, "verbs": ["get"]} in plan.role["rules"]
-    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]} in plan.role["rules"]
-    assert not [r for r in plan.role["rules"] if r["resources"] == ["deployments"]]  # a wave's race never moves
+    rules = plan.role["rules"]
+    assert {"apiGroups": [""], "resources": ["services"], "resourceNames": slots, "verbs": ["get"]} in rules
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]} in rules
+    assert not [r for r in rules if r["resources"] == ["deployments"]]  # a wave's race never moves
