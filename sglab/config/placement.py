@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -228,6 +229,14 @@ class PodSecurity(Model):
         if not _QUANTITY.match(str(value)):
             raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 64Gi)")
         return value
+
+    @property
+    def writable_storage(self) -> str:
+        """The ephemeral storage the writable emptyDirs may fill together (each up to writable-size-limit): what
+        a server pod requests, so the scheduler counts it and the kubelet evicts no neighbour for it."""
+        number, unit = re.fullmatch(r"([0-9.]+)(\D*)", self.writable_size_limit).groups()  # type: ignore[union-attr]
+        total = Decimal(number) * len(self.writable_paths)
+        return f"{total.normalize():f}{unit}"
 
 
 class Rollout(Model):

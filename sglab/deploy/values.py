@@ -83,6 +83,8 @@ def _security(stack: StackConfig) -> dict[str, Any]:
         "readOnlyRootFilesystem": security.read_only_root_filesystem,
         "writablePaths": list(security.writable_paths),
         "writableSizeLimit": security.writable_size_limit,
+        # a simulator writes next to nothing, and requests nothing else either (it fits a laptop's kind cluster)
+        "ephemeralStorage": security.writable_storage if stack.backend != "sim" else "",
     }
 
 

@@ -132,6 +132,8 @@ def pod_template(stack: StackConfig, stack_name: str, n: ProbeNames) -> dict[str
         resources["requests"]["cpu"] = server["resources"]["cpu"]
     if server["resources"]["memory"]:
         resources["requests"]["memory"] = resources["limits"]["memory"] = server["resources"]["memory"]
+    if server["security"]["ephemeralStorage"]:  # its writable emptyDirs
+        resources["requests"]["ephemeral-storage"] = server["security"]["ephemeralStorage"]
     probe_context, writable_mounts, writable_volumes = probe_security(server["security"])
     probe = {
         "name": "probe",

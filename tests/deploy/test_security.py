@@ -94,6 +94,25 @@ def test_server_pods_request_cpu_and_memory_for_an_8_gpu_node(server_pods):
             assert resources["limits"]["cpu"] == resources["requests"]["cpu"]
 
 
+def _quantity_gi(text: str) -> float:
+    number, unit = re.fullmatch(r"([0-9.]+)(Mi|Gi|Ti)", text).groups()
+    return float(number) * {"Mi": 1 / 1024, "Gi": 1, "Ti": 1024}[unit]
+
+
+def test_server_pods_request_the_ephemeral_storage_their_writable_dirs_may_fill(server_pods):
+    """The scheduler counts what the emptyDirs on the node's disk may hold, so no neighbour is evicted for it (a
+    simulator, which writes next to nothing, requests none: it fits a laptop's kind cluster)."""
+    stack, pods = server_pods
+    for pod in pods:
+        if stack.backend == "sim":
+            assert "ephemeral-storage" not in pod["spec"]["containers"][0].get("resources", {}).get("requests", {})
+            continue
+        on_disk = [v["emptyDir"]["sizeLimit"] for v in writable_mounts(pod).values()
+                   if v["emptyDir"].get("medium") != "Memory"]
+        requested = pod["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"]
+        assert on_disk and _quantity_gi(requested) == sum(_quantity_gi(q) for q in on_disk)
+
+
 def test_multi_node_pods_are_locked_down_too():
     stack = _stack_with(placement__nodes=2, server__tp_size=16)
     objects = render_chart(chart_dir(), server_values(stack, candidate_arm(stack), stack_name="two-node"),
@@ -119,6 +138,7 @@ def test_security_settings_come_from_config():
     assert container["securityContext"]["readOnlyRootFilesystem"] is False
     assert set(writable_mounts(pod)) == {"/dev/shm", "/tmp", "/home/sglang/.cache"}
     assert writable_mounts(pod)["/tmp"]["emptyDir"] == {"sizeLimit": "8Gi"}
+    assert container["resources"]["requests"]["ephemeral-storage"] == "16Gi"  # two writable paths of 8Gi
     assert container["resources"]["requests"]["cpu"] == "48" and container["resources"]["limits"]["cpu"] == "96"
     assert container["resources"]["limits"]["memory"] == "800Gi"
 

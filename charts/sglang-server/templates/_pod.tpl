@@ -125,6 +125,7 @@ spec:
       {{- $_ := set $requests "memory" .Values.resources.memory }}
       {{- $_ := set $limits "memory" .Values.resources.memory }}
       {{- end }}
+      {{- with .Values.security.ephemeralStorage }}{{ $_ := set $requests "ephemeral-storage" . }}{{ end }}
       {{- if gt (int .Values.gpus) 0 }}
       {{- $_ := set $limits "nvidia.com/gpu" (int .Values.gpus) }}
       {{- $_ := set $requests "nvidia.com/gpu" (int .Values.gpus) }}
