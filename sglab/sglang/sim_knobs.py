@@ -110,6 +110,9 @@ SIM_KNOBS: tuple[SimKnob, ...] = (
     SimKnob("stall_rate", float, 0.0, "fraction of streams that stall mid-stream", "faults", ge=0, le=1),
     SimKnob("stall_s", float, 2.0, "length of an injected stall (seconds, not scaled)", "faults", ge=0),
     SimKnob("slow_start_s", float, 0.0, "keep the port closed this long", "faults", ge=0),
+    SimKnob("error_period_s", float, 0.0, "when > 0, fail every request in alternate periods of this many "
+            "seconds from the start (the first period fails), none in between; error-rate is then not drawn "
+            "(seconds, not scaled)", "faults", ge=0),
     SimKnob("node", str, "", "the simulated node this server runs on (a DNS label; reported in server info)",
             group="node"),
     SimKnob("node_speed", float, 1.0, "the simulated node's speed: every modelled duration is divided by it",

@@ -2,6 +2,8 @@
 
 Per generation request, in arrival order, one seeded draw decides: answer with a 5xx error, drop the
 connection mid-stream (after a seeded number of chunks, no [DONE]), or stall mid-stream for `stall_s`.
+`error_period_s` fails by the clock instead: every request of alternate periods, none in the others (a
+server that is down half the time, which a judge that skips windows without tokens would not see).
 `slow_start_s` keeps the port closed that long after launch (a server still loading its weights).
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +25,8 @@ def _validate(self) -> None:
 
 
 def _any(self) -> bool:
-    return bool(self.error_rate or self.disconnect_rate or self.stall_rate or self.slow_start_s)
+    return bool(self.error_rate or self.disconnect_rate or self.stall_rate or self.slow_start_s
+                or self.error_period_s)
 
 
 # The fault knobs as the engine reads them: fields, defaults and bounds from sglab/sglang/sim_knobs.py.
@@ -50,13 +54,20 @@ NO_FAULT = RequestFault()
 
 
 class FaultInjector:
-    def __init__(self, spec: FaultSpec, seed: int) -> None:
+    def __init__(self, spec: FaultSpec, seed: int, *, clock=time.monotonic) -> None:
         self.spec = spec
         self._rng = random.Random(f"faults:{seed}")
         self.injected = {"error": 0, "disconnect": 0, "stall": 0}
+        self._clock = clock
+        self._started = clock()
 
     def draw(self, expected_chunks: int) -> RequestFault:
         """One draw per request; `expected_chunks` bounds where a mid-stream fault lands."""
+        if self.spec.error_period_s:
+            if int((self._clock() - self._started) // self.spec.error_period_s) % 2 == 0:
+                self.injected["error"] += 1
+                return RequestFault(error=True)
+            return NO_FAULT
         if not (self.spec.error_rate or self.spec.disconnect_rate or self.spec.stall_rate):
             return NO_FAULT
         roll = self._rng.random()

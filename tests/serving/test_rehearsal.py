@@ -84,3 +84,18 @@ def test_a_canary_answering_30_percent_5xx_is_aborted(capsys, tmp_path):
     assert any(line.startswith("http errors: the simulators' sglab_sim_http_responses_total") for line in lines)
     canary = records[-1]["newest_window"]["canary"]
     assert canary["errors"] == 0 and canary["http_errors"] > 0 and 0.15 < canary["error_rate"] < 0.45
+
+
+def test_a_canary_that_fails_every_request_in_half_its_windows_is_aborted(capsys, tmp_path):
+    """Down every other 5 s (the windows' length), up and faster in between: a window whose every request failed
+    has no token to time, and it counts as the failure it is, never as a window skipped."""
+    root = tmp_path / "root"
+    shutil.copytree(project_root() / "stacks", root / "stacks")
+    tuned = (root / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text()
+    (root / "stacks" / "Pulumi.failing.yaml").write_text(
+        tuned.replace("  sglab:sim:\n", "  sglab:sim:\n    faults:\n      error-period-s: 5\n", 1))
+    code, lines, records = rehearse(capsys, tmp_path, "--root", str(root), "--stable", "eagle-default",
+                                    "--canary", "failing", "--users", "8", "--max-windows", "20")
+    assert lines[-1].startswith("canary: abort") and "error-rate" in lines[-1], "\n".join(lines[-6:])
+    assert code == 1
+    assert all(r["outcome"] != "promote" for r in records)

@@ -42,6 +42,35 @@ def test_injected_errors_are_5xx_and_seeded():
     assert set(runs[0]) == {200, 503}
 
 
+def test_a_server_down_every_other_period_fails_all_requests_then_none():
+    """error-period-s 1: every request fails for a second, none the next second, and so on."""
+    args = CHART_COMMON + ["--sim-error-period-s", "1"]
+    seen: list[tuple[float, int]] = []
+    with running_sim(args, FAST) as url:
+        started = time.monotonic()
+        while time.monotonic() - started < 3.5:
+            status = httpx.post(url + "/generate", json={**PAYLOAD, "stream": False}).status_code
+            seen.append((time.monotonic(), status))
+            time.sleep(0.02)
+    assert {status for _, status in seen} == {200, 500}
+    flips = [t for (t, a), (_, b) in zip(seen, seen[1:]) if a != b]
+    assert len(flips) >= 3, seen
+    assert all(0.8 < later - earlier < 1.2 for earlier, later in zip(flips, flips[1:])), flips
+
+
+def test_the_fault_clock_alternates_from_the_start():
+    from sglab.sim.faults import FaultInjector, FaultSpec
+
+    now = [100.0]
+    injector = FaultInjector(FaultSpec(error_period_s=30.0), seed=0, clock=lambda: now[0])
+    seen = []
+    for t in (0, 10, 29.9, 30, 59.9, 60, 95):
+        now[0] = 100.0 + t
+        seen.append(injector.draw(8).error)
+    assert seen == [True, True, True, False, False, True, False]
+    assert injector.injected["error"] == 4
+
+
 def test_injected_error_on_openai_route_uses_the_envelope():
     with running_sim(CHART_COMMON + ["--sim-error-rate", "1"], FAST) as url:
         response = httpx.post(url + "/v1/completions", json={"prompt": "x", "max_tokens": 3})
