@@ -218,8 +218,13 @@ GPU_LABEL = "nvidia.com/gpu.product"
 def machines(result: RunResult) -> dict[str, tuple]:
     """arm -> what served it, as far as a re-run must match: producer, server version, image (digest, else
     name) and GPU product; the node itself may change between runs (and does within a crossover)."""
+    return arm_machines(result.arms)
+
+
+def arm_machines(arms: list) -> dict[str, tuple]:
+    """machines() of a run's ArmInfos."""
     out = {}
-    for arm in result.arms:
+    for arm in arms:
         m = arm.machine
         out[arm.name] = (None,) if m is None else (m.producer, m.server_version, m.image_digest or m.image,
                                                    m.node_labels.get(GPU_LABEL))

@@ -162,13 +162,15 @@ def resolve_sequence(request: BenchRequest, *, fresh_reason: str | None = None
 
 
 def run_sequential(request: BenchRequest, *, max_rounds: int | None = None, rounds_given: bool = False,
-                   target_policy=None, earlier: dict[int, list[float]] | None = None, sequence: dict | None = None):
+                   target_policy=None, earlier: dict[int, list[float]] | None = None, sequence: dict | None = None,
+                   earlier_levels: list | None = None):
     """run_bench with the sequential stop at the sequential levels; returns (result, run_dir).
 
     `max_rounds` is --max-rounds (refused below policy.min-rounds: it could never decide); `rounds_given`
     says load.rounds came from --rounds, which is then the most rounds (see max_rounds_for); `target_policy`
     the promotion target's policy (its gated levels run sequentially too); `earlier` the continued sequence's
-    log-ratios per level and `sequence` its record (sglab/analysis/accumulate.py), saved with every round."""
+    log-ratios per level and `sequence` its record (sglab/analysis/accumulate.py), saved with every round;
+    `earlier_levels` the rounds this run continues (a joined crossover's period 1, sglab/bench/crossover.py)."""
     from sglab.load.rounds import run_controlled
 
     min_rounds = request.loaded.config.policy.min_rounds
@@ -179,7 +181,7 @@ def run_sequential(request: BenchRequest, *, max_rounds: int | None = None, roun
     # the recorded plan says what the run may measure: up to `limit` rounds at the sequential levels
     request = replace(request, plan=request.plan.model_copy(update={"rounds": limit}))
     controller = SequentialBench(request, limit, target_policy=target_policy, earlier=earlier, sequence=sequence)
-    return run_controlled(request, controller)
+    return run_controlled(request, controller, earlier=earlier_levels)
 
 
 def promotion_target(loaded) -> tuple[str | None, PromotionPolicy | None, str | None]:
@@ -231,7 +233,7 @@ class SequentialPlan:
 
 
 def prepare(request: BenchRequest, *, quick: bool, max_rounds: int | None, rounds_given: bool,
-            fresh: bool, own_gate_only: bool = False) -> tuple[BenchRequest, SequentialPlan]:
+            fresh: bool | str, own_gate_only: bool = False) -> tuple[BenchRequest, SequentialPlan]:
     """The request measuring the promotion target's gated levels too (not for --quick, a CI-sized smoke run), and
     the sequence it continues; RefusedError when an earlier run of the sequence is missing or changed."""
     plan = SequentialPlan()
@@ -246,7 +248,8 @@ def prepare(request: BenchRequest, *, quick: bool, max_rounds: int | None, round
         request = with_levels(request, list(target_policy.levels))
         plan.target_policy = target_policy
     policy = request.loaded.config.policy
-    plan.sequence, plan.earlier = resolve_sequence(request, fresh_reason="--fresh-sequence" if fresh else None)
+    reason = fresh if isinstance(fresh, str) else "--fresh-sequence" if fresh else None  # a string: why afresh
+    plan.sequence, plan.earlier = resolve_sequence(request, fresh_reason=reason)
     if plan.sequence is not None and plan.sequence["runs"]:
         runs = ", ".join(r["run_id"] for r in plan.sequence["runs"])
         rounds = ", ".join(f"{len(v)} rounds at {lv}" for lv, v in sorted(plan.earlier.items()))

@@ -92,6 +92,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "time on one node (ABBA), parallel keeps each on its own node")
     g.add_argument("--period-rounds", type=model_option(LoadPlan, "period_rounds", "load.period-rounds"),
                    help="rounds per period of crossover and switchback (default: load.period-rounds)")
+    g.add_argument("--crossover-of", metavar="RUN_ID",
+                   help="servers given by URL: this run is period 2 of a crossover whose period 1 is RUN_ID, run "
+                   "with the machines swapped (the baseline now where RUN_ID's candidate ran); the two join into "
+                   "one estimate, the machines' difference reported apart")
     g.add_argument("--deployment", action="append", default=[], metavar="ARM=NAME",
                    help="in-cluster: the arm's Deployment, which the Job may pin to a node or stop to carry out "
                    "policy.design (crossover, switchback); give one per arm (the benchmark Job does)")
@@ -343,6 +347,10 @@ def build_request(args: argparse.Namespace):
     if args.result_configmap and target == "urls":
         target = "in-cluster"  # the benchmark Job, against the arms' Services
     deployments = _deployments(args.deployment, target, list(urls))
+    if args.crossover_of and (target != "urls" or kind != "ab"):
+        raise UsageError("--crossover-of joins two A/B runs of servers given by URL (--baseline-url and "
+                         "--candidate-url); servers sglab starts or the benchmark Job moves carry out "
+                         "policy.design themselves")
     return BenchRequest(loaded=loaded, plan=plan, kind=kind, target_kind=target, urls=urls, deployments=deployments,
                         sim_env=sim_env,
                         workers=args.workers, out=Path(args.out) if args.out else None,
@@ -366,6 +374,23 @@ def _deployments(given: list[str], target: str, arms: list[str]) -> dict[str, st
     if set(found) != set(arms):
         raise UsageError(f"--deployment: give one per arm ({', '.join(arms)}), not only {', '.join(found)}")
     return found
+
+
+def _joined_request(request, period_one):
+    """The request of a joined crossover's period 2: as many rounds again as period 1 at every level."""
+    from dataclasses import replace
+
+    totals = period_one.totals()
+    gated = set(request.loaded.config.policy.levels)
+    gated_total = max((n for lv, n in totals.items() if lv in gated), default=max(totals.values()))
+    ungated = [n for lv, n in totals.items() if lv not in gated]
+    plan = request.plan.model_copy(update={"rounds": gated_total,
+                                           "ungated_rounds": max(ungated) if ungated else request.plan.ungated_rounds})
+    return replace(request, plan=plan, joined=period_one.joined)
+
+
+def _levels_phrase(totals: dict[int, int]) -> str:
+    return ", ".join(f"{n} rounds at {lv}" for lv, n in sorted(totals.items()))
 
 
 def _prompts_phrase(plan) -> str:
@@ -394,9 +419,11 @@ def run(args: argparse.Namespace) -> int:
         from sglab.bench.sequential import prepare, run_sequential
 
         try:
+            fresh = f"period 2 of a crossover with run {args.crossover_of}" if args.crossover_of else \
+                args.fresh_sequence  # a joined run's period 1 is inside it: never counted again
             request, plan = prepare(request, quick=args.quick, own_gate_only=args.own_gate_only,
                                     max_rounds=args.max_rounds,
-                                    rounds_given=args.rounds is not None, fresh=args.fresh_sequence)
+                                    rounds_given=args.rounds is not None, fresh=fresh)
         except RefusedError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -404,6 +431,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         gated_rounds = (f"{request.plan.rounds} rounds ({request.loaded.config.policy.method}) at gated levels "
                         f"{request.loaded.config.policy.levels}")
+    period_one = None
+    if args.crossover_of:
+        from sglab.bench.crossover import period_one as find_period_one
+
+        try:
+            period_one = find_period_one(request, args.crossover_of)
+        except RefusedError as exc:
+            print(f"error: {printable(exc, limit=None)}", file=sys.stderr)
+            return 2
+        request = _joined_request(request, period_one)
+        joined = period_one.joined
+        notes.append(f"crossover: period 1 is run {joined.run_id} (baseline on {joined.first['baseline']}, "
+                     f"candidate on {joined.first['candidate']}); this run measures period 2 on the swapped "
+                     f"machines, as many rounds again ({_levels_phrase(period_one.totals())} in all)")
     print(printable(f"sglab bench {request.loaded.name}: {request.kind} run, arms {arms}, target "
                     f"{request.target_kind}, {profile.name} profile, levels {profile.levels()} "
                     f"({profile.level_label}), {gated_rounds}, {request.plan.ungated_rounds or request.plan.rounds} "
@@ -412,9 +453,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {printable(note, limit=None)}", file=sys.stderr)
     try:
         if sequential:
-            result, run_dir = run_sequential(request, max_rounds=args.max_rounds, rounds_given=args.rounds is not None,
+            # a joined run's plan holds its rounds: as many again as period 1
+            result, run_dir = run_sequential(request, max_rounds=args.max_rounds,
+                                             rounds_given=args.rounds is not None or period_one is not None,
                                              target_policy=plan.target_policy, earlier=plan.earlier,
-                                             sequence=plan.sequence)
+                                             sequence=plan.sequence,
+                                             earlier_levels=period_one.levels if period_one else None)
+        elif period_one is not None:
+            from sglab.bench.crossover import FixedRounds
+            from sglab.load.rounds import run_controlled
+
+            plan_rounds = request.plan
+            gated = set(request.loaded.config.policy.levels)
+            totals = {lv: plan_rounds.rounds if lv in gated else plan_rounds.ungated_rounds or plan_rounds.rounds
+                      for lv in period_one.rounds}  # what the recorded plan says, as the runner applies it
+            result, run_dir = run_controlled(request, FixedRounds(totals, [a.name for a in request.arms]),
+                                             earlier=period_one.levels)
         else:
             result, run_dir = run_bench(request)
     except (RefusedError, TargetError) as exc:  # a server's log tail or error body may be in it

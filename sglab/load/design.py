@@ -20,6 +20,16 @@ from dataclasses import dataclass, field
 from sglab.config.sim import node_env
 
 Node = tuple[str, float]  # (name, speed)
+
+
+@dataclass(frozen=True)
+class Joined:
+    """This run is period 2 of a crossover whose period 1 is an earlier run of servers given by URL, the user
+    having swapped the machines between them (sglab/bench/crossover.py)."""
+
+    run_id: str
+    digest: str | None
+    first: dict[str, str]  # arm -> its machine in period 1 (the earlier run)
 # Periods per cycle: a crossover's pair of periods (each node serves both arms), a switchback's ABBA block
 # (cancels a linear drift); a level gets periods short enough for at least one cycle.
 CYCLE_PERIODS = {"crossover": 2, "switchback": 4}
@@ -34,10 +44,11 @@ class Placement:
     nodes: list[Node]
     period_rounds: int = 4
     notes: list[str] = field(default_factory=list)
+    joined_period: int | None = None  # every round of this run is in this period (a joined crossover's second)
 
     @property
     def moves(self) -> bool:
-        return self.design != "parallel"
+        return self.design != "parallel" and self.joined_period is None
 
     def period_length(self, level_rounds: int) -> int:
         """Rounds per period at a level of `level_rounds` rounds: load.period-rounds, shorter where the level
@@ -48,6 +59,8 @@ class Placement:
 
     def period(self, round_index: int, level_rounds: int) -> int | None:
         """The period of a round (from 1); None for parallel. Warm-ups (-1) belong to the first period."""
+        if self.joined_period is not None:
+            return self.joined_period
         if not self.moves:
             return None
         return max(0, round_index) // self.period_length(level_rounds) + 1
@@ -89,6 +102,11 @@ def placement_for(request) -> Placement:
     nodes = [(name, float(speed)) for name, speed in config.sim.nodes.items()]
     notes: list[str] = []
     design = asked
+    joined = request.joined
+    if joined is not None:  # the machines as period 1 placed the arms: period 2 swaps them
+        return Placement(design="crossover", arms=arms, nodes=[(joined.first[a], 1.0) for a in arms],
+                         notes=[f"period 1 is run {joined.run_id} (the arms on the other machines); this run is "
+                                "period 2"], joined_period=2)
     movable = request.target_kind == "sim" or (request.target_kind == "in-cluster" and
                                                set(request.deployments) == set(arms))
     if request.target_kind == "in-cluster":

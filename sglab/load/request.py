@@ -10,6 +10,7 @@ from pathlib import Path
 from sglab.config.arms import ArmSpec, attribution_arms, baseline_arm, candidate_arm
 from sglab.config.loader import LoadedStack
 from sglab.config.loadplan import LoadPlan
+from sglab.load.design import Joined
 from sglab.load.server_info import ServerInfoError, get_server_info, live_mismatches
 from sglab.schema.result import ArmInfo
 
@@ -28,6 +29,7 @@ class BenchRequest:
     target_kind: str = "sim"
     urls: dict[str, str] = field(default_factory=dict)
     deployments: dict[str, str] = field(default_factory=dict)  # in the cluster: arm -> its Deployment, to move it
+    joined: Joined | None = None  # period 2 of a crossover across two URL runs (sglab/bench/crossover.py)
     sim_env: dict[str, str] = field(default_factory=dict)
     workers: int = 0
     out: Path | None = None

@@ -130,9 +130,11 @@ def _complete_rounds(level: LevelResult) -> int:
 
 
 def run_controlled(request: BenchRequest, controller: RoundController, *, run_id: str | None = None,
-                   run_dir: Path | None = None, resume: RunResult | None = None) -> tuple[RunResult, Path]:
+                   run_dir: Path | None = None, resume: RunResult | None = None,
+                   earlier: list[LevelResult] | None = None) -> tuple[RunResult, Path]:
     """run_bench with a controller: start (or reach) the arms, check their live flags, run, write the result.
-    With `resume` (and its run_dir) the earlier levels are kept and the run continues in the same file."""
+    With `resume` (and its run_dir) the earlier levels are kept and the run continues in the same file; with
+    `earlier` a new run continues those levels' rounds (a joined crossover's period 1, sglab/bench/crossover.py)."""
     run_id = run_id or (resume.run_id if resume else new_run_id())
     fresh = run_dir is None
     run_dir = run_dir or create_run_dir(request.loaded.name, run_id, base=request.out)
@@ -140,7 +142,7 @@ def run_controlled(request: BenchRequest, controller: RoundController, *, run_id
     try:
         with reached_arms(request, run_dir) as (targets, infos, mismatches):
             run = ControlledRun(request, targets, controller, run_id=run_id,
-                                earlier=resume.levels if resume else None)
+                                earlier=resume.levels if resume else earlier)
             result = run.build_result(infos, mismatches)
             if resume is not None:
                 known = {a.name for a in infos}

@@ -88,6 +88,11 @@ class BenchRun:
         if self.placement.moves:
             self._start_mover()
         self.design = DesignRecord(design=self.placement.design, notes=list(self.placement.notes))
+        joined = request.joined
+        if joined is not None:  # period 1 happened in the joined run, on the other machines
+            self.where = self.placement.nodes_for(self.placement.joined_period)
+            self.design.nodes = {arm: [joined.first[arm]] for arm in self.arm_names}
+            self.design.joined_run, self.design.joined_digest = joined.run_id, joined.digest
 
     def _start_mover(self) -> None:
         """The backend that moves the servers, and where they are now; a design that cannot be carried out
@@ -109,7 +114,8 @@ class BenchRun:
     def build_result(self, infos: list[ArmInfo], mismatches: list[str]) -> RunResult:
         stack = self.request.loaded
         sim_env, scale = recorded_sim_env(self.request)
-        if self.mover is None and self.request.target_kind != "sim":  # by URL: the node the cluster reports, if any
+        if self.mover is None and self.request.target_kind != "sim" and self.request.joined is None:
+            # servers given by URL: the node the cluster reports, if any
             self.where = {i.name: (i.machine.node_name, 1.0) if i.machine and i.machine.node_name else None
                           for i in infos}
             self.design.nodes = {arm: [node[0] if node else None] for arm, node in self.where.items()}

@@ -173,11 +173,13 @@ def check_design(source: LoadedStack, result: RunResult, target: LoadedStack) ->
                                "nodes\"): `pulumi up` with a new benchmark-job.rerun token and promote that run (if "
                                "the stack asked for it already, the result's design.notes say why the Job could not "
                                "move them)")
-    raise PromotionRefused(why, "sglab cannot move servers given by URL (a join of two URL runs with the machines "
-                           "swapped is not built), so their evidence is parallel: measure them with the benchmark "
-                           f"Job in the cluster, which swaps their nodes, or, to promote this run, {target.path.name} "
-                           "must accept gains that include the node difference: `sglab:policy.design: parallel` "
-                           "there, knowingly")
+    raise PromotionRefused(why, "sglab cannot move servers given by URL, so swap them yourself: serve the baseline "
+                           "where the candidate ran and the candidate where the baseline ran, run `sglab bench "
+                           f"--stack {source.name} --baseline-url ... --candidate-url ... --crossover-of "
+                           f"{result.run_id}`, and promote that run (the two join into a crossover); or measure them "
+                           f"with the benchmark Job in the cluster, which swaps their nodes; or, to promote this run, "
+                           f"{target.path.name} must accept gains that include the node difference: "
+                           "`sglab:policy.design: parallel` there, knowingly")
 
 
 def refuse_on_verdict(stack: str, verdict: Verdict, under: str = "") -> None:

@@ -234,6 +234,12 @@ def promote(stack: str, *, target: str | None = None, root: Path | None = None, 
         raise PromotionRefused(f"run {result.run_id} continues a sequence whose {problem}",
                                f"restore that run, or re-run `sglab bench --stack {stack} --fresh-sequence` (a new "
                                "sequence, recorded as such)")
+    from sglab.bench.crossover import check_joined  # a crossover across two URL runs: its period 1, verified again
+
+    if (problem := check_joined(result, results_base)) is not None:
+        raise PromotionRefused(f"run {result.run_id} is period 2 of a crossover whose {problem}",
+                               f"restore that run, or measure both periods again (`sglab bench --stack {stack}`, "
+                               "then `--crossover-of` that run with the machines swapped)")
     target_path = stack_path(target, root)
     try:
         target_stack = load_stack(target, root)

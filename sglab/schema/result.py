@@ -205,6 +205,9 @@ class DesignRecord(Schema):
     restart_s: float = Field(0.0, description="seconds spent restarting servers and waiting for them to be ready")
     measuring_s: float = Field(0.0, description="seconds spent measuring rounds")
     notes: list[str] = Field(default_factory=list, description="why a design could not be carried out as asked")
+    joined_run: str | None = Field(None, description="a crossover across two runs of servers given by URL: the run "
+                                   "whose rounds are period 1 (the machines swapped between the runs)")
+    joined_digest: str | None = Field(None, description="that run's seal digest when it was joined")
 
 
 class RunResult(Schema):

@@ -236,15 +236,15 @@ def test_a_no_op_promotion_writes_and_logs_nothing(root: Path, capsys: pytest.Ca
 
 
 def test_parallel_evidence_is_refused_where_the_target_asks_for_a_crossover(root: Path) -> None:
-    """Servers given by URL cannot be moved, so the fix says so and where they can be (the benchmark Job)."""
+    """Servers given by URL cannot be moved by sglab, so the fix says how to swap them and join the two runs."""
     bench(root, "eagle-nccl-ll", design="parallel", rounds=20)
     with pytest.raises(PromotionRefused) as refused:
         promote("eagle-nccl-ll", root=root)
     assert "measured its arms in a parallel design, so its gain includes any difference between the two nodes" \
         in refused.value.why
     assert "policy.design: crossover in Pulumi.production.yaml" in refused.value.why
-    assert refused.value.fix.startswith("sglab cannot move servers given by URL")
-    assert "measure them with the benchmark Job in the cluster, which swaps their nodes" in refused.value.fix
+    assert refused.value.fix.startswith("sglab cannot move servers given by URL, so swap them yourself")
+    assert "--crossover-of 20260101T000000Z-aaaaaa`, and promote that run" in refused.value.fix
     assert "`sglab:policy.design: parallel` there, knowingly" in refused.value.fix
 
 
