@@ -1,0 +1,67 @@
+"""`sglab sim --stack NAME --arm ARM`: a simulator serving one arm of a stack with its exact flags, to stand in
+for your own servers: `sglab bench` given their URLs passes the live-flag check and labels the numbers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import httpx
+
+from sglab.config import candidate_arm, load_stack
+from sglab.load.server_info import get_server_info, live_mismatches
+from sglab.sim.testing import free_port
+
+from .conftest import ROOT, bench, child_env, load, run_dirs
+
+STACK = "eagle-nccl-ll"
+
+
+def _start(arm: str, port: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sglab.cli", "sim", "--stack", STACK, "--arm", arm, "--port",
+                             str(port)], cwd=ROOT, env=child_env({"SGLAB_SIM_TIME_SCALE": "5"}),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _healthy(url: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} never became healthy")
+
+
+def test_two_stack_arms_stand_in_for_your_servers(out):
+    ports = {"baseline": free_port(), "candidate": free_port()}
+    procs = {arm: _start(arm, port) for arm, port in ports.items()}
+    try:
+        urls = {arm: f"http://127.0.0.1:{port}" for arm, port in ports.items()}
+        for url in urls.values():
+            _healthy(url)
+        assert live_mismatches(candidate_arm(load_stack(STACK).config), get_server_info(urls["candidate"])) == []
+        bench(["--stack", STACK, "--baseline-url", urls["baseline"], "--candidate-url", urls["candidate"],
+               "--prompts", "random", "--concurrency", "1", "--rounds", "3", "--round-s", "1",
+               "--warmup-requests", "1", "--max-new-tokens", "16", "--own-gate-only"], out)
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+        for proc in procs.values():
+            proc.wait(timeout=30)
+    first_line = procs["candidate"].stderr.readline()
+    assert first_line.startswith(f"sglab sim: stack {STACK}'s candidate on http://127.0.0.1:{ports['candidate']}")
+    (run_dir,) = run_dirs(out, STACK)
+    result = load(run_dir)
+    assert result["target"]["kind"] == "urls"
+    assert {a["name"]: a["machine"]["producer"] for a in result["arms"]} == {"baseline": "simulator",
+                                                                          "candidate": "simulator"}
+
+
+def test_an_arm_a_stack_does_not_have_is_refused_with_the_choices():
+    proc = subprocess.run([sys.executable, "-m", "sglab.cli", "sim", "--stack", STACK, "--arm", "leader"], cwd=ROOT,
+                          env=child_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "choose from 'baseline', 'candidate'" in proc.stderr
