@@ -38,6 +38,8 @@ from sglab.core.untrusted import printable
 
 UI_PLUGIN = Path(__file__).with_name("locust_plugin.py")  # the A/B tab, loaded beside the locustfile
 OPEN_LOOP_PLUGIN = Path(__file__).with_name("open_loop_plugin.py")  # rate/trace: the schedule's shape and user
+# The only user class an open-loop run spawns (sglab.ui.open_loop.OpenLoopUser), by name: that module imports Locust.
+OPEN_LOOP_USER_CLASS = "OpenLoopUser"
 
 UI_START_TIMEOUT_S = 60.0
 LOCUST_STOP_TIMEOUT_S = 15.0
@@ -134,9 +136,7 @@ def locust_command(opts: UiOptions, urls: dict[str, str], locustfile: Path, user
     if opts.web_login:
         cmd.append("--web-login")
     if open_loop:
-        from sglab.ui.open_loop_names import USER_CLASS
-
-        cmd.append(USER_CLASS)
+        cmd.append(OPEN_LOOP_USER_CLASS)
     return cmd
 
 
