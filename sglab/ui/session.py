@@ -24,8 +24,7 @@ from sglab.load.server_info import read_accept_length
 from sglab.schema.result import ArmInfo, RequestSample, RunResult
 from sglab.results.store import git_commit, new_run_id, utc_now_iso
 from sglab.ui.live import BASELINE, CANDIDATE, DEFAULT_WINDOW_S, LiveRun
-from sglab.ui.category_table import category_rows
-from sglab.ui.table import open_loop_rows, table_rows
+from sglab.ui.views import category_rows, gain_series, open_loop_rows, table_rows
 from sglab.core.untrusted import printable, printable_logger
 from sglab.load.options import SHAPE_OPTIONS, form_shape_value
 
@@ -373,8 +372,6 @@ class UiSession:
 
     def plot_data(self) -> dict:
         """The gain plot's points, judged as if the test stopped now (like the table)."""
-        from sglab.ui.plot import gain_series
-
         result = self.run.to_result(time.monotonic(), as_if_stopped=True) if self.run is not None else None
         return gain_series(result)
 

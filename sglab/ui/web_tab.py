@@ -30,11 +30,9 @@ from sglab.load.collector import get_collector
 from sglab.load.options import form_shape_problem
 from sglab.schema.result import RequestSample
 from sglab.ui import auth, guard
-from sglab.ui.category_table import CATEGORY_TAB_KEY, CATEGORY_TAB_TITLE, category_columns
-from sglab.ui.plot import PLOT_PATH, plot_script
 from sglab.sglang.sim_knobs import MAX_STREAMS_X_TIME_SCALE
 from sglab.ui.session import SIM_TIME_SCALE_ENV, UiSession
-from sglab.ui.table import table_columns
+from sglab.ui.views import CATEGORY_TAB_KEY, CATEGORY_TAB_TITLE, PLOT_PATH, category_columns, plot_script, table_columns
 from sglab.core.untrusted import printable, printable_logger
 
 logger = printable_logger("sglab.ui")  # form values and server errors reach the console

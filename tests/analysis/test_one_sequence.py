@@ -13,7 +13,7 @@ from sglab.analysis.sequential import sequential_test
 from sglab.analysis.synthetic import synthetic_result
 from sglab.serving.watch import watch_report
 from sglab.sweep.race import latest_bounds
-from sglab.ui.plot import gain_series
+from sglab.ui.views import gain_series
 
 from serving.test_judge import SPEC
 from serving.test_watch import _windows

@@ -11,7 +11,7 @@ from sglab.analysis.verdict import judge
 from sglab.schema.result import ArmInfo, RequestSample
 from sglab.results.store import create_run_dir, load_result, write_result
 from sglab.ui.live import LiveRun, token_times_s, tokens_between
-from sglab.ui.table import table_rows
+from sglab.ui.views import table_rows
 
 TOKENS = 10
 
@@ -138,7 +138,7 @@ def test_table_rows_show_accept_length_for_the_candidate_only():
 def test_table_columns_and_gains_come_from_the_metric_registry():
     """A metric declared once in the registry gets a column, a value per arm and a gain, with no UI edit."""
     from sglab import metrics
-    from sglab.ui.table import table_columns
+    from sglab.ui.views import table_columns
 
     fake = metrics.Metric(name="fake_tokens_per_request", unit="tok", label="fake tokens", direction="higher",
                           per_request=lambda s: float(s.output_tokens) * (2.0 if s.arm == "candidate" else 1.0),
@@ -160,7 +160,7 @@ def test_table_columns_and_gains_come_from_the_metric_registry():
 
 def test_gain_series_is_the_confidence_sequence_after_each_window():
     from sglab.analysis.sequential import bounds
-    from sglab.ui.plot import gain_series
+    from sglab.ui.views import gain_series
 
     run = _run(window_s=0.5)
     _feed(run, 8.0)
@@ -186,7 +186,7 @@ def test_gain_series_is_the_confidence_sequence_after_each_window():
 def test_slo_metrics_stay_out_of_the_live_table():
     """A live window has no SLO to judge goodput by; the verdict computes it after the run."""
     from sglab import metrics
-    from sglab.ui.table import table_columns
+    from sglab.ui.views import table_columns
 
     keys = {key for key, _ in table_columns()}
     slo_based = [m.name for m in metrics.all_metrics() if m.uses_slo]
@@ -213,7 +213,7 @@ def _feed_categories(run: LiveRun, until_s: float) -> None:
 
 
 def test_category_table_breaks_gain_and_accept_length_down_by_category():
-    from sglab.ui.category_table import category_columns, category_rows
+    from sglab.ui.views import category_columns, category_rows
 
     run = _run()
     _feed_categories(run, 8.0)
@@ -236,7 +236,7 @@ def test_category_table_breaks_gain_and_accept_length_down_by_category():
 
 
 def test_category_table_is_empty_without_categories_or_verdict():
-    from sglab.ui.category_table import category_rows
+    from sglab.ui.views import category_rows
 
     run = _run()
     _feed(run, 6.0)
@@ -246,7 +246,7 @@ def test_category_table_is_empty_without_categories_or_verdict():
 
 
 def test_category_rows_label_levels_when_there_are_several():
-    from sglab.ui.category_table import category_rows
+    from sglab.ui.views import category_rows
 
     run = _run()
     _feed_categories(run, 4.0)
@@ -259,7 +259,7 @@ def test_category_rows_label_levels_when_there_are_several():
 
 def test_category_gain_without_an_interval_says_why():
     from sglab.schema.verdict import Gain
-    from sglab.ui.category_table import _gain_text
+    from sglab.ui.views import _gain_text
 
     assert _gain_text(Gain(metric="decode_tok_per_s", rounds=1, estimate=0.1)).startswith("+10.0% (an interval needs")
     assert _gain_text(Gain(metric="decode_tok_per_s", rounds=0)).startswith("waiting")
