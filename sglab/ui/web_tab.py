@@ -10,7 +10,7 @@ registers Locust event listeners that
   `extended_stats` (the UI polls it every 2 s),
 - serve the run as a sglab result document at `/sglab/result.json` (kind "interactive"),
 - set up the login page when Locust runs with `--web-login` (see `sglab.ui.auth`),
-- refuse to serve without login on anything but loopback, and put `sglab.ui.guard` (cross-site and
+- refuse to serve without login on anything but loopback, and put the guard of `sglab.ui.auth` (cross-site and
   DNS-rebinding refusals) in front of every route; a session bound by `sglab ui` refuses a /swarm form
   that would change its stack or arm URLs.
 """
@@ -29,7 +29,7 @@ from sglab.config.loadplan import MAX_CONCURRENCY
 from sglab.load.collector import get_collector
 from sglab.load.options import form_shape_problem
 from sglab.schema.result import RequestSample
-from sglab.ui import auth, guard
+from sglab.ui import auth
 from sglab.sglang.sim_knobs import MAX_STREAMS_X_TIME_SCALE
 from sglab.ui.session import SIM_TIME_SCALE_ENV, UiSession
 from sglab.ui.views import CATEGORY_TAB_KEY, CATEGORY_TAB_TITLE, PLOT_PATH, category_columns, plot_script, table_columns
@@ -97,7 +97,7 @@ def _apply_profile(environment, session: UiSession) -> None:
 
 def _install_web(environment, session: UiSession) -> None:
     web_ui = environment.web_ui
-    if not web_ui.web_login and not guard.is_loopback_host(web_ui.host or ""):
+    if not web_ui.web_login and not auth.is_loopback_host(web_ui.host or ""):
         _refuse(f"the web UI would listen on '{web_ui.host or '*'}' (not loopback) without a login; anyone who "
                 f"reaches it could start tests and save results. Fix: add --web-login (password from "
                 f"{auth.PASSWORD_ENV}), or listen on loopback only: --web-host 127.0.0.1")
@@ -107,7 +107,7 @@ def _install_web(environment, session: UiSession) -> None:
         except auth.LoginConfigError as exc:
             _refuse(str(exc))
         auth.install_login(web_ui, credentials)
-    guard.install(web_ui)
+    auth.install_guard(web_ui)
 
     open_loop = session.open_loop_profile()
     columns = table_columns(open_loop.level_label if open_loop is not None else None)

@@ -142,7 +142,7 @@ def test_open_bind_without_login_is_refused(tmp_path):
     ("0.0.0.0", False), ("*", False), ("", False), ("::", False), ("10.0.0.5", False), ("example.org", False),
 ])
 def test_loopback_hosts(host, loopback):
-    from sglab.ui.guard import is_loopback_host
+    from sglab.ui.auth import is_loopback_host
 
     assert is_loopback_host(host) is loopback
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from sglab.ui.guard import CLIENT_HEADER, GuardPolicy
+from sglab.ui.auth import CLIENT_HEADER, GuardPolicy
 
 from .harness import REST_HEADERS, plain_locust
 
