@@ -61,7 +61,7 @@ class OpenLoopDriver:
 
     def __init__(self, environment, run, plan, profile, arm_names: list[str], gated_levels: list[int]) -> None:
         self.environment = environment
-        self.run = run  # sglab.ui.open_loop_run.OpenLoopRun: gets the samples and the segments
+        self.run = run  # sglab.ui.live.OpenLoopRun: gets the samples and the segments
         self.plan = plan
         self.profile = profile
         self.arm_names = arm_names

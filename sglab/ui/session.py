@@ -23,7 +23,7 @@ from sglab.core.errors import ConfigError
 from sglab.load.server_info import read_accept_length
 from sglab.schema.result import ArmInfo, RequestSample, RunResult
 from sglab.results.store import git_commit, new_run_id, utc_now_iso
-from sglab.ui.live import BASELINE, CANDIDATE, DEFAULT_WINDOW_S, LiveRun
+from sglab.ui.live import BASELINE, CANDIDATE, DEFAULT_WINDOW_S, LiveRun, OpenLoopRun
 from sglab.ui.views import category_rows, gain_series, open_loop_rows, table_rows
 from sglab.core.untrusted import printable, printable_logger
 from sglab.load.options import SHAPE_OPTIONS, form_shape_value
@@ -225,8 +225,6 @@ class UiSession:
             self.run.stop(utc_now_iso())  # RESET mid-test: the old run (and an open-loop schedule) ends unsaved
         run_class, extra = LiveRun, {}
         if self.open_loop_profile() is not None:
-            from sglab.ui.open_loop_run import OpenLoopRun
-
             run_class, extra = OpenLoopRun, self._open_loop_fields()
         self.run = run_class(
             run_id=new_run_id(),

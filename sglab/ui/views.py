@@ -34,7 +34,7 @@ from sglab.analysis.samples import comparison_arms, paired
 from sglab.analysis.sequential import bounds
 from sglab.load.summary import arm_level_summary, round_sample
 from sglab.schema.result import RequestSample, RunResult
-from sglab.ui.live import LiveRun, with_server_accept
+from sglab.ui.live import LiveRun, arrivals_text, level_text, with_server_accept
 
 
 # ---- the verdict as the tab words it -----------------------------------------------------------------------
@@ -194,10 +194,8 @@ def table_rows(run: LiveRun, result: RunResult, verdict) -> list[dict]:
 
 
 def open_loop_rows(run, result: RunResult, verdict) -> list[dict]:
-    """An open-loop run's rows (sglab/ui/open_loop_run.py): per level, each arm with its arrivals' accuracy and
+    """An open-loop run's rows (`OpenLoopRun`, sglab/ui/live.py): per level, each arm with its arrivals' accuracy and
     the in-flight cap as its users, then the gain over the paired rounds and where the schedule is."""
-    from sglab.ui.open_loop_run import arrivals_text, level_text
-
     samples = [s for s in run.snapshot() if not s.warmup]
     levels = [lv for lv in run.level_order() if any(s.level == lv for s in samples)]
     show_level = len(levels) > 1

@@ -14,7 +14,7 @@ from sglab.cli import main
 from sglab.load.profiles.rate import Arrivals
 from sglab.load.schedule import prompt_offset
 from sglab.results.store import list_runs, load_result
-from sglab.ui.open_loop_run import LATE_MS
+from sglab.ui.live import LATE_MS
 
 from .harness import REST_HEADERS, ROOT, STACK, ab_rows, sglab_ui, wait_until
 
