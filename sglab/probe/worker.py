@@ -1,8 +1,8 @@
 """One rank of the probe: all-reduce each size, captured in a CUDA graph (NCCL) or eagerly (gloo), and time it.
 
-Started by the runner as `python -m sglab.probe.worker --spec SPEC --out FILE` with RANK, WORLD_SIZE,
-LOCAL_RANK, MASTER_ADDR, MASTER_PORT and the variant's NCCL_* env already set, so NCCL sees the variant
-from its first call. SGLang replays decode as CUDA graphs: timing eager launches would measure the
+Started by the runner (sglab/probe/nccl.py) as `python -m sglab.probe.worker --spec SPEC --out FILE` with RANK,
+WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT and the variant's NCCL_* env already set, so NCCL sees the
+variant from its first call. SGLang replays decode as CUDA graphs: timing eager launches would measure the
 Python and launch overhead (several microseconds per call), not the collective, which at 14 KB takes
 about as long. A sample is one graph replay of `ops_per_graph` back-to-back all-reduces, timed with CUDA
 events; its time per all-reduce is the sample. Imports torch and the standard library only.
