@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from sglab.bench.crossover import check_joined
 from sglab.config import baseline_arm, candidate_arm, load_stack
 from sglab.config.sim import node_env
 from sglab.load.targets import start_sims
 from sglab.results.store import load_result
 
-from .conftest import bench, load, run_dirs
+from .conftest import ROOT, bench, load, run_dirs
 
 STACK = "eagle-nccl-ll"
 SHORT = ["--stack", STACK, "--prompts", "random", "--concurrency", "1", "--rounds", "4", "--round-s", "1",
@@ -32,13 +34,24 @@ def urls(targets) -> list[str]:
     return ["--baseline-url", targets.urls["baseline"], "--candidate-url", targets.urls["candidate"]]
 
 
-def test_two_url_runs_with_the_machines_swapped_join_into_one_crossover(out, tmp_path):
+def fixed_rounds_stack(tmp_path) -> list[str]:
+    """The same stack judged with fixed rounds (paired-t) instead of the sequential rule."""
+    path = tmp_path / "stacks" / f"Pulumi.{STACK}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = (ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text()
+    path.write_text(text.replace("  sglab:sim:\n", "  sglab:policy:\n    method: paired-t\n  sglab:sim:\n", 1))
+    return ["--stack", str(path)]
+
+
+@pytest.mark.parametrize("method", ["sequential", "paired-t"])
+def test_two_url_runs_with_the_machines_swapped_join_into_one_crossover(out, tmp_path, method):
+    args = SHORT if method == "sequential" else [*fixed_rounds_stack(tmp_path), *SHORT[2:]]
     with serve({"baseline": FAST, "candidate": SLOW}, tmp_path) as first:
-        bench([*SHORT, *urls(first)], out)
+        bench([*args, *urls(first)], out)
     (run1,) = run_dirs(out, STACK)
-    assert load(run1)["design"]["design"] == "parallel"
+    assert load(run1)["design"]["design"] == "parallel" and load(run1)["policy"]["method"] == method
     with serve({"baseline": SLOW, "candidate": FAST}, tmp_path) as second:
-        proc = bench([*SHORT, *urls(second), "--crossover-of", run1.name], out)
+        proc = bench([*args, *urls(second), "--crossover-of", run1.name], out)
     assert f"crossover: period 1 is run {run1.name} (baseline on machine-x, candidate on machine-y)" in proc.stderr
     run2 = next(d for d in run_dirs(out, STACK) if d != run1)
     result = load(run2)
