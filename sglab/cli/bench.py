@@ -18,7 +18,7 @@ import sys
 
 from sglab.core.children import MAX_LOCUST_WORKERS, worker_count_problem
 from sglab.cli import UsageError
-from sglab.cli.bounds import check_streams, model_option
+from sglab.cli.bounds import check_streams, fastest_time_scale, model_option
 from sglab.load.schedule import QUICK_PLAN, QUICK_SIM_TIME_SCALE
 from sglab.config.lints import raise_blocking, stack_lints
 from sglab.config.loader import load_stack
@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"CI preset: levels {','.join(map(str, QUICK_PLAN['concurrency']))} (and the policy's), up "
                    f"to {QUICK_PLAN['rounds']} looks of {QUICK_PLAN['round_duration_s']:g} s rounds at the gated "
                    f"levels (a crossover's look is a pair of rounds), {QUICK_PLAN['ungated_rounds']} at the others; "
-                   f"simulators at {QUICK_SIM_TIME_SCALE:g}x speed. About two minutes on 2 cores; it decides a "
+                   f"simulators at {QUICK_SIM_TIME_SCALE:g}x speed (slower where a higher --concurrency needs it "
+                   "for the load generator to keep up). About two minutes on 2 cores; it decides a "
                    "+3%% gain in about 5 runs of 8, and an undecided run says how many more rounds to add")
     g.add_argument("--rounds", type=model_option(LoadPlan, "rounds", "load.rounds"),
                    help="rounds at the levels the policy gates on (default: load.rounds); "
@@ -341,7 +342,7 @@ def build_request(args: argparse.Namespace):
     _refuse_ungated_run(loaded, plan)
     sim_env = _sim_env(args.sim_env, args.time_scale) if target == "sim" else {}
     if args.quick and target == "sim" and "SGLAB_SIM_TIME_SCALE" not in sim_env:
-        sim_env["SGLAB_SIM_TIME_SCALE"] = f"{QUICK_SIM_TIME_SCALE:g}"
+        sim_env["SGLAB_SIM_TIME_SCALE"] = f"{fastest_time_scale(QUICK_SIM_TIME_SCALE, plan, args.workers):g}"
     if target == "sim":
         check_streams(loaded, plan, sim_env, args.workers)
     if args.result_configmap and target == "urls":
@@ -449,6 +450,10 @@ def run(args: argparse.Namespace) -> int:
                     f"{request.target_kind}, {profile.name} profile, levels {profile.levels()} "
                     f"({profile.level_label}), {gated_rounds}, {request.plan.ungated_rounds or request.plan.rounds} "
                     f"rounds elsewhere; {_prompts_phrase(request.plan)}", limit=None), file=sys.stderr)
+    scale = request.sim_env.get("SGLAB_SIM_TIME_SCALE")
+    if args.quick and scale and float(scale) < QUICK_SIM_TIME_SCALE and args.time_scale is None:
+        notes.append(f"--quick runs the simulators at {scale}x, not {QUICK_SIM_TIME_SCALE:g}x: at concurrency "
+                     f"{max(profile.levels())} a faster scale would outrun the load generator")
     for note in notes:
         print(f"note: {printable(note, limit=None)}", file=sys.stderr)
     try:

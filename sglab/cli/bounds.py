@@ -117,19 +117,36 @@ def bound(model: type[BaseModel], field: str, which: str = "le") -> Any:
     return None
 
 
+def _streams(plan: Any, workers: int) -> int | None:
+    """The most concurrent streams one load-generator process keeps (None: an open-loop run, paced by arrivals)."""
+    from sglab.load.profiles import profile_for
+
+    profile = profile_for(plan)
+    if profile.name != "concurrency":
+        return None
+    return -(-max(profile.levels()) // max(1, workers))
+
+
+def fastest_time_scale(wanted: float, plan: Any, workers: int = 1) -> float:
+    """`wanted`, or lower where the run's highest closed-loop level would take the load generator past what it
+    keeps up with (--quick's preset speed with --concurrency 1,16: the fastest that still measures)."""
+    from sglab.sglang.sim_knobs import MAX_STREAMS_X_TIME_SCALE
+
+    streams = _streams(plan, workers)
+    return min(wanted, MAX_STREAMS_X_TIME_SCALE / streams) if streams else wanted
+
+
 def check_streams(loaded: Any, plan: Any, sim_env: dict[str, str], workers: int = 1) -> None:
     """A closed-loop run's streams per load-generator process x the simulators' time scale, bounded like the
     scale itself (sglab/sglang/sim_knobs.py): past it the client, not the servers, sets the speed."""
     from sglab.cli import UsageError
     from sglab.config.sim import sim_time_scale
-    from sglab.load.profiles import profile_for
     from sglab.sglang.sim_knobs import time_scale_problem
 
-    profile = profile_for(plan)
-    if profile.name != "concurrency":
+    streams = _streams(plan, workers)  # per Locust process
+    if streams is None:
         return  # open loop: the client's load follows the arrival rate, and the scale's own range applies
     scale = float(sim_env.get("SGLAB_SIM_TIME_SCALE") or sim_time_scale(loaded.config.sim))
-    streams = -(-max(profile.levels()) // max(1, workers))  # per Locust process
     problem = time_scale_problem(scale, streams)
     if problem is not None:
         raise UsageError(f"--time-scale: {problem}")

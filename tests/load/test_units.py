@@ -51,6 +51,17 @@ def test_prompt_file(tmp_path):
         build_prompts(PromptSpec(source="file", file=str(path)))
 
 
+@pytest.mark.parametrize("levels, scale", [("1", "10"), ("1,4", "10"), ("1,16", "3"), ("1,32", "1.5")])
+def test_quick_runs_the_simulators_as_fast_as_its_highest_level_still_measures(levels, scale):
+    """--quick's 10x, or lower where the load generator would not keep up with the highest level's streams."""
+    from sglab.cli import build_parser
+    from sglab.cli.bench import build_request
+
+    args = build_parser("bench").parse_args(["bench", "--stack", "eagle-nccl-ll", "--target", "sim", "--quick",
+                                             "--concurrency", levels])
+    assert build_request(args).sim_env["SGLAB_SIM_TIME_SCALE"] == scale
+
+
 def test_quick_plan_and_overrides():
     loaded = load_stack("eagle-nccl-ll")
     quick = plan_for(loaded, quick=True)
