@@ -15,8 +15,8 @@ from sglab.core.paths import use_stack_file
 from sglab.core.untrusted import printable
 
 # subcommand module names under sglab.cli; a module that is not there yet is skipped.
-COMMANDS = ("render", "validate", "sim", "bench", "results", "compare", "report", "promote", "ui", "probe", "sweep",
-            "rollback", "canary", "watch")
+COMMANDS = ("init", "render", "validate", "sim", "bench", "results", "compare", "report", "promote", "ui", "probe",
+            "sweep", "rollback", "canary", "watch")
 
 
 class UsageError(Exception):

@@ -9,7 +9,7 @@ import time
 
 import httpx
 
-from sglab.config import candidate_arm, load_stack
+from sglab.config import baseline_arm, candidate_arm, load_stack
 from sglab.load.server_info import get_server_info, live_mismatches
 from sglab.sim.testing import free_port
 
@@ -65,3 +65,58 @@ def test_an_arm_a_stack_does_not_have_is_refused_with_the_choices():
     proc = subprocess.run([sys.executable, "-m", "sglab.cli", "sim", "--stack", STACK, "--arm", "leader"], cwd=ROOT,
                           env=child_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "choose from 'baseline', 'candidate'" in proc.stderr
+
+
+def _start_raw(argv: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sglab.cli", "sim", *argv], cwd=ROOT, env=child_env(env),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _init(baseline: str, candidate: str, out) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sglab.cli", "init", "--baseline-url", baseline, "--candidate-url",
+                           candidate, "--out", str(out)], cwd=ROOT, env=child_env(), capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_init_writes_a_stack_from_two_running_servers_that_matches_them(tmp_path):
+    """The candidate also runs another mem-fraction-static: written as a declared confound, which validate lists."""
+    from sglab.cli.sim import arm_command
+
+    ports = {"baseline": free_port(), "candidate": free_port()}
+    procs = []
+    try:
+        for arm, port in ports.items():
+            argv, env, _ = arm_command(STACK, arm, port)
+            if arm == "candidate":
+                argv[argv.index("--mem-fraction-static") + 1] = "0.8"
+            procs.append(_start_raw(argv, env))
+        urls = {arm: f"http://127.0.0.1:{port}" for arm, port in ports.items()}
+        for url in urls.values():
+            _healthy(url)
+        out = tmp_path / "my-stack.yaml"
+        proc = _init(urls["baseline"], urls["candidate"], out)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith(f"wrote {out}: both arms match their servers' live flags")
+        again = _init(urls["baseline"], urls["candidate"], out)
+        assert again.returncode == 2 and "exists" in again.stderr  # never overwritten
+        swapped = _init(urls["candidate"], urls["baseline"], tmp_path / "other.yaml")
+        assert swapped.returncode == 2 and "(the two URLs look swapped)" in swapped.stderr
+        assert not (tmp_path / "other.yaml").exists()
+        from sglab.config.loader import load_stack as load_path
+
+        stack = load_path("my-stack", path=out).config
+        assert stack.candidate.speculative.algorithm == "EAGLE3" and stack.server.mem_fraction_static == 0.88
+        assert stack.candidate.confounds.server.mem_fraction_static == 0.8
+        assert {k: v for k, v in dict(stack.nccl).items() if v is not None} == {
+            "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS", "NCCL_PROTO": "LL"}
+        for arm in (baseline_arm(stack), candidate_arm(stack)):
+            assert live_mismatches(arm, get_server_info(urls[arm.name])) == []
+        validate = subprocess.run([sys.executable, "-m", "sglab.cli", "validate", "--stack", str(out)], cwd=ROOT,
+                                  env=child_env(), capture_output=True, text=True, timeout=60)
+        shown = validate.stdout + validate.stderr
+        assert validate.returncode == 0, shown
+        assert "confounds (1)" in shown and "- server --mem-fraction-static: baseline=0.88 candidate=0.8" in shown
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=30)
