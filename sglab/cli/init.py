@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sglab.cli import UsageError
+from sglab.core.errors import ConfigError
 from sglab.core.untrusted import printable
 
 SERVER_PREFIX, SPEC_PREFIX = "server.", "candidate.speculative."
@@ -152,7 +153,11 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:  # the file as it will be, validated and checked before it is written
         draft = Path(tmp) / f"Pulumi.{out.stem.removeprefix('Pulumi.')}.yaml"
         draft.write_text(text, encoding="utf-8")
-        stack = load_stack(draft.stem.removeprefix("Pulumi."), path=draft).config
+        try:
+            stack = load_stack(draft.stem.removeprefix("Pulumi."), path=draft).config
+        except ConfigError as exc:  # a value the servers report that no stack may hold (untrusted input)
+            raise UsageError(f"the servers report {exc.key or 'a value'} as a stack refuses it: {exc.problem}; "
+                             f"write {out} by hand from a shipped stack (stacks/)") from None
         differences = live_mismatches(baseline_arm(stack), infos[0]) + live_mismatches(candidate_arm(stack), infos[1])
     if differences:
         print("error: the stack written from the servers would not match them:\n" +
