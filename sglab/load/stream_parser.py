@@ -69,10 +69,14 @@ class StreamMetrics:
 
 
 class StreamParser:
-    """Accumulates one response. Call `feed_line` per received line, then `finish`."""
+    """Accumulates one response. Call `feed_line` per received line, then `finish`.
 
-    def __init__(self, endpoint: Endpoint = "generate") -> None:
+    `max_tokens` is what the request asked for: a server's token count sizes the gap list, so a claim past it
+    ends the response as an error before anything is allocated for it."""
+
+    def __init__(self, endpoint: Endpoint = "generate", max_tokens: int | None = None) -> None:
         self.endpoint = endpoint
+        self.max_tokens = max_tokens
         self.metrics = StreamMetrics()
         self._pending: list[str] = []
         self._partial = b""
@@ -162,7 +166,11 @@ class StreamParser:
 
     def _add_tokens(self, new_tokens: int, at_s: float) -> None:
         m = self.metrics
-        if new_tokens <= 0:
+        if new_tokens <= 0 or m.error is not None:
+            return
+        if self.max_tokens is not None and m.output_tokens + new_tokens > self.max_tokens:
+            m.error = (f"the server claims {m.output_tokens + new_tokens} output tokens, more than the "
+                       f"{self.max_tokens} asked for")
             return
         if m.ttft_s is None:
             m.ttft_s = at_s  # extra tokens in the first chunk add no gap (as bench_serving)

@@ -211,7 +211,7 @@ class StreamingUser(FastHttpUser):
         expected = settings.token_cap(prompt)  # natural stopping: the cap, not a required count
         url = self.base_url(ticket.arm) + settings.path
         name = f"{ticket.arm} {settings.path}" + (" [warm-up]" if ticket.warmup else "")
-        parser = StreamParser(settings.endpoint)
+        parser = StreamParser(settings.endpoint, max_tokens=expected)
         error: str | None = None
         start = time.perf_counter()
         timeout = gevent.Timeout(settings.request_timeout_s, RequestTimeout)

@@ -19,6 +19,8 @@ from locust.event import Events
 
 from sglab.config.loadplan import MAX_OUTPUT_TOKENS
 from sglab.load import users
+from sglab.load.collector import Ticket
+from sglab.load.prompts import Prompt
 from sglab.load.settings import GENERATE_PATH, LoadSettings
 from sglab.load.stream_parser import StreamMetrics, StreamParser
 from sglab.load.users import BaselineUser, set_settings
@@ -252,3 +254,58 @@ def test_the_bounds_admit_the_longest_real_answers() -> None:
     total_bytes = sum(len(_generate_chunk(n, n == 4096)) for n in range(1, 4097))
     assert users.MAX_STREAM_BYTES < total_bytes <= users.max_stream_bytes(4096)
     assert len(_generate_chunk(MAX_OUTPUT_TOKENS, True)) < users.MAX_SSE_LINE_BYTES / 2
+
+
+def _claiming(completion_tokens: int, endpoint: str = "generate") -> bytes:
+    """One chunk that claims `completion_tokens` in one event, finished, then [DONE]."""
+    if endpoint == "generate":
+        return _event({"text": " tok", "meta_info": {"completion_tokens": completion_tokens,
+                                                      "finish_reason": {"type": "length"}}}) + b"data: [DONE]\n\n"
+    return (_event({"choices": [{"delta": {"content": " tok"}, "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": completion_tokens}})
+            + b"data: [DONE]\n\n")
+
+
+@pytest.mark.parametrize("endpoint", ["generate", "chat"])
+def test_a_token_count_past_the_requested_cap_is_an_error_and_allocates_nothing(endpoint) -> None:
+    """The server's claimed completion_tokens sizes the gap list: a claim past what was asked is refused unread."""
+    first = _claiming(1, endpoint).split(b"data: [DONE]")[0]
+    parser = StreamParser(endpoint, max_tokens=TOKENS)
+    parser.feed_bytes(first, 0.1)
+    tracemalloc.start()
+    try:
+        parser.feed_bytes(_claiming(10**9, endpoint), 0.2)
+        peak_bytes = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    metrics = parser.finish(0.3)
+    assert metrics.error == f"the server claims 1000000000 output tokens, more than the {TOKENS} asked for"
+    assert metrics.output_tokens == 1 and metrics.itl_s == []
+    assert peak_bytes < MB, peak_bytes
+
+
+@pytest.mark.parametrize("endpoint", ["generate", "chat"])
+def test_a_token_count_at_the_requested_cap_is_measured(endpoint) -> None:
+    parser = StreamParser(endpoint, max_tokens=TOKENS)
+    parser.feed_bytes(_claiming(1, endpoint).split(b"data: [DONE]")[0], 0.1)
+    parser.feed_bytes(_claiming(TOKENS, endpoint), 0.8)
+    metrics = parser.finish(0.9)
+    assert metrics.error is None and metrics.output_tokens == TOKENS
+    assert metrics.itl_s == pytest.approx([0.1] * (TOKENS - 1))
+
+
+def test_the_locust_user_passes_each_requests_token_cap_to_its_parser(serve) -> None:
+    """End to end through sglab's user: a server claiming more tokens than asked fails the request, naming it."""
+    first = _claiming(1).split(b"data: [DONE]")[0]
+    url = serve(lambda handler: (_head(handler), _chunk(handler, first), _chunk(handler, _claiming(10**7)),
+                                 _end(handler)))
+    env = Environment(events=Events())
+    failures: list[str] = []
+    env.events.request.add_listener(lambda exception=None, **_: failures.append(str(exception)) if exception else None)
+    set_settings(env, LoadSettings(endpoint="generate", max_new_tokens=TOKENS, request_timeout_s=30.0,
+                                   prompts=[Prompt(0, "hi", 1)], urls={"baseline": url}))
+    user = BaselineUser(env)
+    sample = user.run_request(Ticket(arm="baseline", level=1, round_index=0, warmup=False, prompt_index=0,
+                                     started_epoch=time.time(), serial=0))
+    assert sample.error is not None and "10000000" in sample.error and "asked for" in sample.error
+    assert failures and "asked for" in failures[0]
