@@ -1,9 +1,11 @@
 """`sglab results --stack NAME`: the runs of a stack as a table; `sglab results pull --stack NAME` copies
-the in-cluster benchmark and NCCL probe results into results/."""
+the in-cluster benchmark and NCCL probe results into results/; `sglab results prune --stack NAME --keep N`
+deletes old runs from disk, never one that a kept run, a promotion or a running bench still needs."""
 
 from __future__ import annotations
 
 import argparse
+import shutil
 from pathlib import Path
 
 from sglab.analysis.operating_point import level_label
@@ -16,8 +18,8 @@ from sglab.core.untrusted import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("results", help="list a stack's benchmark runs (or pull in-cluster results)")
-    p.add_argument("action", nargs="?", choices=["list", "pull"], default="list")
+    p = sub.add_parser("results", help="list a stack's benchmark runs (pull in-cluster results, prune old ones)")
+    p.add_argument("action", nargs="?", choices=["list", "pull", "prune"], default="list")
     p.add_argument("--stack", required=True, help="stack name")
     p.add_argument("--out", help="results root (default: results/ in the checkout, or $SGLAB_RESULTS_DIR)")
     p.add_argument("--namespace", help="pull: namespace of the result ConfigMaps (default: the stack's)")
@@ -25,8 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kubeconfig", help="pull: kubeconfig file")
     p.add_argument("--keep", type=model_option(BenchmarkJob, "keep_results", "benchmark-job.keep-results"),
                    metavar="N", help="pull: runs left in the cluster; older ones that are now "
-                   "on disk are deleted from it (default: the stack's benchmark-job.keep-results)")
+                   "on disk are deleted from it (default: the stack's benchmark-job.keep-results); prune (required): "
+                   "the newest runs kept on disk, besides every run they, a promotion or a running bench need")
     p.add_argument("--keep-all", action="store_true", help="pull: delete nothing from the cluster")
+    p.add_argument("--yes", action="store_true", help="prune: delete (without it, list what would be deleted)")
     p.set_defaults(func=run)
 
 
@@ -94,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     base = Path(args.out) if args.out else None
     if args.action == "pull":
         return _pull(args, base)
+    if args.action == "prune":
+        return _prune_disk(args, base)
     unreadable: list[ConfigError] = []
     table = rows(args.stack, base, unreadable)
     if not table:
@@ -151,4 +157,103 @@ def _pull(args: argparse.Namespace, base: Path | None) -> int:
         print(f"kept probe: {printable(path)} (the cluster's differs; the file on disk is never overwritten)")
     if not pulled and not probes.written:
         print(f"nothing new to pull for stack '{args.stack}'")
+    return 0
+
+
+def _references(result: RunResult) -> set[str]:
+    """The runs a run's evidence stands on: the earlier runs of the sequence it continues, the period 1 it joined,
+    the sweep it confirms."""
+    from sglab.analysis.accumulate import recorded
+
+    found = {str(entry.get("run_id")) for entry in (recorded(result) or {}).get("runs", []) if isinstance(entry, dict)}
+    if result.design is not None and result.design.joined_run:
+        found.add(result.design.joined_run)
+    if isinstance(result.sweep, dict) and result.sweep.get("sweep_run_id"):
+        found.add(str(result.sweep["sweep_run_id"]))
+    return found
+
+
+def _promoted_runs(stack: str) -> set[str]:
+    """Runs of this stack that stacks/promotions.jsonl records: a rollback and the canary's break-even read them."""
+    from sglab.core.paths import stacks_dir
+    from sglab.promotion.log import LOG_NAME, read_log
+
+    return {entry.run_id for entry in read_log(stacks_dir() / LOG_NAME) if entry.record.get("source_stack") == stack}
+
+
+def _still_needed(result: RunResult) -> str | None:
+    """Why a run must stay whatever its age: it is measuring now, or it is a sweep that can still be resumed."""
+    from sglab.load.owner import owner_alive
+
+    if result.complete:
+        return None
+    if result.kind == "sweep":
+        return "an unfinished sweep (sglab sweep --resume reads it)"
+    if result.incomplete_reason == "running" and owner_alive(result.loadgen) is not False:
+        return "still measuring"
+    return None
+
+
+def prune_plan(stack: str, keep: int, base: Path | None) -> tuple[list[Path], dict[str, str]]:
+    """(the run directories to delete, run id -> why it stays): the newest `keep` runs, every run they stand on
+    (transitively), every promoted run, every run still measuring and every unfinished sweep. A run that cannot
+    be read is an error: what it stands on is unknown, so nothing can be deleted safely."""
+    runs = list_runs(stack, base)
+    why: dict[str, str] = {d.name: f"among the newest {keep}" for d in runs[-keep:]}
+    references: dict[str, set[str]] = {}
+    for run_dir in runs:
+        try:
+            result = load_result(run_dir)
+        except ConfigError as exc:
+            raise ConfigError(exc.file, exc.key, f"{exc.problem}; nothing was deleted (what this run stands on is "
+                              "unknown)", f"{exc.fix or 'repair it'}, or move {run_dir} out of the results") from None
+        references[run_dir.name] = _references(result)
+        needed = _still_needed(result)
+        if needed:
+            why.setdefault(run_dir.name, needed)
+    for run_id in _promoted_runs(stack):
+        why.setdefault(run_id, "a promotion recorded it (stacks/promotions.jsonl)")
+    todo = list(why)
+    while todo:
+        for ref in references.get(todo.pop(), set()):
+            if ref not in why:
+                why[ref] = "a kept run's evidence stands on it"
+                todo.append(ref)
+    return [d for d in runs if d.name not in why], why
+
+
+def _size_bytes(run_dir: Path) -> int:
+    if run_dir.is_symlink():
+        return 0
+    return sum(f.lstat().st_size for f in run_dir.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def _prune_disk(args: argparse.Namespace, base: Path | None) -> int:
+    from sglab.cli import UsageError
+
+    if args.keep is None or args.keep < 1:
+        raise UsageError("results prune needs --keep N, N at least 1: the newest N runs stay (with every run they, a "
+                         "promotion or a running bench need)")
+    doomed, why = prune_plan(args.stack, args.keep, base)
+    present = {d.name for d in list_runs(args.stack, base)}
+    for run_id in sorted(set(why) & present):
+        print(f"keep {printable(run_id)}: {why[run_id]}")
+    freed_bytes = 0
+    for run_dir in doomed:
+        size = _size_bytes(run_dir)
+        freed_bytes += size
+        if not args.yes:
+            print(f"would delete {printable(run_dir.name)} ({size / 1e6:.1f} MB)")
+            continue
+        if run_dir.is_symlink():
+            run_dir.unlink()  # the link goes; what it points at is not ours to delete
+        else:
+            shutil.rmtree(run_dir)
+        print(f"deleted {printable(run_dir.name)} ({size / 1e6:.1f} MB)")
+    if not doomed:
+        print(f"nothing to prune: stack '{printable(args.stack)}' has {len(present)} run(s), all kept")
+    elif args.yes:
+        print(f"{len(doomed)} run(s) deleted, {freed_bytes / 1e6:.1f} MB freed")
+    else:
+        print(f"{len(doomed)} run(s), {freed_bytes / 1e6:.1f} MB: run again with --yes to delete them")
     return 0
