@@ -8,6 +8,8 @@ A node's speed adds the same offset to every round its arm runs there, which int
   2k-1 pairs with round j of period 2k.
 - switchback: one node; one arm per round, periods in ABBA blocks (4b+1 and 4b+4 the baseline, 4b+2 and 4b+3
   the candidate); a server starts on the node when its turn comes and stops when it ends.
+A sweep places its arms by name (BenchRequest.arm_nodes: the baseline on the first node, the arms on the others,
+the slots; sglab/sweep/calibration.py corrects for them).
 An A/B (or A/A) moves where sglab starts the servers (`--target sim`) or may move them (the benchmark Job,
 `--deployment ARM=NAME`: sglab/load/moves.py; its nodes are the ones the arms run on when it starts); servers
 given by URL, attribution runs (four arms) and a sweep's race run parallel, and their DesignRecord says why.
@@ -45,6 +47,7 @@ class Placement:
     period_rounds: int = 4
     notes: list[str] = field(default_factory=list)
     joined_period: int | None = None  # every round of this run is in this period (a joined crossover's second)
+    assigned: dict[str, Node] = field(default_factory=dict)  # parallel: arm -> its node, by name (a sweep's slots)
 
     @property
     def moves(self) -> bool:
@@ -81,6 +84,8 @@ class Placement:
             return {arm: self.nodes[0] if arm == self.in_turn(period) else None for arm in self.arms}
         if self.design == "crossover" and period is not None and period % 2 == 0:
             return {self.arms[0]: self.nodes[1], self.arms[1]: self.nodes[0]}
+        if self.assigned:
+            return {arm: self.assigned.get(arm, self.nodes[0]) for arm in self.arms}
         return {arm: self.nodes[i % len(self.nodes)] for i, arm in enumerate(self.arms)}
 
     def start_nodes(self) -> dict[str, Node]:
@@ -123,4 +128,9 @@ def placement_for(request) -> Placement:
         design = "switchback"
         notes.append(f"policy.design is crossover but sim.nodes declares one node ({nodes[0][0]}): ran switchback "
                      "on it (declare two nodes for a crossover)")
-    return Placement(design=design, arms=arms, nodes=nodes, period_rounds=request.plan.period_rounds, notes=notes)
+    assigned = {}
+    if request.target_kind == "sim" and request.arm_nodes:
+        speeds = dict(nodes)
+        assigned = {arm: (node, speeds[node]) for arm, node in request.arm_nodes.items()}
+    return Placement(design=design, arms=arms, nodes=nodes, period_rounds=request.plan.period_rounds, notes=notes,
+                     assigned=assigned)

@@ -30,6 +30,7 @@ class BenchRequest:
     urls: dict[str, str] = field(default_factory=dict)
     deployments: dict[str, str] = field(default_factory=dict)  # in the cluster: arm -> its Deployment, to move it
     joined: Joined | None = None  # period 2 of a crossover across two URL runs (sglab/bench/crossover.py)
+    arm_nodes: dict[str, str] = field(default_factory=dict)  # --target sim: arm -> its node of sim.nodes (a sweep)
     sim_env: dict[str, str] = field(default_factory=dict)
     workers: int = 0
     out: Path | None = None

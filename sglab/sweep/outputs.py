@@ -16,6 +16,7 @@ from typing import Any
 from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.samples import per_round
 from sglab.schema.result import RunResult
+from sglab.sweep.calibration import NodeOffset
 from sglab.sweep.state import BASELINE, SweepState
 
 DEFAULT_GPUS_PER_ARM = 8  # a simulator arm has no GPUs; its cost is reported as if each arm held 8
@@ -50,10 +51,28 @@ def ranking_rows(state: SweepState) -> list[dict[str, Any]]:
             rows.append({"level": int(level), "rank": a["rank"], "arm": a["arm"], "status": a["status"],
                          "rounds": a["rounds"], "baseline_rounds": a.get("baseline_rounds"),
                          "gain": a["estimate"], "low": a["low"], "high": a["high"],
-                         "eliminated_at": a["eliminated_at"], "reason": a["reason"],
+                         "eliminated_at": a["eliminated_at"], "reason": a["reason"], "node": a.get("node"),
                          "gap_to_pick": a.get("gap_to_pick"), "p_beats_pick": a.get("p_beats_pick"),
                          "p_correct": raw.get("p_correct") if a["arm"] == raw.get("winner") else None})
     return rows
+
+
+def _node_lines(raw: dict) -> list[str]:
+    """Where the arms ran and what the calibration block measured: the gains below are net of it, or say they are
+    not."""
+    where = {a["arm"]: a.get("node") for a in raw["arms"]}
+    base = raw.get("baseline_node")
+    if not base or all(node == base for node in where.values()):
+        return []
+    slots = sorted({node for node in where.values() if node and node != base})
+    lines = [f"  nodes: the baseline on {base}; arms on {', '.join(slots)}"]
+    calibration = raw.get("calibration") or []
+    if not calibration:
+        return lines + ["  not calibrated (sweep.calibration-rounds 0): each gain includes any difference between "
+                        "its arm's node and the baseline's"]
+    lines.append(f"  calibration ({raw.get('calibration_rounds', 0)} rounds of the baseline config on every slot "
+                 "node beside the baseline); the gains below are net of it, their intervals widened by it:")
+    return lines + [f"    {NodeOffset.model_validate(o).describe(base)}" for o in calibration]
 
 
 def ranking_table(state: SweepState) -> str:
@@ -70,15 +89,19 @@ def ranking_table(state: SweepState) -> str:
                          f"{raw['p_clears_min']:.0%}; eliminations at {raw['arm_confidence']:.2%} per sequence "
                          f"(family-wise {raw['confidence']:.0%}: the best arm is eliminated with probability <= "
                          f"{1 - raw['confidence']:.0%})")
+        lines += _node_lines(raw)
         lines.append("  gain: against the baseline over the rounds both ran (base), with its confidence sequence; "
                      "vs pick: paired over the rounds both ran, and the estimated chance of beating the pick")
-        lines.append(f"  {'#':>3} {'arm':<26} {'status':<10} {'rounds':>6} {'base':>4} {'gain':>8} {'interval':>20} "
-                     f"{'vs pick':>8} {'P(beats)':>8}  eliminated")
+        nodes = _node_lines(raw) != []
+        node_head = f" {'node':<12}" if nodes else ""
+        lines.append(f"  {'#':>3} {'arm':<26}{node_head} {'status':<10} {'rounds':>6} {'base':>4} {'gain':>8} "
+                     f"{'interval':>20} {'vs pick':>8} {'P(beats)':>8}  eliminated")
         for a in raw["arms"]:
             interval = f"[{_pct(a['low'])}, {_pct(a['high'])}]"
             gone = f"round {a['eliminated_at']}: {a['reason']}" if a["eliminated_at"] else ""
             beats = "-" if a.get("p_beats_pick") is None else f"{a['p_beats_pick']:.1%}"
-            lines.append(f"  {a['rank']:>3} {a['arm']:<26} {a['status']:<10} {a['rounds']:>6} "
+            node = f" {a.get('node') or '-':<12}" if nodes else ""
+            lines.append(f"  {a['rank']:>3} {a['arm']:<26}{node} {a['status']:<10} {a['rounds']:>6} "
                          f"{a.get('baseline_rounds', a['rounds']):>4} {_pct(a['estimate']):>8} {interval:>20} "
                          f"{_pct(a.get('gap_to_pick')):>8} {beats:>8}  {gone}")
         if raw.get("off_plan"):

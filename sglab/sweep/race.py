@@ -33,6 +33,12 @@ normal rounds, similar noise per arm), not a guarantee; benchmarks/sweep_quality
 compares with the real pick accuracy. A race where every other arm was eliminated has the
 guarantee instead: the pick is the best with probability >= policy.confidence.
 
+Slot nodes. Where the arms run on other nodes than the baseline (a sweep's slots), `offset_log` (per arm: its
+node's calibrated offset, sglab/sweep/calibration.py) is subtracted from every value of the arm, and each bound
+widens by the calibration half-widths it involves (`halfwidth_log` per arm; none between two arms of one node,
+`node_ids`); the sequences then run at 1 - alpha * (1 - CALIBRATION_ALPHA_SHARE) / K, the calibration having spent
+the rest. Subtracting a constant keeps each sequence one of independent rounds.
+
 Stop: one arm left (`selected`), none left (`no-winner`), P(correct selection) >= policy.confidence
 (`picked`), or max-rounds (`leader`). A pick the rounds show clearly below min-gain (estimated
 P(clears min-gain) < alpha) is not stopped on: the race goes on with the baseline until the
@@ -47,6 +53,7 @@ import numpy as np
 from scipy import stats
 
 from sglab.analysis.sequential import bounds
+from sglab.sweep.calibration import CALIBRATION_ALPHA_SHARE
 
 BELOW_MIN, NOT_BEST = 1, 2  # why an arm was eliminated
 CONTINUE, SELECTED, PICKED, LEADER, NO_WINNER = 0, 1, 2, 3, 4
@@ -88,7 +95,9 @@ class Race:
     thousands: the same decisions either way."""
 
     def __init__(self, trials: int, arms: int, *, min_gain: float, confidence: float = 0.95, min_rounds: int = 3,
-                 max_rounds: int | None = None, horizon: int | None = None, challengers: int = CHALLENGERS) -> None:
+                 max_rounds: int | None = None, horizon: int | None = None, challengers: int = CHALLENGERS,
+                 offset_log: np.ndarray | None = None, halfwidth_log: np.ndarray | None = None,
+                 node_ids: np.ndarray | None = None) -> None:
         if arms < 1:
             raise ValueError("a race needs at least one arm")
         if not 0.5 < confidence < 1.0:
@@ -99,7 +108,15 @@ class Race:
         self.trials, self.k = trials, arms
         self.min_gain, self.confidence, self.min_rounds = min_gain, confidence, max(min_rounds, 2)
         self.max_rounds, self.challengers = max_rounds, challengers
-        self.arm_confidence = 1.0 - (1.0 - confidence) / arms
+        # per arm, or per trial and arm (the benchmark's trials each calibrate their own nodes)
+        self.offset_log = np.broadcast_to(np.zeros(arms) if offset_log is None else offset_log, (trials, arms))
+        half = np.broadcast_to(np.zeros(arms) if halfwidth_log is None else halfwidth_log, (trials, arms))
+        nodes = np.zeros(arms, dtype=int) if node_ids is None else np.asarray(node_ids)
+        self.calibrated = bool((half != 0).any() or (self.offset_log != 0).any())
+        self.base_widen = half
+        self.pair_widen = np.where(nodes[:, None] == nodes[None, :], 0.0, half[:, :, None] + half[:, None, :])
+        share = CALIBRATION_ALPHA_SHARE if self.calibrated else 0.0
+        self.arm_confidence = 1.0 - (1.0 - confidence) * (1.0 - share) / arms
         self.threshold_log = math.log1p(min_gain)
         self.values = np.full((trials, arms + 1, horizon), np.nan)
         self.t = 0
@@ -169,6 +186,7 @@ class Race:
         if self.t >= self.values.shape[2]:
             raise ValueError(f"the race has room for {self.values.shape[2]} rounds")
         values = np.where(self.running[:, None], values, np.nan)
+        values[:, 1:] -= self.offset_log  # each arm as if on the baseline's node (NaN stays NaN)
         self.values[:, :, self.t] = values
         self.t += 1
         self.looks[self.running] += 1
@@ -196,12 +214,14 @@ class Race:
         t_idx, i, j = np.nonzero(np.triu(both, 1) & (self.pair_n >= self.min_rounds))
         if t_idx.size:
             _, lo, up = latest_bounds(data[t_idx, 1 + i], data[t_idx, 1 + j], confidence=self.arm_confidence)
+            lo, up = lo - self.pair_widen[t_idx, i, j], up + self.pair_widen[t_idx, i, j]
             self.pair_lower[t_idx, i, j], self.pair_upper[t_idx, i, j] = lo, up
             self.pair_lower[t_idx, j, i], self.pair_upper[t_idx, j, i] = -up, -lo
         t_idx, j = np.nonzero(with_base & (self.base_n >= self.min_rounds))
         if t_idx.size:
             _, lo, up = latest_bounds(data[t_idx, 1 + j], data[t_idx, 0], confidence=self.arm_confidence)
-            self.base_lower[t_idx, j], self.base_upper[t_idx, j] = lo, up
+            self.base_lower[t_idx, j] = lo - self.base_widen[t_idx, j]
+            self.base_upper[t_idx, j] = up + self.base_widen[t_idx, j]
 
     def _eliminate(self) -> None:
         live = self.alive & self.running[:, None]

@@ -15,8 +15,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from sglab.sweep.race import CHALLENGERS, OUTCOMES, REASONS, Race
 from sglab.analysis.sequential import METHOD
+from sglab.sweep.calibration import NodeOffset, arm_corrections
+from sglab.sweep.race import CHALLENGERS, OUTCOMES, REASONS, Race
 
 BASELINE = "baseline"
 Reason = Literal["below-min", "not-best"]
@@ -30,6 +31,7 @@ class RaceArm(BaseModel):
     arm: str
     rank: int
     status: Status
+    node: str | None = None  # the node it ran on (its values are corrected by that node's calibrated offset)
     rounds: int  # rounds this arm was measured in
     baseline_rounds: int = 0  # of those, the rounds the baseline ran too (what `estimate` is over)
     mean_log: float | None  # against the baseline, over the rounds both ran
@@ -75,6 +77,9 @@ class RaceRecord(BaseModel):
     next_round: list[str]  # while `continue`: the baseline (if needed) and the arms of the next round
     challengers_now: list[str]  # the arms most likely to beat the pick, at the last look
     off_plan: list[int] = Field(default_factory=list)  # rounds that measured other arms than the rule asked for
+    baseline_node: str | None = None
+    calibration: list[NodeOffset] = Field(default_factory=list)  # the slot nodes against the baseline's node
+    calibration_rounds: int = 0  # rounds of the calibration block before the race
     arms: list[RaceArm]
     looks: list[RaceLook]
 
@@ -93,10 +98,13 @@ def _names(mask: np.ndarray, names: Sequence[str]) -> list[str]:
 
 
 def race_record(names: Sequence[str], values: np.ndarray, *, min_gain: float, confidence: float = 0.95,
-                min_rounds: int = 3, max_rounds: int | None = None, challengers: int = CHALLENGERS) -> RaceRecord:
+                min_rounds: int = 3, max_rounds: int | None = None, challengers: int = CHALLENGERS,
+                arm_nodes: Sequence[str | None] | None = None, baseline_node: str | None = None,
+                calibration: Sequence[NodeOffset] = (), calibration_rounds: int = 0) -> RaceRecord:
     """Replay the race look by look over `values` (rounds x (1 + K): the baseline, then `names`; oriented log
     values, NaN where a segment did not run). Rounds after the race stopped are ignored. Call it again after
-    every round with all rounds so far."""
+    every round with all rounds so far. `arm_nodes` and `calibration`: where each arm ran and the nodes'
+    calibrated offsets against `baseline_node` (sglab/sweep/calibration.py)."""
     names = list(names)
     if not names:
         raise ValueError("no arms to compare")
@@ -105,8 +113,11 @@ def race_record(names: Sequence[str], values: np.ndarray, *, min_gain: float, co
     data = np.asarray(values, dtype=float).reshape(-1, len(names) + 1)
     if max_rounds is not None:
         data = data[:max_rounds]
+    nodes = list(arm_nodes) if arm_nodes is not None else [baseline_node] * len(names)
+    offset, half, ids = arm_corrections(nodes, baseline_node, calibration)
     race = Race(1, len(names), min_gain=min_gain, confidence=confidence, min_rounds=min_rounds,
-                max_rounds=max_rounds, horizon=max(len(data), 1), challengers=challengers)
+                max_rounds=max_rounds, horizon=max(len(data), 1), challengers=challengers,
+                offset_log=offset, halfwidth_log=half, node_ids=ids)
     looks: list[RaceLook] = []
     off_plan: list[int] = []
     for r, row in enumerate(data):
@@ -123,10 +134,14 @@ def race_record(names: Sequence[str], values: np.ndarray, *, min_gain: float, co
         looks.append(RaceLook(rounds=r + 1, planned=_names(planned, names), measured=_names(measured, names),
                               leader=names[leader] if leader >= 0 else None, p_correct=float(race.p_correct[0]),
                               eliminated={names[j]: REASONS[int(race.reason[0, j])] for j in np.nonzero(gone)[0]}))
-    return _record(race, names, looks, off_plan)
+    record = _record(race, names, looks, off_plan, nodes)
+    record.baseline_node, record.calibration = baseline_node, list(calibration)
+    record.calibration_rounds = calibration_rounds
+    return record
 
 
-def _record(race: Race, names: list[str], looks: list[RaceLook], off_plan: list[int]) -> RaceRecord:
+def _record(race: Race, names: list[str], looks: list[RaceLook], off_plan: list[int],
+            nodes: list[str | None]) -> RaceRecord:
     outcome: Outcome = OUTCOMES[int(race.outcome[0])]  # type: ignore[assignment]
     alive, leader = race.alive[0], int(race.leader[0])
     winner = names[leader] if outcome in ("selected", "picked", "leader") and leader >= 0 else None
@@ -141,7 +156,8 @@ def _record(race: Race, names: list[str], looks: list[RaceLook], off_plan: list[
         m = float(bmean[j]) if has else None
         n_pair = race.pair_n[0, j, leader] if leader >= 0 else 0
         gap = race.pair_sum[0, j, leader] / n_pair if leader >= 0 and j != leader and n_pair else None
-        return dict(arm=names[j], rounds=int(measured[1 + j].sum()), baseline_rounds=int(race.base_n[0, j]),
+        return dict(arm=names[j], node=nodes[j], rounds=int(measured[1 + j].sum()),
+                    baseline_rounds=int(race.base_n[0, j]),
                     mean_log=m, lower_log=lo, upper_log=hi,
                     estimate=None if m is None else math.expm1(m), low=None if lo is None else math.expm1(lo),
                     high=None if hi is None else math.expm1(hi),

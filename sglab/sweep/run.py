@@ -9,6 +9,11 @@ level ends when one arm is left, the estimated P(correct selection) reaches poli
 left, or at sweep.max-rounds. A later gated level starts over with the arms not eliminated; ungated
 levels run the pick and its challengers for load.ungated-rounds (for the Pareto plot). The pick then
 goes to a confirmation A/B (sglab/sweep/confirm.py): the sweep's own rounds are never its evidence.
+
+On simulators with two or more sim.nodes the baseline runs on the first node and the arms on the others (the
+slots); each gated level starts with a calibration block (sweep.calibration-rounds rounds of the baseline config on
+every slot node beside the baseline), and its race compares the arms net of their node's offset
+(sglab/sweep/calibration.py).
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from pathlib import Path
 import numpy as np
 
 from sglab import metrics
+from sglab.sweep.calibration import PREFIX, calibration_arm, node_offsets
 from sglab.sweep.race_record import RaceRecord, race_record
 from sglab.analysis.operating_point import effective_policy, slo_targets
 from sglab.analysis.samples import per_round
 from sglab.config.loader import LoadedStack
 from sglab.config.loadplan import LoadPlan
+from sglab.config.sweep import SweepSpec
 from sglab.schema.result import LevelResult, RunResult
 from sglab.results.store import create_run_dir, new_run_id
 from sglab.sweep.grid import Grid
@@ -81,8 +88,19 @@ class SweepController:
     def gated(self, level: int) -> bool:
         return level in self.state.gated_levels
 
+    @property
+    def calibration_arms(self) -> list[str]:
+        return [arm for arm in self.state.arm_nodes if arm.startswith(PREFIX)]
+
+    @property
+    def calibration_rounds(self) -> int:
+        """Rounds of each gated level's calibration block (0: none)."""
+        return self.state.calibration_rounds if self.calibration_arms else 0
+
     def rounds_at(self, level: int) -> int:
-        return self.state.max_rounds if self.gated(level) else self.ungated_rounds
+        if self.gated(level):
+            return self.calibration_rounds + self.state.max_rounds
+        return self.ungated_rounds
 
     def record(self, level: int) -> RaceRecord | None:
         raw = self.state.records.get(str(level))
@@ -97,23 +115,50 @@ class SweepController:
 
     def warmup_arms(self, level: int) -> list[str]:
         """Every arm a level may run (warmed up before its first round, also after a resume)."""
-        arms = self.state.contenders if self.gated(level) else (self.state.finalists or self.state.contenders)
-        return [BASELINE, *arms]
+        if self.gated(level):
+            return [BASELINE, *self.calibration_arms, *self.state.contenders]
+        return [BASELINE, *(self.state.finalists or self.state.contenders)]
 
     def arms_for_round(self, level: int, round_index: int) -> list[str]:
         if self.state.status == "no-winner" or round_index >= self.rounds_at(level):
             return []
+        if self.gated(level) and round_index < self.calibration_rounds:
+            return [BASELINE, *self.calibration_arms]
         if self.gated(level):
             return self.racing(level)
         arms = self.state.finalists or self.state.contenders
         return [BASELINE, *arms] if arms else []
 
     def update(self, level: int, measured: LevelResult) -> RaceRecord:
-        """Recompute the level's race from all its rounds (also on resume)."""
+        """Recompute the level's race from all its rounds (also on resume): the leading rounds that ran no arm of
+        the grid are the calibration block, the rest the race; the nodes are the ones the rounds record."""
         arms = list(self.state.contenders)
-        rec = race_record(arms, round_values(measured, self.state.metric, arms, self.policy),
-                          min_gain=self.policy.min_gain, confidence=self.policy.confidence,
-                          min_rounds=self.policy.min_rounds, max_rounds=self.state.max_rounds)
+        calibrating = [a for a in dict.fromkeys(r.arm for r in measured.rounds) if a.startswith(PREFIX)]
+        values = round_values(measured, self.state.metric, [*calibrating, *arms], self.policy)
+        ran: dict[int, set[str]] = {}
+        node_of: dict[str, set[str | None]] = {}
+        for r in measured.rounds:
+            if r.round_index >= 0 and not r.warmup:
+                ran.setdefault(r.round_index, set()).add(r.arm)
+                node_of.setdefault(r.arm, set()).add(r.node)
+        block = 0
+        while block < len(values) and not ran.get(block, set()) & set(arms):
+            block += 1
+
+        def node(arm: str) -> str | None:  # an arm recorded on two nodes has no one offset: never corrected
+            found = node_of.get(arm, set())
+            return next(iter(found)) if len(found) == 1 else ("several nodes" if found else None)
+
+        c = len(calibrating)
+        offsets = node_offsets(values[:block, : 1 + c], [node(a) or a for a in calibrating],
+                               confidence=self.policy.confidence) if block and c else []
+        race_values = np.concatenate([values[block:, :1], values[block:, 1 + c:]], axis=1)
+        rec = race_record(arms, race_values, min_gain=self.policy.min_gain, confidence=self.policy.confidence,
+                          min_rounds=self.policy.min_rounds, max_rounds=self.state.max_rounds,
+                          arm_nodes=[node(a) for a in arms], baseline_node=node(BASELINE),
+                          calibration=offsets, calibration_rounds=block)
+        if block < self.calibration_rounds:
+            return rec  # still calibrating: the race has not started
         self.state.records[str(level)] = rec.model_dump(mode="json")
         if rec.outcome != "continue":
             self.state.contenders = [a for a in arms if a in rec.survivors]  # in the grid's order
@@ -126,7 +171,14 @@ class SweepController:
         return rec
 
     def round_done(self, level: int, round_index: int, measured: LevelResult) -> None:
-        if self.gated(level):
+        if self.gated(level) and round_index < self.calibration_rounds:
+            rec = self.update(level, measured)
+            line = f"sweep c={level} calibration round {round_index + 1}/{self.calibration_rounds}"
+            if round_index + 1 == self.calibration_rounds:
+                line += ": " + "; ".join(o.describe(f"the baseline's {rec.baseline_node}") for o in rec.calibration)
+            self.echo(line)
+        elif self.gated(level):
+            round_index -= self.calibration_rounds
             self.echo(progress_line(level, round_index, self.state.max_rounds, self.update(level, measured)))
         else:
             self.echo(f"sweep c={level} round {round_index + 1}/{self.ungated_rounds} (ungated)")
@@ -154,10 +206,25 @@ def progress_line(level: int, round_index: int, max_rounds: int, rec: RaceRecord
     return line + ("" if rec.outcome == "continue" else f" -> {rec.outcome} {rec.winner or ''}".rstrip())
 
 
+def slot_layout(loaded: LoadedStack, arms: list[str], target: str) -> tuple[dict[str, str], int]:
+    """(arm -> node, calibration rounds) on simulators with two or more sim.nodes: the baseline on the first node,
+    the arms round-robin on the others (the slots), and where sweep.calibration-rounds > 0 the baseline config on
+    each slot node that serves an arm (`baseline@<node>`). Elsewhere ({}, 0): the cluster's slots are its own."""
+    nodes = list(loaded.config.sim.nodes)  # type: ignore[attr-defined]  # SimSpec is built by create_model
+    if target != "sim" or len(nodes) < 2:
+        return {}, 0
+    slots = nodes[1:]
+    placed = {arm: slots[i % len(slots)] for i, arm in enumerate(arms)}
+    rounds = (loaded.config.sweep or SweepSpec()).calibration_rounds
+    calibration = {calibration_arm(node): node for node in dict.fromkeys(placed.values())} if rounds else {}
+    return {BASELINE: nodes[0], **calibration, **placed}, rounds
+
+
 def new_state(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, run_id: str, quick: bool,
               sim_env: dict[str, str], target: str) -> SweepState:
     stack = loaded.config
-    return SweepState(
+    arm_nodes, calibration_rounds = slot_layout(loaded, [a.name for a in grid.arms], target)
+    return SweepState(arm_nodes=arm_nodes, calibration_rounds=calibration_rounds,
         run_id=run_id, stack=loaded.name, quick=quick, metric=stack.policy.metric,
         gated_levels=[c for c in effective_policy(stack.policy).levels if c in plan.concurrency],
         max_rounds=stack.sweep.max_rounds if stack.sweep else 32, arms=[a.record() for a in grid.arms],
@@ -166,11 +233,15 @@ def new_state(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, run_id: str, q
         plan=plan.model_dump(mode="json"), sim_env=dict(sim_env), target=target)
 
 
-def sweep_request(loaded: LoadedStack, grid: Grid, plan: LoadPlan, names: list[str], **kw):
+def sweep_request(loaded: LoadedStack, grid: Grid, plan: LoadPlan, state: SweepState, **kw):
+    """The run's servers: the baseline, the calibration arms (the baseline's config, on their slot nodes) and the
+    arms still in the sweep, each on its node of state.arm_nodes."""
     from sglab.load.rounds import ArmsRequest  # the runner imports Locust (gevent): only when running
 
-    arms = [grid.baseline] + [a.arm for a in grid.arms if a.name in names]
-    return ArmsRequest(loaded=loaded, plan=plan, kind="sweep", arm_specs=arms, **kw)
+    calibration = [grid.baseline.with_name(arm) for arm in state.arm_nodes if arm.startswith(PREFIX)]
+    arms = [grid.baseline, *calibration] + [a.arm for a in grid.arms if a.name in state.contenders]
+    placed = {arm.name: state.arm_nodes[arm.name] for arm in arms if arm.name in state.arm_nodes}
+    return ArmsRequest(loaded=loaded, plan=plan, kind="sweep", arm_specs=arms, arm_nodes=placed, **kw)
 
 
 def run_sweep(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, quick: bool = False, target: str = "sim",
@@ -186,7 +257,7 @@ def run_sweep(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, quick: bool = 
     state = new_state(loaded, grid, plan, run_id=run_id, quick=quick, sim_env=sim_env or {}, target=target)
     state.save(run_dir)
     controller = SweepController(state, plan, loaded.config.policy, run_dir, echo=echo)
-    request = sweep_request(loaded, grid, plan, state.contenders, target_kind=target, urls=urls or {},
+    request = sweep_request(loaded, grid, plan, state, target_kind=target, urls=urls or {},
                             sim_env=sim_env or {}, out=out, progress=progress)
     result, run_dir = run_controlled(request, controller, run_id=run_id, run_dir=run_dir)
     finish(state, result, run_dir)
@@ -230,6 +301,16 @@ def rebuild_arms(state: SweepState, grid: Grid, path: Path) -> None:
     state.arms = [a.record() for a in grid.arms]
 
 
+def check_layout(loaded: LoadedStack, state: SweepState, path: Path) -> None:
+    """The simulated nodes a resume starts the servers on are the stack's layout, as when the sweep started: a
+    changed sim.nodes (or an edited sweep.json) would move arms between nodes mid-level."""
+    layout = slot_layout(loaded, [a["name"] for a in state.arms], state.target)
+    if layout != (state.arm_nodes, state.calibration_rounds):
+        raise ConfigError(path, "arm_nodes", f"the simulated nodes of stack '{state.stack}' (sim.nodes, "
+                          f"sweep.calibration-rounds) are not the ones sweep {state.run_id} started on",
+                          f"restore them, or start a new sweep (`sglab sweep --stack {state.stack}`)")
+
+
 def load_resume(loaded: LoadedStack, grid: Grid, run_dir: Path, state: SweepState) -> tuple[SweepState, RunResult]:
     """What a resume continues from, with nothing unsealed deciding: the sweep's result verified, its arms rebuilt
     from the grid, every race decision (the pick) recomputed from the result's rounds, and a confirmation kept only
@@ -245,6 +326,7 @@ def load_resume(loaded: LoadedStack, grid: Grid, run_dir: Path, state: SweepStat
     if state.stack != loaded.name:
         raise ConfigError(path, "stack", f"is '{state.stack}', not '{loaded.name}'", "give a sweep of this stack")
     rebuild_arms(state, grid, path)
+    check_layout(loaded, state, path)
     confirmed = state.confirmation
     controller = SweepController(state, LoadPlan.model_validate(state.plan), loaded.config.policy, run_dir,
                                  echo=lambda _: None)
@@ -287,7 +369,7 @@ def resume_sweep(loaded: LoadedStack, grid: Grid, run_dir: Path, result: RunResu
     plan = LoadPlan.model_validate(state.plan)
     controller = SweepController(state, plan, loaded.config.policy, run_dir, echo=echo)
     echo(f"resuming sweep {state.run_id}: {len(state.contenders)} arms still in it")
-    request = sweep_request(loaded, grid, plan, state.contenders, target_kind=state.target, urls=urls or {},
+    request = sweep_request(loaded, grid, plan, state, target_kind=state.target, urls=urls or {},
                             sim_env=state.sim_env, out=run_dir.parent.parent, progress=progress)
     result, run_dir = run_controlled(request, controller, run_dir=run_dir, resume=result)
     finish(state, result, run_dir)

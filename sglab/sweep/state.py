@@ -95,6 +95,10 @@ class SweepState(BaseModel):
     plan: dict[str, Any] = Field(default_factory=dict)  # the load plan the sweep ran (a LoadPlan's dump)
     sim_env: Annotated[dict[Name, Text], Field(max_length=256)] = Field(default_factory=dict)
     target: Literal["sim", "urls", "in-cluster"] = "sim"
+    # Where the simulators run (arm -> node of sim.nodes, the calibration arms included) and the calibration
+    # block's length: what to start and run, never what decides (the result's rounds record the nodes).
+    arm_nodes: Annotated[dict[Name, Name], Field(max_length=MAX_ARMS + 16)] = Field(default_factory=dict)
+    calibration_rounds: Annotated[int, Field(ge=0, le=MAX_ROUNDS)] = 0
 
     def arm(self, name: str) -> dict[str, Any] | None:
         return next((a for a in self.arms if a["name"] == name), None)

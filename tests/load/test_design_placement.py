@@ -20,7 +20,7 @@ def _request(design: str, *, target_kind: str = "sim", arms=("baseline", "candid
     config = SimpleNamespace(policy=PromotionPolicy(design=design), sim=sim)
     return SimpleNamespace(loaded=SimpleNamespace(config=config), target_kind=target_kind, kind=kind,
                            arms=[SimpleNamespace(name=a) for a in arms],
-                           plan=LoadPlan(period_rounds=period_rounds), joined=None)
+                           plan=LoadPlan(period_rounds=period_rounds), joined=None, arm_nodes={})
 
 
 def test_crossover_swaps_the_nodes_every_period_and_keeps_both_arms_in_every_round():

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from sglab.config import load_stack
 from sglab.load.request import BenchRequest
@@ -21,44 +22,63 @@ BASE = 1000.0
 
 
 def rounds_of(gains: dict[str, float], n: int, *, sd: float = 0.01, seed: int = 0,
-              only: dict[str, int] | None = None, asked: list[list[str]] | None = None) -> LevelResult:
+              only: dict[str, int] | None = None, asked: list[list[str]] | None = None,
+              nodes: dict[str, tuple[str, float]] | None = None) -> LevelResult:
     """n paired rounds at concurrency 1: baseline at 1000 tok/s and each arm at 1000 * (1 + gain), with noise.
-    `only`: arm -> rounds it gets (an eliminated arm stops); `asked`: the arms of each round (the race's plan)."""
+    `only`: arm -> rounds it gets (an eliminated arm stops); `asked`: the arms of each round (the race's plan);
+    `nodes`: arm -> (its node, the node's speed)."""
     rng = np.random.default_rng(seed)
     rows = []
+    nodes = nodes or {}
     for i in range(n):
         for position, arm in enumerate(["baseline", *gains]):
             noise = rng.normal(0, sd)  # drawn for every arm, so a round's values do not depend on who ran
             if (only and arm in only and i >= only[arm]) or (asked is not None and arm not in asked[i]):
                 continue
-            rate = BASE * (1 + gains.get(arm, 0.0)) * math.exp(noise)
+            node, speed = nodes.get(arm, (None, 1.0))
+            rate = BASE * (1 + gains.get(arm, 0.0)) * speed * math.exp(noise)
             rows.append(RoundSample(level=1, round_index=i, position=position, arm=arm, started_at_s=float(i),
-                                    duration_s=1.0, requests=5, errors=0, output_tokens=500,
+                                    duration_s=1.0, requests=5, errors=0, output_tokens=500, node=node,
                                     output_tok_per_s=rate, decode_tok_per_s_mean=rate))
     return LevelResult(concurrency=1, rounds=rows)
 
 
-def controller(tmp_path: Path, arms=("s1-k1-d2", "s3-k1-d4-LL", "s5-k1-d6-LL")) -> SweepController:
+def controller(tmp_path: Path, arms=("s1-k1-d2", "s3-k1-d4-LL", "s5-k1-d6-LL"), target: str = "urls"
+               ) -> SweepController:
+    """The race's control for servers given by URL (no slot layout); target "sim" adds the calibration block of
+    the simulated slot nodes."""
     loaded = load_stack("eagle-sweep")
     grid = expand(loaded)
     grid.arms = [a for a in grid.arms if a.name in arms]
     plan = plan_for(loaded, quick=True)
-    state = new_state(loaded, grid, plan, run_id="r1", quick=True, sim_env={}, target="sim")
+    state = new_state(loaded, grid, plan, run_id="r1", quick=True, sim_env={}, target=target)
     state.save(tmp_path)
     return SweepController(state, plan, loaded.config.policy, tmp_path, echo=lambda _: None)
 
 
+def measured(ctl: SweepController, gains: dict[str, float], asked: list[list[str]], *, sd: float = 0.01,
+             seed: int = 0) -> LevelResult:
+    """The rounds of `asked` as the runner records them: the calibration arms (the baseline's config) gain
+    nothing, every arm on its node of the controller's layout (equal speeds)."""
+    gains = {**{arm: 0.0 for arm in ctl.calibration_arms}, **gains}
+    nodes = {arm: (node, 1.0) for arm, node in ctl.state.arm_nodes.items()}
+    return rounds_of(gains, len(asked), sd=sd, seed=seed, asked=asked, nodes=nodes)
+
+
 def race(ctl: SweepController, gains: dict[str, float], *, sd: float = 0.01, seed: int = 0,
          stop_after: int | None = None) -> list[list[str]]:
-    """Run the gated level as the runner would: each round measures what the controller asks for."""
+    """Run the gated level as the runner would: each round measures what the controller asks for (a calibration
+    block first where the controller has one)."""
     asked: list[list[str]] = []
-    for n in range(ctl.state.max_rounds):
+    block = ctl.calibration_rounds
+    for n in range(ctl.rounds_at(1)):
         arms = ctl.arms_for_round(1, n)
-        if not arms or (stop_after is not None and n >= stop_after):
+        if not arms or (stop_after is not None and n >= block + stop_after):
             break
         asked.append(arms)
-        ctl.round_done(1, n, rounds_of(gains, n + 1, sd=sd, seed=seed, asked=asked))
-        assert load_state(ctl.run_dir).records["1"]["rounds"] == n + 1  # saved after this round
+        ctl.round_done(1, n, measured(ctl, gains, asked, sd=sd, seed=seed))
+        if n >= block:
+            assert load_state(ctl.run_dir).records["1"]["rounds"] == n + 1 - block  # saved after this round
     return asked
 
 
@@ -95,6 +115,36 @@ def test_resume_recomputes_the_same_decisions_from_the_saved_rounds(tmp_path: Pa
     again.update(1, rounds_of(gains, len(asked), sd=0.02, asked=asked))
     assert again.state.records["1"] == saved.records["1"]
     assert again.arms_for_round(1, len(asked)) == ctl.arms_for_round(1, len(asked))
+
+
+def test_on_simulated_slot_nodes_a_calibration_block_comes_first_and_the_race_is_net_of_each_nodes_offset(
+        tmp_path: Path) -> None:
+    """eagle-sweep's two simulated nodes: the baseline on the first, the arms on the second (the slot), made 10%
+    slower here. Without the correction the best arm (+3%) would read -7% and be eliminated below min-gain."""
+    ctl = controller(tmp_path, target="sim")
+    assert ctl.state.arm_nodes == {"baseline": "sim-node-a", "baseline@sim-node-b": "sim-node-b",
+                                   "s1-k1-d2": "sim-node-b", "s3-k1-d4-LL": "sim-node-b", "s5-k1-d6-LL": "sim-node-b"}
+    block = ctl.calibration_rounds
+    assert block == 8 and ctl.rounds_at(1) == block + ctl.state.max_rounds
+    assert ctl.warmup_arms(1) == ["baseline", "baseline@sim-node-b", "s1-k1-d2", "s3-k1-d4-LL", "s5-k1-d6-LL"]
+    gains = {"baseline@sim-node-b": 0.0, "s1-k1-d2": -0.2, "s3-k1-d4-LL": 0.01, "s5-k1-d6-LL": 0.03}
+    nodes = {"baseline": ("sim-node-a", 1.0), **{arm: ("sim-node-b", 0.9) for arm in gains}}
+    asked: list[list[str]] = []
+    for n in range(ctl.rounds_at(1)):
+        arms = ctl.arms_for_round(1, n)
+        if not arms:
+            break
+        asked.append(arms)
+        ctl.round_done(1, n, rounds_of(gains, n + 1, sd=0.005, asked=asked, nodes=nodes))
+    assert all(arms == ["baseline", "baseline@sim-node-b"] for arms in asked[:block])
+    assert all("baseline@sim-node-b" not in arms for arms in asked[block:])
+    record = load_state(tmp_path).records["1"]
+    (offset,) = record["calibration"]
+    assert offset["node"] == "sim-node-b" and offset["rounds"] == block
+    assert offset["low"] < -0.1 < offset["high"]
+    assert record["winner"] == "s5-k1-d6-LL" and record["rounds"] == len(asked) - block
+    best = next(a for a in record["arms"] if a["arm"] == "s5-k1-d6-LL")
+    assert best["node"] == "sim-node-b" and best["estimate"] == pytest.approx(0.03, abs=0.01)
 
 
 def test_sequential_bench_stops_a_gated_level_at_its_decision_and_records_every_look() -> None:

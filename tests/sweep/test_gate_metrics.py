@@ -43,7 +43,7 @@ def controller(tmp_path: Path, **policy) -> SweepController:
     grid = expand(loaded)
     grid.arms = [a for a in grid.arms if a.name in GAINS]
     plan = plan_for(loaded, quick=True)
-    state = new_state(loaded, grid, plan, run_id="r1", quick=True, sim_env={}, target="sim")
+    state = new_state(loaded, grid, plan, run_id="r1", quick=True, sim_env={}, target="urls")  # no slot layout
     gate = loaded.config.policy.model_copy(update=policy)
     state.metric = gate.metric
     return SweepController(state, plan, gate, tmp_path, echo=lambda _: None)

@@ -24,7 +24,7 @@ from sglab.sweep.run import SweepController, load_resume, new_state
 from sglab.sweep.state import STATE_FILE, load_state
 
 from .conftest import NO_TTFT_GUARD, SIM_STACK, write_stack
-from .test_controllers import race, rounds_of
+from .test_controllers import measured, race
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "20260101T000000Z-sweep"
@@ -56,7 +56,7 @@ def swept(root: Path, *, drop: str | None = None) -> tuple:
     gains = {a.name: GAINS[a.name] for a in started.arms}
     asked = race(ctl, gains)
     result = synthetic_result(levels=(1,), rounds=2, stack="pick").model_copy(
-        update={"kind": "sweep", "run_id": RUN, "levels": [rounds_of(gains, len(asked), asked=asked)]})
+        update={"kind": "sweep", "run_id": RUN, "levels": [measured(ctl, gains, asked)]})
     state.status = "swept"
     state.save(run_dir)
     write_result(result, run_dir)
@@ -123,8 +123,20 @@ def test_a_confirmation_whose_result_fails_its_seal_is_refused(tmp_path: Path) -
         load_resume(loaded, grid, run_dir, load_state(run_dir))
 
 
+def test_a_resume_on_other_simulated_nodes_than_the_sweep_started_on_is_refused(tmp_path: Path) -> None:
+    """Arms moved to another node mid-level would mix two nodes' offsets: an edited layout is refused by name."""
+    loaded, grid, run_dir = swept(tmp_path)
+    assert load_state(run_dir).arm_nodes["baseline@sim-node-b"] == "sim-node-b"
+    edit(run_dir / STATE_FILE, lambda d: d["arm_nodes"].update({BEST: "sim-node-a"}))
+    with pytest.raises(ConfigError) as caught:
+        load_resume(loaded, grid, run_dir, load_state(run_dir))
+    assert caught.value.key == "arm_nodes" and "sim.nodes" in caught.value.problem
+
+
 @pytest.mark.parametrize("key, value", [
-    ("max_rounds", 10 ** 12),  # the race would size itself by it
+    ("max_rounds", 10 ** 12),
+    ("arm_nodes", {"baseline": "x" * 300}),
+    ("calibration_rounds", -1),  # the race would size itself by it
     ("arms", [{"name": "s1-k1-d2"}]),  # a record without its flags
     ("arms", [None]),
     ("gated_levels", list(range(1, 100))),

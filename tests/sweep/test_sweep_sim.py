@@ -57,8 +57,8 @@ def test_known_best_wins_after_a_resume_and_its_confirmation_promotes(root: Path
                                "quick-arms": ["s1-k1-d2", "s1-k1-d2-LL", "s3-k1-d4-LL"]},
                 policy={"metric": "output_tok_per_s", "ttft-p99-max-increase": NO_TTFT_GUARD, "design": "parallel"},
                 **SIM_STACK)
-    # A sweep's slots are not corrected per node yet, so its confirmation runs in parallel on equal simulated
-    # nodes, as the production copy of this test's root accepts (a crossover's pairs would need twice the
+    # The confirmation runs in parallel on equal simulated nodes, as the production copy of this test's root
+    # accepts (a crossover's pairs would need twice the
     # confirm-rounds to reach the checks' floor). The gate is the round's aggregate output tok/s: on a shared
     # 2-core machine a starved client reads a request's first token late and its per-request decode tok/s comes
     # out many times too high (docs/sweep.md). Up to 20 confirmation rounds: with 10, live timing on a machine
@@ -100,17 +100,22 @@ def test_known_best_wins_after_a_resume_and_its_confirmation_promotes(root: Path
     assert indices == list(range(len(indices))) and len(indices) > max(done_before) + 1
     record = state["records"]["1"]
     assert record["off_plan"] == []  # every round measured what the race asked for, across the resume
+    block = record["calibration_rounds"]  # the baseline config on the slot node first: the default 8 rounds
+    assert block == 8 and [o["node"] for o in record["calibration"]] == ["sim-node-b"]
+    assert {a["node"] for a in record["arms"]} == {"sim-node-b"} and record["baseline_node"] == "sim-node-a"
     for i in indices:  # no arm twice; the screening rounds run the baseline and every arm
         arms = [r.arm for r in level.rounds if r.round_index == i]
         assert len(arms) == len(set(arms))
-        if i < 3:
+        if i < block:
+            assert sorted(arms) == ["baseline", "baseline@sim-node-b"]
+        elif i < block + 3:
             assert sorted(arms) == sorted(["baseline", *quick])
     assert record["winner"] == best and record["p_correct"] >= 0.95 and f"pick {best}" in out
     assert "P(correct selection)" in out
     assert json.loads((run_dir / "result.json").read_text())["verdict"]["winner"] == best
     eliminated = {a["arm"]: a["eliminated_at"] for a in record["arms"] if a["eliminated_at"]}
     for arm, at in eliminated.items():  # an eliminated arm gets no further rounds
-        assert max(r.round_index for r in level.rounds if r.arm == arm) == at - 1
+        assert max(r.round_index for r in level.rounds if r.arm == arm) == block + at - 1
     for name in ("ranking.txt", "ranking.csv", "heatmap.png", "pareto.png", "cost.json"):
         assert (run_dir / name).is_file(), name
 

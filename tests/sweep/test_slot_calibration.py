@@ -1,0 +1,117 @@
+"""A sweep's slot nodes are calibrated: the baseline config on each slot node beside the baseline gives the node's
+offset with an interval, and the race compares arms net of their node's offset, its bounds widened by the
+intervals, so a slow node cannot hide the best arm and a fast one cannot crown a worse one."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from sglab.sweep.calibration import CALIBRATION_ALPHA_SHARE, arm_corrections, node_offsets
+from sglab.sweep.race import Race
+from sglab.sweep.race_record import race_record
+
+SLOW, FAST = math.log(0.92), math.log(1.03)  # two slot nodes against the baseline's node
+NOISE = 0.015  # per server and round, beside a noise the round shares (drift, neighbours)
+
+
+def _rounds(rng: np.random.Generator, trials: int, n: int, effects: list[float]) -> np.ndarray:
+    shared = rng.normal(0, 0.02, size=(trials, n, 1))
+    return shared + np.asarray(effects)[None, None, :] + rng.normal(0, NOISE, size=(trials, n, len(effects)))
+
+
+def test_a_nodes_offset_is_the_mean_log_ratio_with_a_t_interval_at_its_share_of_alpha() -> None:
+    rng = np.random.default_rng(1)
+    block = _rounds(rng, 1, 8, [0.0, SLOW, FAST])[0]
+    block[3, 2] = np.nan  # a segment that gave no value leaves that round out for that node only
+    slow, fast = node_offsets(block, ["slow", "fast"], confidence=0.95)
+    diff = block[:, 1] - block[:, 0]
+    alpha = 0.05 * CALIBRATION_ALPHA_SHARE / 2
+    half = stats.t.ppf(1 - alpha / 2, 7) * diff.std(ddof=1) / math.sqrt(8)
+    assert slow.rounds == 8 and slow.mean_log == pytest.approx(diff.mean())
+    assert slow.halfwidth_log == pytest.approx(half)
+    assert slow.low == pytest.approx(math.expm1(diff.mean() - half))
+    assert fast.rounds == 7
+    assert slow.low < 0.92 - 1 < slow.high and fast.low < 0.03 < fast.high
+    assert "slow: -8" in slow.describe("node-a") and "against node-a (8 rounds)" in slow.describe("node-a")
+
+
+def test_an_arm_on_the_baseline_node_needs_no_correction_and_one_on_an_unmeasured_node_is_never_decided() -> None:
+    block = np.array([[0.0, -0.08], [0.01, -0.07], [0.0, -0.09]])
+    offsets = node_offsets(block, ["slow"], confidence=0.95)
+    offset, half, ids = arm_corrections(["base-node", "slow", "slow", "other"], "base-node", offsets)
+    assert offset[0] == 0 and half[0] == 0
+    assert offset[1] == pytest.approx(-0.25 / 3) and half[1] == half[2] > 0 and ids[1] == ids[2] != ids[0]
+    assert half[3] == math.inf
+    one = node_offsets(block[:1], ["slow"], confidence=0.95)
+    assert one[0].halfwidth_log is None and arm_corrections(["slow"], "base-node", one)[1][0] == math.inf
+
+
+def test_each_bound_is_the_corrected_sequence_widened_by_the_half_widths_it_involves() -> None:
+    rng = np.random.default_rng(2)
+    data = _rounds(rng, 1, 10, [0.0, 0.03 + SLOW, 0.01 + SLOW, 0.0 + FAST])[0]
+    offset, half = np.array([SLOW, SLOW, FAST]), np.array([0.01, 0.01, 0.02])
+    calibrated = Race(1, 3, min_gain=0.02, max_rounds=10, offset_log=offset, halfwidth_log=half,
+                      node_ids=np.array([1, 1, 2]))
+    plain = Race(1, 3, min_gain=0.02, max_rounds=10, confidence=1 - 0.05 * (1 - CALIBRATION_ALPHA_SHARE))
+    every = np.ones(4, dtype=bool)[None, :]
+    for row in data[:4]:
+        calibrated.observe(np.where(every, row, np.nan))
+        plain.observe(np.where(every, row - np.r_[0.0, offset], np.nan))
+    assert calibrated.arm_confidence == pytest.approx(plain.arm_confidence)
+    assert calibrated.base_lower[0] == pytest.approx(plain.base_lower[0] - half)
+    assert calibrated.base_upper[0] == pytest.approx(plain.base_upper[0] + half)
+    assert calibrated.pair_lower[0, 0, 1] == pytest.approx(plain.pair_lower[0, 0, 1])  # one node: no widening
+    assert calibrated.pair_lower[0, 0, 2] == pytest.approx(plain.pair_lower[0, 0, 2] - 0.03)
+
+
+def _race(rng: np.random.Generator, trials: int, *, calibrated: bool) -> Race:
+    """The best arm (+6%) on a slot node 8% slower, a +4% arm on one 3% faster, two worse arms."""
+    gains, nodes = [0.06, 0.04, 0.0, -0.03], ["slow", "fast", "fast", "slow"]
+    effect = {"slow": SLOW, "fast": FAST}
+    offset, half, ids = np.zeros((trials, 4)), np.zeros((trials, 4)), np.zeros(4, dtype=int)
+    if calibrated:
+        block = _rounds(rng, trials, 8, [0.0, SLOW, FAST])
+        for t in range(trials):
+            offset[t], half[t], ids = arm_corrections(nodes, "base", node_offsets(block[t], ["slow", "fast"],
+                                                                                  confidence=0.95))
+    race = Race(trials, 4, min_gain=0.02, max_rounds=60, offset_log=offset, halfwidth_log=half, node_ids=ids)
+    data = _rounds(rng, trials, 60, [0.0, *(g + effect[n] for g, n in zip(gains, nodes))])
+    for r in range(60):
+        if not race.running.any():
+            break
+        race.observe(np.where(race.plan(), data[:, r, :], np.nan))
+    return race
+
+
+def test_a_slow_node_hides_the_best_arm_unless_the_slots_are_calibrated() -> None:
+    rng = np.random.default_rng(3)
+    uncorrected = _race(rng, 400, calibrated=False)
+    assert (uncorrected.leader == 1).mean() >= 0.95  # the +4% arm on the fast node
+    calibrated = _race(rng, 400, calibrated=True)
+    assert (calibrated.leader == 0).mean() >= 0.95
+    assert (~calibrated.alive[:, 0]).mean() <= 0.05  # the best arm eliminated at most alpha of the time
+
+
+def test_the_race_record_names_each_arms_node_and_the_calibration() -> None:
+    rng = np.random.default_rng(4)
+    block = _rounds(rng, 1, 8, [0.0, SLOW])[0]
+    offsets = node_offsets(block, ["slow"], confidence=0.95)
+    values = _rounds(rng, 1, 12, [0.0, 0.05 + SLOW, 0.0])[0]
+    record = race_record(["s3", "s1"], values, min_gain=0.02, max_rounds=12, arm_nodes=["slow", "base"],
+                         baseline_node="base", calibration=offsets, calibration_rounds=8)
+    arms = {a.arm: a for a in record.arms}
+    assert arms["s3"].node == "slow" and arms["s1"].node == "base"
+    assert record.calibration == offsets and record.calibration_rounds == 8 and record.baseline_node == "base"
+    assert record.arm_confidence == pytest.approx(1 - 0.05 * (1 - CALIBRATION_ALPHA_SHARE) / 2)
+    assert arms["s3"].estimate == pytest.approx(0.05, abs=0.03)  # net of the node's -8%
+
+
+def test_without_a_calibration_block_nothing_is_corrected_or_widened() -> None:
+    offset, half, _ = arm_corrections(["slow", "base"], "base", [])
+    assert not offset.any() and not half.any()
+    race = Race(1, 2, min_gain=0.02, max_rounds=10, offset_log=offset, halfwidth_log=half)
+    assert not race.calibrated and race.arm_confidence == pytest.approx(1 - 0.05 / 2)
