@@ -11,6 +11,7 @@ import os
 import sys
 
 from sglab.core.errors import ConfigError
+from sglab.core.exits import BROKEN_PIPE, INTERRUPTED, USAGE
 from sglab.core.paths import use_stack_file
 from sglab.core.untrusted import printable
 
@@ -61,14 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except (ConfigError, UsageError) as exc:
         print(f"error: {printable(exc, newlines=True, limit=4000)}", file=sys.stderr)
-        return 2
+        return USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`sglab validate | head -0`): stop quietly, as a shell tool does on SIGPIPE.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -16,16 +16,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sglab.core.children import MAX_LOCUST_WORKERS, worker_count_problem
 from sglab.cli import UsageError
 from sglab.cli.bounds import check_streams, fastest_time_scale, model_option
-from sglab.load.schedule import QUICK_PLAN, QUICK_SIM_TIME_SCALE
 from sglab.config.lints import raise_blocking, stack_lints
 from sglab.config.loader import load_stack
 from sglab.config.loadplan import LoadPlan, PromptSpec, RateSpec, TraceSpec
+from sglab.core.children import MAX_LOCUST_WORKERS, worker_count_problem
 from sglab.core.errors import guess
-from sglab.sglang.sim_knobs import SIM_KNOBS, is_sim_env
+from sglab.core.exits import INTERRUPTED, UNDECIDED, USAGE
 from sglab.core.untrusted import printable
+from sglab.load.schedule import QUICK_PLAN, QUICK_SIM_TIME_SCALE
+from sglab.sglang.sim_knobs import SIM_KNOBS, is_sim_env
 
 EXAMPLES = """examples:
   sglab bench --stack eagle-nccl-ll                        # both arms on simulators, judged
@@ -33,8 +34,6 @@ EXAMPLES = """examples:
   sglab bench --stack eagle-nccl-ll --concurrency 1,4,16 --prompts openai:logs.jsonl   # your traffic, your levels
 """
 
-EXIT_INTERRUPTED = 130
-EXIT_INVALID = 3  # an arm died or froze mid-run: the run is marked invalid (result.invalid_reason)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -406,10 +405,9 @@ def run(args: argparse.Namespace) -> int:
     request = build_request(args)  # config errors before anything starts
     import locust  # noqa: F401  (gevent monkey-patching must precede the runner's imports)
 
+    from sglab.load.profiles import profile_for
     from sglab.load.runner import RefusedError, run_bench
     from sglab.load.targets import TargetError
-
-    from sglab.load.profiles import profile_for
 
     arms = ", ".join(a.name for a in request.arms)
     profile = profile_for(request.plan)
@@ -427,7 +425,7 @@ def run(args: argparse.Namespace) -> int:
                                     rounds_given=args.rounds is not None, fresh=fresh)
         except RefusedError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return USAGE
         profile, notes, gated_rounds = profile_for(request.plan), plan.notes, plan.sentence
     else:
         gated_rounds = (f"{request.plan.rounds} rounds ({request.loaded.config.policy.method}) at gated levels "
@@ -440,7 +438,7 @@ def run(args: argparse.Namespace) -> int:
             period_one = find_period_one(request, args.crossover_of)
         except RefusedError as exc:
             print(f"error: {printable(exc, limit=None)}", file=sys.stderr)
-            return 2
+            return USAGE
         request = _joined_request(request, period_one)
         joined = period_one.joined
         notes.append(f"crossover: period 1 is run {joined.run_id} (baseline on {joined.first['baseline']}, "
@@ -478,7 +476,7 @@ def run(args: argparse.Namespace) -> int:
             result, run_dir = run_bench(request)
     except (RefusedError, TargetError) as exc:  # a server's log tail or error body may be in it
         print(f"error: {printable(exc, newlines=True, limit=None)}", file=sys.stderr)
-        return 2
+        return USAGE
     print(f"result: {run_dir / 'result.json'}")
     if sequential:
         for line in stop_lines(result, "c" if profile.name == "concurrency" else "level"):
@@ -495,14 +493,14 @@ def run(args: argparse.Namespace) -> int:
         except Exception as exc:  # API unreachable or forbidden: the Job fails with one clear line
             print(f"error: cannot store the result in ConfigMap {args.result_configmap}: {type(exc).__name__}: "
                   f"{printable(exc)}", file=sys.stderr)
-            return 2
+            return USAGE
         print(f"result stored in ConfigMap {namespace}/{args.result_configmap}")
     if result.invalid_reason:
         print(f"run invalid: {printable(result.invalid_reason)}; it cannot be judged. What was measured before is kept "
               f"in {run_dir}; fix or restart that server and run the bench again", file=sys.stderr)
-        return EXIT_INVALID
+        return UNDECIDED  # an arm died or froze mid-run: result.invalid_reason
     if not result.complete:
         print(f"run incomplete ({printable(result.incomplete_reason)}); what was measured is kept in {run_dir}",
               file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return INTERRUPTED
     return 0

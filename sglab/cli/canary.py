@@ -19,6 +19,7 @@ from sglab.cli import UsageError
 from sglab.cli.bounds import bound, model_option
 from sglab.config.loadplan import LoadPlan
 from sglab.config.serving import CanaryJudge
+from sglab.core.exits import USAGE
 
 
 def _positive(kind, most: float):
@@ -75,8 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _spec_and_stack(args: argparse.Namespace):
-    from sglab.serving.spec import spec_from_env, stack_judge_spec
     from sglab.config.loader import load_stack
+    from sglab.serving.spec import spec_from_env, stack_judge_spec
 
     if args.from_env:
         return spec_from_env(), None
@@ -98,12 +99,12 @@ def _log_path(args: argparse.Namespace, stack: str) -> Path | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sglab.core.untrusted import printable
     from sglab.serving.judge import decide
     from sglab.serving.live import DecisionLog, judge_live
     from sglab.serving.prom_server import PrometheusUnavailable
     from sglab.serving.prometheus import PrometheusError
     from sglab.serving.windows import fetch_windows
-    from sglab.core.untrusted import printable
 
     spec, loaded = _spec_and_stack(args)
     log = DecisionLog(path=_log_path(args, spec.stack), stream=sys.stdout if args.from_env else None)
@@ -127,10 +128,10 @@ def run(args: argparse.Namespace) -> int:
             used = ""
     except PrometheusError as exc:
         print(f"error: {printable(exc, limit=1500)}\n  fix: {exc.fix}", file=sys.stderr)
-        return 2
+        return USAGE
     except PrometheusUnavailable as exc:
         print(f"error: {printable(exc, newlines=True, limit=2000)}\n  fix: {exc.fix}", file=sys.stderr)
-        return 2
+        return USAGE
     if log.path is not None:
         print(f"decisions logged in {log.path}")
     print(used or f"windows: {decision.windows_used} paired, {decision.windows_skipped} skipped, {spec.window_s:g} s "

@@ -20,6 +20,7 @@ from typing import Any
 
 from sglab.cli import UsageError
 from sglab.core.errors import ConfigError
+from sglab.core.exits import USAGE
 from sglab.core.untrusted import printable
 
 SERVER_PREFIX, SPEC_PREFIX = "server.", "candidate.speculative."
@@ -162,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     if differences:
         print("error: the stack written from the servers would not match them:\n" +
               "\n".join(f"  - {printable(d)}" for d in differences), file=sys.stderr)
-        return 2
+        return USAGE
     out.write_text(text, encoding="utf-8")
     print(f"wrote {out}: both arms match their servers' live flags")
     print(printable(f"next: sglab validate --stack {out}; then sglab bench --stack {out} --baseline-url "

@@ -6,8 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from sglab.promotion.promote import PromotionRefused, promote
+from sglab.core.exits import USAGE
 from sglab.core.untrusted import printable
+from sglab.promotion.promote import PromotionRefused, promote
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     except PromotionRefused as exc:
         _say(f"refused: {exc.why}", file=sys.stderr)
         _say(f"  fix: {exc.fix}", file=sys.stderr)
-        return 2
+        return USAGE
     _say(f"evidence: run {done.verdict.run_id} ({done.result_path})")
     seal, digest = done.log_entry.get("seal", {}), done.log_entry["integrity"]["digest"]
     if seal.get("accepted") == "unkeyed-opt-in":

@@ -6,9 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from sglab.core.exits import USAGE
+from sglab.core.untrusted import printable
 from sglab.promotion.evidence import PromotionRefused
 from sglab.promotion.rollback import rollback
-from sglab.core.untrusted import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     except PromotionRefused as exc:
         print(f"refused: {printable(exc.why, limit=2000)}", file=sys.stderr)
         print(f"  fix: {printable(exc.fix, limit=2000)}", file=sys.stderr)
-        return 2
+        return USAGE
     restored = done.restored.describe() if done.restored else "the config before the first logged promotion"
     print(f"undoes: {printable(done.undone.describe())}")
     print(f"restores: {printable(restored)}")

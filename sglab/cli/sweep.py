@@ -16,11 +16,12 @@ from pathlib import Path
 
 from sglab.cli import UsageError
 from sglab.cli.bounds import check_streams, model_option
+from sglab.config.loader import load_stack
 from sglab.config.loadplan import LoadPlan
 from sglab.config.placement import Placement
 from sglab.config.sweep import SweepSpec
+from sglab.core.exits import INTERRUPTED, USAGE
 from sglab.core.untrusted import printable
-from sglab.config.loader import load_stack
 from sglab.sglang.sim_knobs import time_scale_problem
 
 
@@ -180,14 +181,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{loaded.path}: sweep: every combination of the grid was skipped (see above)")
     import locust  # noqa: F401  (gevent monkey-patching before the runner's imports)
 
+    from sglab.load.request import RefusedError
     from sglab.load.targets import TargetError
     from sglab.results.store import write_result
     from sglab.sweep.confirm import run_confirmation
     from sglab.sweep.outputs import chance_phrase, pick_record, ranking_table, sweep_verdict, write_outputs
     from sglab.sweep.run import load_resume, resume_sweep, run_sweep
     from sglab.sweep.state import load_state
-
-    from sglab.load.request import RefusedError
 
     progress = not args.no_progress and sys.stderr.isatty()
     out = Path(args.out) if args.out else None
@@ -210,9 +210,9 @@ def run(args: argparse.Namespace) -> int:
                                                sim_env={} if urls else sim_env, out=out, progress=progress)
     except (TargetError, ValueError, RefusedError) as exc:
         print(f"error: {printable(exc, newlines=True, limit=None)}", file=sys.stderr)
-        return 2
+        return USAGE
     if state.status == "interrupted":
-        return 130
+        return INTERRUPTED
     if state.winner and state.confirmation is None and not args.no_confirm:
         print(f"sweep pick {printable(state.winner)}, {chance_phrase(pick_record(state))}: confirmation A/B on "
               "fresh rounds",
@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"sweep: {run_dir}")
     print(printable(result.verdict["sentence"], limit=None))
     if args.result_configmap and _store(result, run_dir, args.result_configmap) != 0:
-        return 2
+        return USAGE
     if state.status == "confirmed":
         print(f"promote the winner: sglab promote --stack {loaded.name} --result "
               f"{printable(state.confirmation['path'])}")
@@ -245,7 +245,7 @@ def _store(result, run_dir: Path, configmap: str) -> int:
     except Exception as exc:  # API unreachable or forbidden: the Job fails with one clear line
         print(f"error: cannot store the result in ConfigMap {configmap}: {type(exc).__name__}: {printable(exc)}",
               file=sys.stderr)
-        return 2
+        return USAGE
     print(f"result stored in ConfigMap {namespace}/{configmap}")
     return 0
 

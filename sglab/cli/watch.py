@@ -19,6 +19,7 @@ from sglab.cli.bounds import bound, model_option
 from sglab.cli.canary import _positive
 from sglab.config.loadplan import LoadPlan
 from sglab.config.serving import CanaryJudge, Watch
+from sglab.core.exits import USAGE
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,12 +63,12 @@ def _print_report(report, prefix: str = "watch") -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sglab.serving.prometheus import PrometheusError
-    from sglab.serving.prom_server import PrometheusUnavailable
-    from sglab.serving.spec import spec_from_env, stack_judge_spec
-    from sglab.serving.watch import watch_once
     from sglab.config.loader import load_stack
     from sglab.core.untrusted import printable
+    from sglab.serving.prom_server import PrometheusUnavailable
+    from sglab.serving.prometheus import PrometheusError
+    from sglab.serving.spec import spec_from_env, stack_judge_spec
+    from sglab.serving.watch import watch_once
 
     if args.from_env:
         spec, loaded = spec_from_env(), None
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                 report, _ = watch_once(prom, spec, horizon_windows=args.horizon_windows)
     except (PrometheusError, PrometheusUnavailable) as exc:
         print(f"error: {printable(exc, newlines=True, limit=1500)}\n  fix: {exc.fix}", file=sys.stderr)
-        return 2
+        return USAGE
     _print_report(report)
     return report.exit_code
 
@@ -97,7 +98,6 @@ def _rehearse(args: argparse.Namespace, spec, loaded):
     from sglab.serving.prometheus import Prometheus
     from sglab.serving.rehearsal import Rehearsal, rehearsal_spec, resolve
     from sglab.serving.watch import watch_once
-
     from sglab.sglang.sim_knobs import time_scale_problem  # bounded like every entry (docs/simulator.md)
 
     if (problem := time_scale_problem(args.time_scale, args.users)) is not None:

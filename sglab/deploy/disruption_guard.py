@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sglab.core.exits import USAGE
+
 HELD_BY = "sglab/held-by"
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 READY_DIR = "/run/sglab-guard"
@@ -115,7 +117,7 @@ def run(budgets: list[str], standing: int, *, namespace: str | None = None, read
         release(api, namespace, budgets, standing)  # never leave a partial hold behind
         print(f"disruption guard: cannot hold the budgets ({type(exc).__name__}: {exc}); the benchmark will not "
               "start: the Job's Role must allow get/patch on them", file=sys.stderr, flush=True)
-        return 2
+        return USAGE
     Path(ready_file).parent.mkdir(parents=True, exist_ok=True)
     Path(ready_file).write_text(f"{time.time():.0f}\n", encoding="utf-8")
     stop.wait(max_hold_s)

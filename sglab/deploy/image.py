@@ -15,6 +15,7 @@ import sys
 
 from sglab import __version__
 from sglab.config.cluster import DEFAULT_PROJECT_IMAGE, PROJECT_IMAGE_REPOSITORY, image_problem
+from sglab.core.exits import USAGE
 
 NAME = PROJECT_IMAGE_REPOSITORY.rsplit("/", 1)[1]
 _REGISTRY = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)*$")
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         print(reference(args.registry or None, local=args.local))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return USAGE
     return 0
 
 

@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglab.core.exits import USAGE
 from sglab.sglang import flags, rules, sim_knobs
-from sglab.sglang.version import SGLANG_VERSION
 from sglab.sglang.env import nccl_env as nccl_part
+from sglab.sglang.version import SGLANG_VERSION
 from sglab.sim.adaptive import AdaptiveConfig, AdaptiveConfigError, AdaptiveController, load_adaptive_config
 from sglab.sim.faults import FaultSpec
 from sglab.sim.profile import ProfileError, SimProfile, load_profile, parse_overrides
@@ -335,4 +336,4 @@ def parse_or_exit(argv: list[str], env: Mapping[str, str] | None = None) -> SimC
         return parse_sim_args(argv, env)
     except SimArgsError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(USAGE) from None

@@ -26,14 +26,15 @@ import gevent
 from flask import Response, request
 
 from sglab.config.loadplan import MAX_CONCURRENCY
+from sglab.core.exits import USAGE
+from sglab.core.untrusted import printable, printable_logger
 from sglab.load.collector import get_collector
 from sglab.load.options import form_shape_problem
 from sglab.schema.result import RequestSample
-from sglab.ui import auth
 from sglab.sglang.sim_knobs import MAX_STREAMS_X_TIME_SCALE
+from sglab.ui import auth
 from sglab.ui.session import SIM_TIME_SCALE_ENV, UiSession
 from sglab.ui.views import CATEGORY_TAB_KEY, CATEGORY_TAB_TITLE, PLOT_PATH, category_columns, plot_script, table_columns
-from sglab.core.untrusted import printable, printable_logger
 
 logger = printable_logger("sglab.ui")  # form values and server errors reach the console
 logging.getLogger("httpx").setLevel(logging.WARNING)  # the server-info poll would log every 5 s
@@ -69,7 +70,7 @@ def install(events) -> None:
 def _refuse(message: str) -> None:
     logger.error("%s", message)
     print(f"error: {printable(message, newlines=True, limit=None)}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(USAGE)
 
 
 def _on_init(environment, **_kwargs) -> None:
