@@ -1,4 +1,5 @@
-"""`sglab compare RESULT`: recompute and print the verdict (default: the table; `--output` picks a format).
+"""`sglab compare RESULT [RESULT ...]`: recompute and print the verdict (default: the table; `--output` picks a
+format); several results print as one table, with what differs between their conditions.
 
 Before judging, it says whether the result's integrity record holds (sglab/results/integrity.py; an old
 file without one is still compared, and says so) and takes the confounds from the stack's arms when the
@@ -20,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="print the verdict of a benchmark result",
                        description="Recompute the verdict from the result's samples with the policy recorded in "
                                    "it; the last line is `verdict: promote|reject|inconclusive`.")
-    p.add_argument("result", type=Path, help="a result.json or its run directory")
+    p.add_argument("result", type=Path, nargs="+", help="a result.json or its run directory; several: one table of "
+                   "their gains per level and what differs between their conditions")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON (same as --output json)")
     add_output_arguments(p, default="console")
     p.set_defaults(func=run)
@@ -63,4 +65,82 @@ def prepare(result):
 
 
 def run(args: argparse.Namespace) -> int:
-    return print_outputs(args, "json" if args.json else args.output, prepare=prepare)
+    from sglab.cli import UsageError
+
+    formats = "json" if args.json else args.output
+    if len(args.result) == 1:
+        args.result = args.result[0]
+        return print_outputs(args, formats, prepare=prepare)
+    if formats != "console":
+        raise UsageError(f"--output {formats}: several runs compare as one console table; give one run for "
+                         "another format")
+    print(printable(runs_table(args.result), newlines=True, limit=None))
+    return 0
+
+
+# What makes two runs' conditions differ, besides what they measured: (label, how to read it from a result).
+CONDITIONS = (
+    ("stack", lambda r: r.stack),
+    ("kind", lambda r: r.kind),
+    ("baseline config", lambda r: r.config_hash.get("baseline", "")[:12]),
+    ("candidate config", lambda r: r.config_hash.get("candidate", "")[:12]),
+    ("design", lambda r: _design(r)),
+    ("machines", lambda r: ", ".join(f"{arm} {'/'.join(n or '?' for n in nodes)}"
+                                     for arm, nodes in sorted((r.design.nodes if r.design else {}).items()))),
+    ("produced by", lambda r: _producer(r)),
+    ("levels", lambda r: ",".join(str(lv.concurrency) for lv in r.levels)),
+)
+
+
+def _design(result) -> str:
+    """As the rounds are laid out (what the verdict reads), not as asked."""
+    from sglab.analysis.nodes import design_of
+
+    return ",".join(sorted({design_of(level) for level in result.levels}))
+
+
+def _producer(result) -> str:
+    from sglab.analysis.provenance import producer_of
+
+    return producer_of(result).describe()
+
+
+def _plan(result) -> dict[str, str]:
+    """What the requests were, key by key (the seed aside: every run draws its own)."""
+    plan = result.load_plan.model_dump(mode="json")
+    return {f"plan.{k}": str(v) for k, v in plan.items() if k not in ("seed", "concurrency")}
+
+
+def runs_table(paths) -> str:
+    """Every run's gain per level on its gate metric, with its interval and outcome, then what differs."""
+    from sglab.analysis.verdict import judge
+    from sglab.results.store import load_result
+
+    results = [prepare(load_result(path)) for path in paths]
+    verdicts = [judge(result) for result in results]
+    head = f"{'run':<26} {'stack':<18} {'c':>5} {'gate':>4} {'gain':>8} {'95% interval':>20}  outcome"
+    lines = [f"gain: {verdicts[0].metric} of the candidate over the baseline, each run judged on its own", head]
+    for result, verdict in zip(results, verdicts):
+        for level in verdict.levels:
+            gain = level.gain(verdict.metric)
+            shown = "-" if gain.estimate is None else f"{gain.estimate:+.1%}"
+            band = "-" if gain.low is None or gain.high is None else f"[{gain.low:+.1%}, {gain.high:+.1%}]"
+            lines.append(f"{result.run_id:<26} {result.stack:<18} {level.concurrency:>5} "
+                         f"{'yes' if level.gating else 'no':>4} {shown:>8} {band:>20}  {level.outcome}")
+    lines.append("")
+    lines += [f"{result.run_id}: {verdict.outcome}" for result, verdict in zip(results, verdicts)]
+    differ, same = [], []
+    readers = [(label, [str(read(result)) for result in results]) for label, read in CONDITIONS]
+    plans = [_plan(result) for result in results]
+    readers += [(key, [plan.get(key, "-") for plan in plans]) for key in sorted(set().union(*plans))]
+    for label, values in readers:
+        if len(set(values)) == 1:
+            same.append(label)
+        else:
+            differ.append(f"{label} ({' | '.join(v[:60] for v in values)})")
+    same = [label for label in same if not label.startswith("plan.")] + (
+        ["the load plan"] if not any(d.startswith("plan.") for d in differ) else [])
+    if differ:
+        lines.append("differ: " + "; ".join(differ) + " -- gains measured under other conditions are not one series")
+    lines.append("same conditions: " + (", ".join(same) or "none"))
+    return "\n".join(lines)
