@@ -36,9 +36,10 @@ def arm_command(stack_name: str, arm_name: str, port: int) -> tuple[list[str], d
     knobs), the stack's name) for one arm of a stack."""
     from sglab.config import baseline_arm, candidate_arm
     from sglab.config.loader import load_stack
+    from sglab.core.paths import use_stack_file
     from sglab.load.targets import local_args
 
-    loaded = load_stack(stack_name)
+    loaded = load_stack(use_stack_file(stack_name))  # a name, or a stack file's path as `--stack` takes everywhere
     stack = loaded.config.model_copy(update={"backend": "sim"})  # its knobs as env, whatever the stack serves
     arm = baseline_arm(stack) if arm_name == "baseline" else candidate_arm(stack)
     return local_args(arm.args, port), dict(arm.env), loaded.name

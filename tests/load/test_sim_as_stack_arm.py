@@ -67,6 +67,19 @@ def test_an_arm_a_stack_does_not_have_is_refused_with_the_choices():
     assert proc.returncode == 2 and "choose from 'baseline', 'candidate'" in proc.stderr
 
 
+def test_a_stack_file_given_by_its_path_names_the_arm(tmp_path):
+    """`--stack ./my-stack.yaml`, as every other command takes it: the file outside stacks/ is the stack."""
+    from sglab.cli.sim import arm_command
+    from sglab.core.paths import stacks_dir, use_stack_file
+
+    copy = tmp_path / "Pulumi.my-copy.yaml"
+    copy.write_text((stacks_dir() / f"Pulumi.{STACK}.yaml").read_text())
+    argv, env, name = arm_command(str(copy), "candidate", 30123)
+    assert name == "my-copy" and "--speculative-algorithm" in argv and "30123" in argv
+    assert arm_command(STACK, "candidate", 30123)[0] == argv  # the same arm as the stack of that name
+    assert use_stack_file("my-copy") == "my-copy"
+
+
 def _start_raw(argv: list[str], env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "sglab.cli", "sim", *argv], cwd=ROOT, env=child_env(env),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
