@@ -53,8 +53,9 @@ class PromotionPolicy(Model):
     output_parity_margin: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.05
     # What a good request is, for the goodput metrics (goodput_tok_per_s, goodput_req_per_s).
     slo: Slo | None = None
-    # Set from sglab:traffic by the stack (write sglab:traffic, not this): the gate runs at its levels.
-    traffic: Traffic | None = None
+    # Set from sglab:traffic by the stack (write sglab:traffic, not this): the gate runs at its levels. The key
+    # reference lists it as derived, not as keys to write (sglab/config/reference.py reads `set_from`).
+    traffic: Traffic | None = Field(None, json_schema_extra={"set_from": "sglab:traffic"})
 
     @classmethod
     def from_record(cls, recorded: dict) -> "PromotionPolicy":

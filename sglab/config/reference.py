@@ -113,6 +113,11 @@ def rows(model: type[BaseModel] = StackConfig, prefix: str = "sglab:") -> list[t
     for name, field in model.model_fields.items():
         key = (field.alias or name).replace("_", "-")
         path = f"{prefix}{key}"
+        set_from = (field.json_schema_extra or {}).get("set_from") if isinstance(field.json_schema_extra, dict) \
+            else None
+        if set_from:  # derived by the stack from another key: one row that says where to write it
+            out.append((path, f"set from `{set_from}` (do not write it here)", "", ""))
+            continue
         nested = _model_in(field.annotation)
         if nested is NcclEnv:
             out.append((path, "map of NCCL_* variables (see [NCCL](#nccl))", _default(field), ""))

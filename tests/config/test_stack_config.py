@@ -75,3 +75,11 @@ def test_key_reference_lists_nested_keys_with_defaults():
     assert table["sglab:rollout.readiness-path"] == "`/health_generate`"
     assert table["sglab:model.path"] == "**required**"
     assert "sglab:placement.tolerations[].operator" in table
+
+
+def test_a_key_the_stack_derives_is_one_row_that_says_where_to_write_it():
+    """policy.traffic is set from sglab:traffic: the reference names it once as derived, never as keys to write."""
+    table = {key: kind for key, kind, _, _ in rows()}
+    assert table["sglab:policy.traffic"] == "set from `sglab:traffic` (do not write it here)"
+    assert not [key for key in table if key.startswith("sglab:policy.traffic.")]
+    assert "sglab:traffic.levels" in table
