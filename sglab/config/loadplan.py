@@ -126,7 +126,8 @@ class LoadPlan(Model):
     max_new_tokens: Annotated[int, Field(ge=2, le=MAX_OUTPUT_TOKENS)] = 128
     # Chat-shaped prompt sources (suite, sharegpt, openai) default to chat, so the server applies the
     # model's chat template (what EAGLE drafts are trained on); see _default_endpoint.
-    endpoint: Literal["generate", "chat"] = "generate"
+    endpoint: Literal["generate", "chat"] = Field("generate", json_schema_extra={
+        "default_text": f"`chat` for prompt sources {', '.join(CHAT_SOURCES)}; `generate` otherwise"})
     # true: requests send ignore_eos false and the prompt's max_tokens cap, and a reply may stop early.
     natural_stop: bool = False
     request_timeout_s: _seconds(0, MAX_REQUEST_TIMEOUT_S) = 300.0  # type: ignore[valid-type]

@@ -59,6 +59,9 @@ def _type_name(annotation: Any) -> str:
 
 
 def _default(field: Any) -> str:
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    if extra.get("default_text"):  # a default that depends on another key, said as the validator applies it
+        return str(extra["default_text"])
     if field.is_required():
         return "**required**"
     if getattr(field.default_factory, "reference", None):

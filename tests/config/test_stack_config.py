@@ -83,3 +83,8 @@ def test_a_key_the_stack_derives_is_one_row_that_says_where_to_write_it():
     assert table["sglab:policy.traffic"] == "set from `sglab:traffic` (do not write it here)"
     assert not [key for key in table if key.startswith("sglab:policy.traffic.")]
     assert "sglab:traffic.levels" in table
+
+
+def test_a_default_that_follows_another_key_is_said_as_it_applies():
+    table = {key: default for key, _, default, _ in rows()}
+    assert table["sglab:load.endpoint"] == "`chat` for prompt sources suite, sharegpt, openai; `generate` otherwise"
