@@ -20,7 +20,7 @@ from sglab.core.untrusted import printable
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("results", help="list a stack's benchmark runs (pull in-cluster results, prune old ones)")
     p.add_argument("action", nargs="?", choices=["list", "pull", "prune"], default="list")
-    p.add_argument("--stack", required=True, help="stack name")
+    p.add_argument("--stack", required=True, help="a stack name under stacks/, or a path to a stack file")
     p.add_argument("--out", help="results root (default: results/ in the checkout, or $SGLAB_RESULTS_DIR)")
     p.add_argument("--namespace", help="pull: namespace of the result ConfigMaps (default: the stack's)")
     p.add_argument("--context", help="pull: kubeconfig context")
