@@ -8,6 +8,7 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from sglab.config import baseline_arm, candidate_arm, load_stack
 from sglab.load.server_info import get_server_info, live_mismatches
@@ -78,6 +79,23 @@ def test_a_stack_file_given_by_its_path_names_the_arm(tmp_path):
     assert name == "my-copy" and "--speculative-algorithm" in argv and "30123" in argv
     assert arm_command(STACK, "candidate", 30123)[0] == argv  # the same arm as the stack of that name
     assert use_stack_file("my-copy") == "my-copy"
+
+
+def test_each_arm_runs_on_its_node_of_the_stack_as_the_bench_places_it_and_node_moves_it():
+    """The bench's placement (baseline on the first of sim.nodes, candidate on the second) by default, so two
+    `sglab sim` report different machines; `--node` swaps them for the second run of a URL crossover."""
+    from sglab.cli import UsageError
+    from sglab.cli.sim import arm_command
+    from sglab.config import load_stack
+
+    first, second = list(load_stack(STACK).config.sim.nodes)
+    assert arm_command(STACK, "baseline", 30001)[1]["SGLAB_SIM_NODE"] == first
+    assert arm_command(STACK, "candidate", 30002)[1]["SGLAB_SIM_NODE"] == second
+    moved = arm_command(STACK, "baseline", 30001, node=second)[1]
+    assert moved["SGLAB_SIM_NODE"] == second
+    assert float(moved["SGLAB_SIM_NODE_SPEED"]) == load_stack(STACK).config.sim.nodes[second]
+    with pytest.raises(UsageError, match=f"--node elsewhere.*{first}"):
+        arm_command(STACK, "baseline", 30001, node="elsewhere")
 
 
 def _start_raw(argv: list[str], env: dict[str, str]) -> subprocess.Popen:
