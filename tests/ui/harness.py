@@ -48,15 +48,13 @@ def wait_until(check: Callable[[], object], timeout_s: float, what: str, interva
 
 
 def child_env(tmp_path: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The test's environment minus anything that would steer the child (UI, NCCL, simulator knobs)."""
+    """The test's environment minus anything that would steer the child (UI, NCCL, simulator knobs); its
+    temporary files (a UI session's logs) in the test's own directory."""
     env = without_server_env(os.environ, "SGLAB_UI_")
     env.update({"SGLAB_RESULTS_DIR": str(tmp_path / "results"), "SGLAB_UI_WINDOW_S": WINDOW_S,
-                "PYTHONUNBUFFERED": "1"})
+                "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp_path)})
     env.update(extra or {})
     return env
-
-
-_child_env = child_env  # older name
 
 
 @dataclass
