@@ -31,3 +31,28 @@ def test_the_help_ends_with_examples_that_parse() -> None:
     for words in commands:
         args = build_parser("bench").parse_args(words[1:])
         assert args.command == "bench" and args.stack, shlex.join(words)
+
+
+def test_options_that_pick_one_value_of_a_key_offer_the_keys_own_choices():
+    """--design, --arrival, --endpoint and the probe's --backend read their choices from the models they set."""
+    import typing
+
+    from sglab.cli import build_parser
+    from sglab.config.loadplan import LoadPlan, RateSpec
+    from sglab.config.policy import PromotionPolicy
+    from sglab.probe.spec import ProbeRunSpec
+
+    def literal(model, field):
+        annotation = model.model_fields[field].annotation
+        while typing.get_origin(annotation) is not typing.Literal:
+            annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+        return list(typing.get_args(annotation))
+
+    actions = {a.dest: a for a in bench_parser()._actions}
+    assert actions["design"].choices == literal(PromotionPolicy, "design")
+    assert actions["arrival"].choices == literal(RateSpec, "arrival")
+    assert actions["endpoint"].choices == literal(LoadPlan, "endpoint")
+    probe = build_parser("probe")._subparsers._group_actions[0].choices["probe"]
+    run = probe._subparsers._group_actions[0].choices["run"]
+    backend = next(a for a in run._actions if a.dest == "backend")
+    assert backend.choices == literal(ProbeRunSpec, "backend")

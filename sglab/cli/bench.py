@@ -17,10 +17,11 @@ import argparse
 import sys
 
 from sglab.cli import UsageError
-from sglab.cli.bounds import check_streams, fastest_time_scale, model_option
+from sglab.cli.bounds import check_streams, fastest_time_scale, model_choices, model_option
 from sglab.config.lints import raise_blocking, stack_lints
 from sglab.config.loader import load_stack
 from sglab.config.loadplan import LoadPlan, PromptSpec, RateSpec, TraceSpec
+from sglab.config.policy import PromotionPolicy
 from sglab.core.children import MAX_LOCUST_WORKERS, worker_count_problem
 from sglab.core.errors import guess
 from sglab.core.exits import INTERRUPTED, UNDECIDED, USAGE
@@ -87,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="discarded warm-up requests per arm and level")
     g = p.add_argument_group("where the arms run", "the design (default: policy.design); only servers sglab starts "
                              "(--target sim) or the benchmark Job's (--deployment) can be moved")
-    g.add_argument("--design", choices=["crossover", "switchback", "parallel"],
+    g.add_argument("--design", choices=model_choices(PromotionPolicy, "design"),
                    help="crossover swaps their nodes every --period-rounds rounds, switchback serves one arm at a "
                    "time on one node (ABBA), parallel keeps each on its own node")
     g.add_argument("--period-rounds", type=model_option(LoadPlan, "period_rounds", "load.period-rounds"),
@@ -106,7 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "trace (replay); default: the stack's load.profile")
     g.add_argument("--rates", type=model_option(RateSpec, "levels", "load.rate.levels"),
                    help="rate profile: comma-separated requests/s, e.g. 1,4,16 (default: load.rate.levels)")
-    g.add_argument("--arrival", choices=["poisson", "constant"], help="rate profile: arrival process")
+    g.add_argument("--arrival", choices=model_choices(RateSpec, "arrival"), help="rate profile: arrival process")
     g.add_argument("--max-in-flight", type=model_option(RateSpec, "max_in_flight", "load.rate.max-in-flight"),
                    help="rate/trace profile: cap on requests in flight")
     g.add_argument("--trace", help="trace profile: JSONL trace file (timestamp_s, prompt|messages, output_tokens)")
@@ -123,7 +124,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "field:NAME (a field of each row) or one fixed label")
     g.add_argument("--prompt-limit", type=model_option(PromptSpec, "limit", "load.prompts.limit"), metavar="N",
                    help="suite/sharegpt/openai: at most N prompts (load.prompts.limit)")
-    g.add_argument("--endpoint", choices=["chat", "generate"],
+    g.add_argument("--endpoint", choices=model_choices(LoadPlan, "endpoint"),
                    help="chat (the model's chat template) or generate (raw text); default: load.endpoint, which "
                    "follows the prompt source (chat for suite, sharegpt, openai)")
     g.add_argument("--natural-stop", action=argparse.BooleanOptionalAction, default=None,

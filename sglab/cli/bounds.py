@@ -70,6 +70,15 @@ def _refusal(exc: ValidationError, key: str, shown: str) -> argparse.ArgumentTyp
     return argparse.ArgumentTypeError(f"{printable(shown, limit=40)!r}: {message} (the limit of {key})")
 
 
+def model_choices(model: type[BaseModel], field: str) -> list[str]:
+    """argparse `choices=`: the values a Literal field takes (`X | None` included), read from the model, so the
+    option and the stack key cannot offer different ones."""
+    annotation: Any = model.model_fields[field].annotation
+    while typing.get_origin(annotation) is not typing.Literal:
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    return [str(value) for value in typing.get_args(annotation)]
+
+
 def model_option(model: type[BaseModel], field: str, key: str, *, item: bool = False) -> Callable[[str], Any]:
     """argparse `type=`: the option's text as `model.field` accepts it; a list field takes comma-separated
     items (`--concurrency 1,4,16`), or with `item` one value as an item of it (`--users 8`)."""

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from sglab.cli import UsageError
-from sglab.cli.bounds import model_option
+from sglab.cli.bounds import model_choices, model_option
 from sglab.config.loader import load_stack
 from sglab.core.untrusted import printable
 
@@ -30,9 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     run = actions.add_parser("run", help="run the probe on this machine (python -m sglab.probe.nccl)")
     run.add_argument("--stack", required=True)
-    run.add_argument("--backend", choices=["nccl", "gloo"])
     from sglab.probe.spec import ProbeRunSpec
 
+    run.add_argument("--backend", choices=model_choices(ProbeRunSpec, "backend"))
     run.add_argument("--world-size", type=model_option(ProbeRunSpec, "world_size", "the probe's world size"))
     run.add_argument("--samples", type=model_option(ProbeRunSpec, "samples", "sglab:probe.samples"))
     run.add_argument("--out", type=Path)
