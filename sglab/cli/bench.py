@@ -17,7 +17,7 @@ import argparse
 import sys
 
 from sglab.cli import UsageError
-from sglab.cli.bounds import check_streams, fastest_time_scale, model_choices, model_option
+from sglab.cli.bounds import check_streams, fastest_time_scale, model_choices, model_option, time_scale_option
 from sglab.config.lints import raise_blocking, stack_lints
 from sglab.config.loader import load_stack
 from sglab.config.loadplan import LoadPlan, PromptSpec, RateSpec, TraceSpec
@@ -140,7 +140,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("simulators", "--target sim only")
     g.add_argument("--sim-env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra SGLAB_SIM_* knob for the simulators (recorded in the result)")
-    g.add_argument("--time-scale", type=float,
+    g.add_argument("--time-scale", type=time_scale_option,
                    help="simulator time scale (tok/s measured are scaled; recorded in the result)")
     g = p.add_argument_group("output")
     g.add_argument("--out", help="results root (default: results/ in the checkout, or $SGLAB_RESULTS_DIR)")
@@ -255,24 +255,14 @@ def _sim_env(pairs: list[str], time_scale: float | None) -> dict[str, str]:
             raise UsageError(f"--sim-env {key}: the simulator has no such knob"
                              + (f" (did you mean {near}?)" if near else f"; knobs: {', '.join(known)}"))
         env[key] = value
-    if time_scale is not None:
+    if "SGLAB_SIM_TIME_SCALE" in env:  # the same bound as --time-scale's
+        try:
+            time_scale_option(env["SGLAB_SIM_TIME_SCALE"])
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"--sim-env SGLAB_SIM_TIME_SCALE: {exc}") from None
+    if time_scale is not None:  # checked by its option's type
         env["SGLAB_SIM_TIME_SCALE"] = f"{time_scale:g}"
-    if "SGLAB_SIM_TIME_SCALE" in env:
-        _check_time_scale(env["SGLAB_SIM_TIME_SCALE"], "--time-scale" if time_scale is not None else "--sim-env")
     return env
-
-
-def _check_time_scale(text: str, option: str) -> None:
-    """The simulators' time scale, bounded to what they model faithfully (sglab/sglang/sim_knobs.py)."""
-    from sglab.sglang.sim_knobs import time_scale_problem
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"{option}: time scale {text!r} is not a number") from None
-    problem = time_scale_problem(value)
-    if problem is not None:
-        raise UsageError(f"{option}: {problem}")
 
 
 def _refuse_ungated_run(loaded, plan) -> None:

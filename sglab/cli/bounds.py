@@ -70,6 +70,22 @@ def _refusal(exc: ValidationError, key: str, shown: str) -> argparse.ArgumentTyp
     return argparse.ArgumentTypeError(f"{printable(shown, limit=40)!r}: {message} (the limit of {key})")
 
 
+def time_scale_option(text: str) -> float:
+    """argparse `type=` of every `--time-scale`: a number within the range the simulator models faithfully
+    (sglab/sglang/sim_knobs.py); the streams x scale bound is checked once the run's streams are known
+    (check_streams)."""
+    from sglab.sglang.sim_knobs import time_scale_problem
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"time scale {printable(text, limit=40)!r} is not a number") from None
+    problem = time_scale_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
 def model_choices(model: type[BaseModel], field: str) -> list[str]:
     """argparse `choices=`: the values a Literal field takes (`X | None` included), read from the model, so the
     option and the stack key cannot offer different ones."""

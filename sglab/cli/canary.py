@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from sglab.cli import UsageError
-from sglab.cli.bounds import bound, model_option
+from sglab.cli.bounds import bound, model_option, time_scale_option
 from sglab.config.loadplan import LoadPlan
 from sglab.config.serving import CanaryJudge
 from sglab.core.exits import USAGE
@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                 "pod, each at the same load)")
     rehearsal.add_argument("--users", type=model_option(LoadPlan, "concurrency", "load.concurrency", item=True),
                            default=8, help="concurrent Locust users in all")
-    rehearsal.add_argument("--time-scale", type=_positive(float, 1000), default=4.0,
+    rehearsal.add_argument("--time-scale", type=time_scale_option, default=4.0,
                            help="simulator speed-up, 0.25 to 10 and at most 48 users x scale (within them gains "
                                 "and accept lengths do not depend on it)")
     rehearsal.add_argument("--window-s", type=_positive(float, bound(CanaryJudge, "window_s")), default=5.0,

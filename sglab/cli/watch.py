@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from sglab.cli import UsageError
-from sglab.cli.bounds import bound, model_option
+from sglab.cli.bounds import bound, model_option, time_scale_option
 from sglab.cli.canary import _positive
 from sglab.config.loadplan import LoadPlan
 from sglab.config.serving import CanaryJudge, Watch
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sim.add_argument("--shift-to", help="after --shift-after windows, send mostly this suite category")
     sim.add_argument("--shift-after", type=_positive(int, bound(CanaryJudge, "max_windows")), default=10)
     sim.add_argument("--shift-share", type=float, default=1.0, help="its share of requests after the shift")
-    sim.add_argument("--time-scale", type=_positive(float, 1000), default=4.0)
+    sim.add_argument("--time-scale", type=time_scale_option, default=4.0)
     sim.add_argument("--window-s", type=_positive(float, bound(CanaryJudge, "window_s")), default=5.0)
     sim.add_argument("--scrape-interval-s", type=_positive(float, 60), default=1.0)
     p.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)

@@ -38,6 +38,17 @@ def test_bench_refuses_it_through_sim_env(capsys: pytest.CaptureFixture[str]) ->
     assert "--sim-env" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", [["sweep", "--stack", "eagle-sweep"], ["watch", "--stack", "production",
+                                     "--target", "sim"], ["canary", "--stack", "production", "--target", "sim"]])
+def test_every_time_scale_option_refuses_it_as_it_is_parsed(command: list[str],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """One option type (sglab/cli/bounds.py time_scale_option) for every command's --time-scale."""
+    for value in ("50", "nan", "abc"):
+        assert main([*command, "--time-scale", value]) == 2
+        err = capsys.readouterr().err
+        assert "--time-scale" in err and ("0.25 to 10" in err or "is not a number" in err), err
+
+
 def test_sweep_refuses_it() -> None:
     done = subprocess.run([sys.executable, "-m", "sglab.cli", "sweep", "--stack", "eagle-sweep", "--time-scale", "200"],
                           capture_output=True, text=True, timeout=120)
