@@ -49,6 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="sim (default): start one `sglab sim` per arm; urls: use --baseline-url/--candidate-url")
     g.add_argument("--baseline-url", help="URL of a running baseline server")
     g.add_argument("--candidate-url", help="URL of a running candidate server")
+    g.add_argument("--skip-live-check", action="store_true",
+                   help="servers that do not serve SGLang's /get_server_info: measure without comparing their live "
+                   "flags with the stack; such a run never promotes (its verdict names the blocker)")
     kind = g.add_mutually_exclusive_group()
     kind.add_argument("--aa", action="store_true", help="A/A check: two identical baseline servers")
     kind.add_argument("--attribute", action="store_true",
@@ -147,7 +150,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--result-configmap", metavar="NAME",
                    help="in-cluster: also store the result in this pre-created ConfigMap (the benchmark Job)")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
-    g.add_argument("--skip-live-check", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
