@@ -45,8 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("what is compared",
                              "the stack's arms on simulators (default), or servers already running")
     g.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml) or the path of a stack file")
-    g.add_argument("--target", choices=["sim", "urls"], default=None,
-                   help="sim (default): start one `sglab sim` per arm; urls: use --baseline-url/--candidate-url")
+    g.add_argument("--target", choices=["sim", "urls", "in-cluster"], default=None,
+                   help="sim (default): start one `sglab sim` per arm; urls: use --baseline-url/--candidate-url; "
+                   "in-cluster: the benchmark Job, against the arms' Services (it may move them, --deployment, "
+                   "and store its result, --result-configmap)")
     g.add_argument("--baseline-url", help="URL of a running baseline server")
     g.add_argument("--candidate-url", help="URL of a running candidate server")
     g.add_argument("--skip-live-check", action="store_true",
@@ -300,11 +302,11 @@ def build_request(args: argparse.Namespace):
     urls_given = bool(args.baseline_url or args.candidate_url)
     target = args.target or ("urls" if urls_given else "sim")
     urls: dict[str, str] = {}
-    if target == "urls":
+    if target in ("urls", "in-cluster"):
         if kind == "attribute":
             raise UsageError("--attribute needs four servers: run it with --target sim")
         if not args.baseline_url or (kind == "ab" and not args.candidate_url):
-            raise UsageError("--target urls needs --baseline-url and --candidate-url")
+            raise UsageError(f"--target {target} needs --baseline-url and --candidate-url")
         # A/A against a deployment: the second arm is a second baseline server when given, else the same one
         urls = {"baseline": args.baseline_url, "candidate": args.candidate_url or args.baseline_url}
     elif urls_given:
@@ -337,8 +339,9 @@ def build_request(args: argparse.Namespace):
         sim_env["SGLAB_SIM_TIME_SCALE"] = f"{fastest_time_scale(QUICK_SIM_TIME_SCALE, plan, args.workers):g}"
     if target == "sim":
         check_streams(loaded, plan, sim_env, args.workers)
-    if args.result_configmap and target == "urls":
-        target = "in-cluster"  # the benchmark Job, against the arms' Services
+    if args.result_configmap and target != "in-cluster":
+        raise UsageError("--result-configmap stores the benchmark Job's result for the Pulumi program: it goes with "
+                         "--target in-cluster")
     deployments = _deployments(args.deployment, target, list(urls))
     if args.crossover_of and (target != "urls" or kind != "ab"):
         raise UsageError("--crossover-of joins two A/B runs of servers given by URL (--baseline-url and "
@@ -356,7 +359,7 @@ def _deployments(given: list[str], target: str, arms: list[str]) -> dict[str, st
     if not given:
         return {}
     if target != "in-cluster":
-        raise UsageError("--deployment moves the arms of the benchmark Job: it goes with --result-configmap and "
+        raise UsageError("--deployment moves the arms of the benchmark Job: it goes with --target in-cluster and "
                          "the arms' --baseline-url/--candidate-url")
     found: dict[str, str] = {}
     for item in given:

@@ -135,7 +135,7 @@ def bench_command(stack: StackConfig, stack_name: str, result_configmap: str) ->
         return sweep_command(stack, stack_name, result_configmap, wave)
     base, cand = baseline_arm(stack), candidate_arm(stack)
     command = [
-        "sglab", "bench", "--stack", stack_name,
+        "sglab", "bench", "--stack", stack_name, "--target", "in-cluster",
         "--baseline-url", arm_url(stack, "baseline", base.port),
         "--candidate-url", arm_url(stack, "candidate", cand.port),
         RESULT_CONFIGMAP_FLAG, result_configmap,

@@ -255,16 +255,32 @@ def test_the_bench_takes_one_deployment_per_arm_and_only_in_the_cluster():
     def request(*words: str):
         return build_request(build_parser("bench").parse_args(["bench", "--stack", "eagle-nccl-ll", *words]))
 
-    found = request(*urls, "--result-configmap", "sglab-result-x", "--deployment", "baseline=sglang-baseline",
-                    "--deployment", "candidate=sglang-candidate")
+    job = ["--target", "in-cluster", *urls, "--result-configmap", "sglab-result-x"]
+    found = request(*job, "--deployment", "baseline=sglang-baseline", "--deployment", "candidate=sglang-candidate")
     assert found.target_kind == "in-cluster"
     assert found.deployments == {"baseline": "sglang-baseline", "candidate": "sglang-candidate"}
-    with pytest.raises(UsageError, match="goes with --result-configmap"):
+    with pytest.raises(UsageError, match="goes with --target in-cluster"):
         request(*urls, "--deployment", "baseline=a", "--deployment", "candidate=b")
     with pytest.raises(UsageError, match="one per arm"):
-        request(*urls, "--result-configmap", "x", "--deployment", "baseline=a")
+        request(*job, "--deployment", "baseline=a")
     with pytest.raises(UsageError, match="ARM one of baseline, candidate"):
-        request(*urls, "--result-configmap", "x", "--deployment", "leader=a", "--deployment", "baseline=b")
+        request(*job, "--deployment", "leader=a", "--deployment", "baseline=b")
+
+
+def test_the_in_cluster_target_is_said_never_implied_by_where_the_result_is_stored():
+    from sglab.cli import UsageError, build_parser
+    from sglab.cli.bench import build_request
+
+    urls = ["--baseline-url", "http://sglang-baseline:30000", "--candidate-url", "http://sglang-candidate:30000"]
+
+    def request(*words: str):
+        return build_request(build_parser("bench").parse_args(["bench", "--stack", "eagle-nccl-ll", *words]))
+
+    assert request("--target", "in-cluster", *urls).target_kind == "in-cluster"
+    with pytest.raises(UsageError, match="--result-configmap.*--target in-cluster"):
+        request(*urls, "--result-configmap", "sglab-result-x")  # it used to switch the target silently
+    with pytest.raises(UsageError, match="--target in-cluster needs --baseline-url and --candidate-url"):
+        request("--target", "in-cluster")
 
 
 def test_a_sweep_waves_job_may_read_where_every_slot_runs_so_its_evidence_names_their_nodes():
