@@ -54,7 +54,9 @@ def test_locust_sends_the_api_key(tmp_path, env: dict[str, str], failing: bool) 
             cwd=ROOT, env=child_env(env), capture_output=True, text=True, timeout=60)
     rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(open(f"{prefix}_stats.csv"))}
     main = rows[("POST", "candidate /v1/chat/completions")]
-    assert int(main["Request Count"]) >= 3
+    # how many requests fit in the 3 s is the machine's business (a loaded one started Locust late and sent one);
+    # what is tested is that every one of them carried the key, or failed without it
+    assert int(main["Request Count"]) >= 1
     assert (int(main["Failure Count"]) == int(main["Request Count"])) if failing else \
         (int(main["Failure Count"]) == 0 and proc.returncode == 0), proc.stderr[-2000:]
     assert "user-key" not in proc.stdout + proc.stderr
