@@ -8,8 +8,8 @@
 #   rest    everything else under tests/ (a new directory lands here by itself).
 # The last three import Locust before pytest starts: its gevent monkey-patching must come before anything imports
 # ssl (httpx, urllib3), or importing Locust later in the process ends in a RecursionError.
-# Each group's output is printed whole when the group ends; the exit status is the worst of the four, and the
-# last line adds their counts up.
+# Each group's output (with its 12 slowest tests: where the suite's time goes) is printed whole when the group
+# ends; the exit status is the worst of the four, and the last line adds their counts up.
 set -u
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -23,7 +23,8 @@ trap 'rm -rf "$logs"' EXIT
 declare -A pids
 run() {  # name, what the interpreter runs first, pytest arguments...
   local name=$1 first=$2; shift 2
-  "$PY" -c "$first"'import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))' -q -ra -p no:cacheprovider "$@" \
+  "$PY" -c "$first"'import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))' -q -ra -p no:cacheprovider \
+    --durations=12 "$@" \
     >"$logs/$name.log" 2>&1 &
   pids[$name]=$!
 }
