@@ -52,7 +52,7 @@ def state_of(root: Path, stack: str) -> tuple[Path, dict]:
 
 def test_known_best_wins_after_a_resume_and_its_confirmation_promotes(root: Path) -> None:
     write_stack(root, "pick", {"num-steps": [1, 3], "num-draft-tokens": "steps+1", "max-rounds": 12,
-                               "confirm-rounds": 20,
+                               "confirm-rounds": 20, "calibration-rounds": 4,
                                "nccl-variants": {"default": {}, "LL": {"NCCL_PROTO": "LL"}},
                                "quick-arms": ["s1-k1-d2", "s1-k1-d2-LL", "s3-k1-d4-LL"]},
                 policy={"metric": "output_tok_per_s", "ttft-p99-max-increase": NO_TTFT_GUARD, "design": "parallel"},
@@ -100,8 +100,8 @@ def test_known_best_wins_after_a_resume_and_its_confirmation_promotes(root: Path
     assert indices == list(range(len(indices))) and len(indices) > max(done_before) + 1
     record = state["records"]["1"]
     assert record["off_plan"] == []  # every round measured what the race asked for, across the resume
-    block = record["calibration_rounds"]  # the baseline config on the slot node first: the default 8 rounds
-    assert block == 8 and [o["node"] for o in record["calibration"]] == ["sim-node-b"]
+    block = record["calibration_rounds"]  # the baseline config on the slot node first
+    assert block == 4 and [o["node"] for o in record["calibration"]] == ["sim-node-b"]
     assert {a["node"] for a in record["arms"]} == {"sim-node-b"} and record["baseline_node"] == "sim-node-a"
     for i in indices:  # no arm twice; the screening rounds run the baseline and every arm
         arms = [r.arm for r in level.rounds if r.round_index == i]
@@ -140,7 +140,7 @@ def test_known_best_wins_after_a_resume_and_its_confirmation_promotes(root: Path
 
 def test_no_arm_better_than_the_baseline_ends_without_a_promotable_run(root: Path) -> None:
     write_stack(root, "none", {"num-steps": [1, 2], "num-draft-tokens": "steps+1", "max-rounds": 10,
-                               "confirm-rounds": 6})
+                               "confirm-rounds": 6, "calibration-rounds": 4})
     gains = model_gains(load_stack("none", root))
     assert max(gains.values()) < -0.05
     proc = sweep(root, ["--stack", "none", "--quick"])
