@@ -5,6 +5,7 @@
     sglab sweep --stack eagle-sweep --resume RUN       # continue an interrupted sweep
     sglab sweep --stack eagle-sweep --probe PROBE_RUN  # leave out NCCL variants the probe shows slower
     sglab sweep --stack S --target urls --baseline-url U --arm-url NAME=URL ...   # deployed arms (a wave)
+    sglab sweep --stack S --target in-cluster ... --result-configmap NAME        # the same, as a wave's Job
     sglab sweep --stack S --target cluster --next      # the next wave, the confirmation, or a resume (pulumi)
 """
 
@@ -43,9 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="simulator time scale (default: the stack's; --quick: 10)")
     p.add_argument("--out", help="results root (default: results/ or $SGLAB_RESULTS_DIR)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--target", choices=["sim", "urls", "cluster"], default=None,
+    p.add_argument("--target", choices=["sim", "urls", "in-cluster", "cluster"], default=None,
                    help="sim (default): one `sglab sim` per arm; urls: deployed servers (--baseline-url, --arm-url); "
-                        "cluster: the in-cluster waves, with --next")
+                        "in-cluster: a wave's benchmark Job against its slots (with --result-configmap); "
+                        "cluster: run the in-cluster waves from here, with --next")
     p.add_argument("--next", action="store_true", help="with --target cluster: print and run the sweep's next step "
                    "(pulumi config + pulumi up: wave 1, the next wave, the confirmation, or a resume)")
     p.add_argument("--dry-run", action="store_true", help="with --next: print the commands, run none")
@@ -100,14 +102,15 @@ def _urls(args) -> dict[str, str]:
     """arm name -> URL for --target urls ("baseline" included); empty for simulators."""
     given = bool(args.baseline_url or args.arm_url)
     target = args.target or ("urls" if given else "sim")
+    if args.result_configmap and target != "in-cluster":
+        raise UsageError("--result-configmap stores a wave's result for the Pulumi program: it goes with --target "
+                         "in-cluster (the wave's benchmark Job, against its slots)")
     if target == "sim":
         if given:
             raise UsageError("--baseline-url/--arm-url go with --target urls (or leave --target out)")
-        if args.result_configmap:
-            raise UsageError("--result-configmap is for the benchmark Job, against deployed arms (--target urls)")
         return {}
     if not args.baseline_url or not args.arm_url:
-        raise UsageError("--target urls needs --baseline-url and at least one --arm-url NAME=URL")
+        raise UsageError(f"--target {target} needs --baseline-url and at least one --arm-url NAME=URL")
     if args.time_scale is not None:
         raise UsageError("--time-scale sets the simulators' speed; with --target urls the servers run as deployed")
     urls = {"baseline": args.baseline_url}
@@ -192,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.no_progress and sys.stderr.isatty()
     out = Path(args.out) if args.out else None
     urls = _urls(args)
-    target = ("in-cluster" if args.result_configmap else "urls") if urls else "sim"
+    target = (args.target or "urls") if urls else "sim"
     try:
         if args.resume:
             run_dir = _run_dir(loaded, args)

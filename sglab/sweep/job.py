@@ -18,7 +18,7 @@ def sweep_command(stack: StackConfig, stack_name: str, result_configmap: str, wa
     """`sglab sweep` against the baseline and this wave's arm Services; no confirmation (it needs the winner's
     NCCL variant on both arms: a deployment of its own, docs/sweep.md)."""
     base = baseline_arm(stack)
-    command = ["sglab", "sweep", "--stack", stack_name, "--target", "urls",
+    command = ["sglab", "sweep", "--stack", stack_name, "--target", "in-cluster",
                "--baseline-url", service_url(stack.namespace, "baseline", base.port)]
     for a in wave.arms:
         command += [ARM_URL_FLAG, f"{a.arm.name}=http://{release_host(stack.namespace, a.release)}:{a.arm.arm.port}"]

@@ -129,7 +129,7 @@ def test_the_benchmark_job_runs_the_sweep_against_the_wave_services(waves):
     plan = benchmark_plan(stack, STACK)
     command = plan.job["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[:4] == ["sglab", "sweep", "--stack", STACK]
-    assert command[command.index("--target") + 1] == "urls"
+    assert command[command.index("--target") + 1] == "in-cluster"
     assert command[command.index("--baseline-url") + 1] == waves[2].outputs["baseline_url"]
     given = dict(command[i + 1].split("=", 1) for i, part in enumerate(command) if part == ARM_URL_FLAG)
     assert given == {name: entry["url"] for name, entry in waves[2].outputs["sweep_arms"].items()}

@@ -137,7 +137,9 @@ def test_a_url_that_serves_another_config_is_refused_before_any_round(root, tmp_
       "s1-k1-d2=http://b"], ["twice"]),
     (["--baseline-url", "http://127.0.0.1:9", ARM_URL_FLAG, "s1-k1-d2=http://a", "--time-scale", "5"],
      ["--time-scale"]),
-    (["--target", "sim", RESULT_CONFIGMAP_FLAG, "cm"], ["--result-configmap"]),
+    (["--target", "sim", RESULT_CONFIGMAP_FLAG, "cm"], ["--result-configmap", "--target in-cluster"]),
+    (["--baseline-url", "http://127.0.0.1:9", ARM_URL_FLAG, "s1-k1-d2=http://a", RESULT_CONFIGMAP_FLAG, "cm"],
+     ["--result-configmap", "--target in-cluster"]),  # never a silent switch of the target
 ])
 def test_bad_url_arguments_are_refused_with_exit_2(root, monkeypatch, capsys, args, words):
     name = wave_stack(root)
