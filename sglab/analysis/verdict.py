@@ -254,7 +254,7 @@ def next_step(v: Verdict) -> str | None:
         if v.method == "sequential":
             # a re-run of the pair continues this sequence (sglab/analysis/accumulate.py), so its error rate holds
             # across runs; a fresh sequence per re-run would not
-            return f"sglab bench --stack {v.stack} --max-rounds {max(v.more_rounds, 1)}"
+            return f"sglab bench --stack {v.stack} --rounds {max(v.more_rounds, 1)}"
         return f"sglab bench --stack {v.stack} --rounds {done + v.more_rounds}"
     return None
 

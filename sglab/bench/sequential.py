@@ -33,8 +33,8 @@ MAX_ROUNDS_FACTOR = 2  # default max rounds: twice load.rounds (docs/verdict.md 
 
 
 def max_rounds_for(plan_rounds: int, *, max_rounds: int | None = None, rounds_given: bool = False) -> int:
-    """The most rounds a sequential level may get: --max-rounds, else an explicit --rounds (a budget the run
-    may stop short of, never exceed), else MAX_ROUNDS_FACTOR x load.rounds."""
+    """The most rounds a sequential level may get: `max_rounds` (the bench's --rounds: a budget the run may stop
+    short of, never exceed), else load.rounds when it was given, else MAX_ROUNDS_FACTOR x load.rounds."""
     if max_rounds is not None:
         return max_rounds
     return plan_rounds if rounds_given else MAX_ROUNDS_FACTOR * plan_rounds
@@ -166,7 +166,7 @@ def run_sequential(request: BenchRequest, *, max_rounds: int | None = None, roun
                    earlier_levels: list | None = None):
     """run_bench with the sequential stop at the sequential levels; returns (result, run_dir).
 
-    `max_rounds` is --max-rounds (refused below policy.min-rounds: it could never decide); `rounds_given`
+    `max_rounds` is the bench's --rounds (refused below policy.min-rounds: it could never decide); `rounds_given`
     says load.rounds came from --rounds, which is then the most rounds (see max_rounds_for); `target_policy`
     the promotion target's policy (its gated levels run sequentially too); `earlier` the continued sequence's
     log-ratios per level and `sequence` its record (sglab/analysis/accumulate.py), saved with every round;
@@ -175,7 +175,7 @@ def run_sequential(request: BenchRequest, *, max_rounds: int | None = None, roun
 
     min_rounds = request.loaded.config.policy.min_rounds
     if max_rounds is not None and max_rounds < min_rounds:
-        raise RefusedError(f"--max-rounds {max_rounds} is below policy.min-rounds {min_rounds}; "
+        raise RefusedError(f"--rounds {max_rounds} is below policy.min-rounds {min_rounds}; "
                            "give at least that many")
     limit = max_rounds_for(request.plan.rounds, max_rounds=max_rounds, rounds_given=rounds_given)
     # the recorded plan says what the run may measure: up to `limit` rounds at the sequential levels

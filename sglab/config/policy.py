@@ -34,7 +34,7 @@ class PromotionPolicy(Model):
     confidence: Annotated[float, Field(gt=0.5, lt=1, allow_inf_nan=False)] = 0.95
     # How the per-round interval is computed at the gated levels (sglab/analysis/stats.py; docs/verdict.md
     # measures them). sequential: the anytime-valid confidence sequence, and `sglab bench` stops a gated
-    # level once it decides (--max-rounds); paired-t / bootstrap: fixed-n intervals, read once.
+    # level once it decides (at most the bench's --rounds); paired-t / bootstrap: fixed-n intervals, read once.
     method: Literal["paired-t", "bootstrap", "sequential"] = "sequential"
     # The sequence's floor and holds (sglab/analysis/assumptions.py CHECKS; docs/verdict.md (f) measures both).
     # standard: promotion from round 10, fast, but 6% of A/A runs on strongly dependent rounds (AR(1) rho 0.8)

@@ -248,7 +248,7 @@ def test_futility_does_not_give_up_on_a_clear_loser_that_a_few_more_rounds_rejec
 
 
 def test_an_inconclusive_sequential_run_asks_for_the_rounds_its_sequence_needs() -> None:
-    """The fixed-n formula under-counts what a confidence sequence needs; the advice names --max-rounds."""
+    """The fixed-n formula under-counts what a confidence sequence needs; the advice names --rounds."""
     from sglab.analysis.power import rounds_to_decide
     from sglab.analysis.synthetic import synthetic_result
     from sglab.analysis.verdict import judge, next_step
@@ -260,4 +260,4 @@ def test_an_inconclusive_sequential_run_asks_for_the_rounds_its_sequence_needs()
     v = judge(synthetic_result(gain=0.012, levels=(1,), rounds=6, round_cv=0.02), PromotionPolicy(method="sequential"))
     assert v.outcome == "inconclusive" and v.more_rounds
     step = next_step(v)
-    assert step is not None and "--max-rounds" in step and "--rounds " not in step
+    assert step is not None and f"--rounds {v.more_rounds}" in step and "--max-rounds" not in step

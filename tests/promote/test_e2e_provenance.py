@@ -20,7 +20,7 @@ from sglab.sim.testing import running_sim
 
 pytestmark = pytest.mark.slow
 STACK = "eagle-nccl-ll"
-SMALL = ["--quick", "--concurrency", "1", "--max-rounds", "3", "--round-requests", "4", "--warmup-requests", "0",
+SMALL = ["--quick", "--concurrency", "1", "--rounds", "3", "--round-requests", "4", "--warmup-requests", "0",
          "--prompts", "random", "--max-new-tokens", "16", "--no-progress"]
 
 

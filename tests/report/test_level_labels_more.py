@@ -182,12 +182,12 @@ def test_a_rate_sweeps_ranking_says_req_per_s() -> None:
 
 # ---- the bench help ----------------------------------------------------------------------------------
 
-def test_bench_help_says_what_rounds_and_max_rounds_do_under_sequential() -> None:
+def test_one_rounds_option_says_what_it_does_under_sequential_and_fixed_rounds() -> None:
     bench = build_parser("bench")._subparsers._group_actions[0].choices["bench"]
     helps = {a.dest: " ".join(a.help.split()) for a in bench._actions if a.dest in ("rounds", "max_rounds")}
-    assert "sequential" in helps["rounds"] and "cap" in helps["rounds"], helps
-    assert "--max-rounds" in helps["rounds"], helps
-    assert "overrides --rounds" in helps["max_rounds"] and "2 x load.rounds" in helps["max_rounds"], helps
+    assert set(helps) == {"rounds"}, helps  # no second option that patches it
+    assert "sequential" in helps["rounds"] and "the most each may run" in helps["rounds"], helps
+    assert "2 x load.rounds" in helps["rounds"] and "exactly that many" in helps["rounds"], helps
 
 
 def test_the_judged_verdict_names_rate_levels_in_its_crossover_and_guards() -> None:
