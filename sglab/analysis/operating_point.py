@@ -42,7 +42,7 @@ def slo_targets(policy: PromotionPolicy) -> metrics.SloTargets | None:
 def level_label(result: RunResult) -> str:
     """The run's load profile (what a level is): concurrency, rate or trace."""
     plan = result.load_plan
-    profile = (plan.get("profile") if plan is not None else None) or result.loadgen.get("profile")
+    profile = (plan.get("profile") if plan is not None else None) or result.loadgen.profile
     return str(profile or "concurrency")
 
 

@@ -64,9 +64,9 @@ def _state(result: RunResult) -> str:
 
         alive = owner_alive(result.loadgen)
         if alive is False:
-            return f"abandoned (its bench process {result.loadgen.get('pid')} is gone)"
-        if alive is None and result.loadgen.get("host"):
-            return f"no (running on {result.loadgen['host']}?)"
+            return f"abandoned (its bench process {result.loadgen.pid} is gone)"
+        if alive is None and result.loadgen.host:
+            return f"no (running on {result.loadgen.host}?)"
         return "no (running)"
     return f"no ({result.incomplete_reason})" if result.incomplete_reason else "no"
 

@@ -11,6 +11,8 @@ import os
 import socket
 from pathlib import Path
 
+from sglab.schema.result import LoadGen
+
 PID_MAX = 4_194_304  # Linux's largest pid_max
 
 
@@ -29,9 +31,9 @@ def this_process() -> dict:
     return {"pid": pid, "host": socket.gethostname(), "process_started": process_started(pid)}
 
 
-def owner_alive(owner: dict) -> bool | None:
-    pid, host = owner.get("pid"), owner.get("host")
-    if not isinstance(pid, int) or not 0 < pid <= PID_MAX or not host:  # a result's record, not trusted
+def owner_alive(owner: LoadGen) -> bool | None:
+    pid, host = owner.pid, owner.host
+    if pid is None or pid > PID_MAX or not host:  # a result's record (its type checked when it was read)
         return None
     if host != socket.gethostname():
         return None
@@ -41,7 +43,7 @@ def owner_alive(owner: dict) -> bool | None:
         return False
     except PermissionError:
         pass  # exists, owned by someone else
-    recorded, now = owner.get("process_started"), process_started(pid)
+    recorded, now = owner.process_started, process_started(pid)
     if recorded is not None and now is not None and recorded != now:
         return False
     try:

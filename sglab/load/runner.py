@@ -41,7 +41,7 @@ from sglab.load.targets import Targets, free_port
 from sglab.load.users import ArmUser, SegmentPacing, get_pacing, set_pacing, set_settings
 from sglab.load.watchdog import ArmWatch, stall_timeout_s, touch, wire_count
 from sglab.results.integrity import planned
-from sglab.schema.result import ArmInfo, DesignRecord, LevelResult, RunResult, Target
+from sglab.schema.result import ArmInfo, DesignRecord, LevelResult, LoadGen, RunResult, Target
 from sglab.results.store import create_run_dir, git_commit, new_run_id, utc_now_iso, write_result
 
 SETTLE_TIMEOUT_S = 30.0
@@ -132,9 +132,9 @@ class BenchRun:
             integrity=planned({level: self.rounds_at(level) for level in self.profile.levels()}),
             load_plan=self.plan.model_dump(mode="json", by_alias=False),
             policy=stack.config.policy.model_dump(mode="json", by_alias=False),
-            loadgen={"tool": "locust", "locust_version": locust_version, "user_class": "FastHttpUser",
-                     "workers": self.request.workers, "endpoint": self.plan.endpoint,
-                     "profile": self.profile.name, **this_process()},
+            loadgen=LoadGen(tool="locust", locust_version=locust_version, user_class="FastHttpUser",
+                            workers=self.request.workers, endpoint=self.plan.endpoint, profile=self.profile.name,
+                            **this_process()),
         )
 
     def save(self, result: RunResult) -> None:

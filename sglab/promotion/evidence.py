@@ -136,9 +136,8 @@ def check_producer(source: LoadedStack, result: RunResult, target: LoadedStack) 
             raise PromotionRefused(f"the {name} stack requests {gpus} GPUs per node (placement.gpus-per-node), so it "
                                    "is a GPU config whatever its backend, and simulator evidence never changes one",
                                    real_evidence_fix(source.name))
-        closed = (result.loadgen.get("profile") or "concurrency") == "concurrency" and result.levels
-        workers = result.loadgen.get("workers") if isinstance(result.loadgen.get("workers"), int) else 0
-        streams = -(-max(lv.concurrency for lv in result.levels) // max(1, workers)) if closed else None
+        closed = (result.loadgen.profile or "concurrency") == "concurrency" and result.levels
+        streams = -(-max(lv.concurrency for lv in result.levels) // max(1, result.loadgen.workers)) if closed else None
         problem = time_scale_problem(producer.time_scale, streams) if producer.time_scale is not None else None
         if problem is not None:
             raise PromotionRefused(f"run {run} ran the simulators at time scale {producer.time_scale:g}: {problem}",

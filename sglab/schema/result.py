@@ -8,7 +8,7 @@ incompatible change.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
@@ -210,6 +210,28 @@ class DesignRecord(Schema):
     joined_digest: str | None = Field(None, description="that run's seal digest when it was joined")
 
 
+class LoadGen(Schema):
+    """What generated the load, and (a bench run) the process writing the result, so a run left `running` by a
+    process that is gone can be told apart (sglab/load/owner.py)."""
+
+    tool: str = "locust"
+    locust_version: str | None = None
+    user_class: str | None = None
+    workers: int = Field(0, ge=0, description="Locust worker processes (0: one local process)")
+    endpoint: str | None = None
+    profile: str | None = Field(None, description="the load profile (sglab/load/profiles/)")
+    pid: int | None = Field(None, ge=1, description="the bench process that wrote the run")
+    host: str | None = None
+    process_started: str | None = Field(None, description="its start time in clock ticks (Linux), to tell a "
+                                        "reused pid")
+    level_label: str | None = Field(None, description="open-loop web-UI runs: what a level is")
+    users: int | None = Field(None, ge=0, description="open-loop web-UI runs: the users the load ran with")
+    users_from: str | None = None
+    late_threshold_ms: float | None = None
+    arrivals: dict[str, dict[str, Any]] = Field(default_factory=dict, description="open-loop runs: per level, "
+                                                "how faithful the arrivals were (sglab/ui/live.py)")
+
+
 class RunResult(Schema):
     # The JSON as read from disk (store.load_result): the seal covers the document as stored, so a newer
     # sglab whose models add optional fields still verifies an older file.
@@ -247,7 +269,8 @@ class RunResult(Schema):
     levels: list[LevelResult] = Field(default_factory=list)
     design: DesignRecord | None = Field(None, description="how the arms were placed on machines (None: parallel, "
                                         "written before the design was recorded)")
-    loadgen: dict = Field(default_factory=dict, description="load generator: tool, version, user class, workers")
+    loadgen: LoadGen = Field(default_factory=LoadGen, description="load generator: tool, version, user class, "
+                             "workers, and the process that wrote the run")
     verdict: dict | None = Field(None, description="snapshot of sglab.schema.verdict.Verdict when the run ended; "
                                  "never trusted (compare and promote recompute it)")
     sequential: dict | None = Field(None, description="policy.method sequential: concurrency (str) -> every look of "

@@ -38,6 +38,7 @@ from sglab.schema.result import (
     ArmInfo,
     ArmLevelSummary,
     LevelResult,
+    LoadGen,
     RequestSample,
     RoundSample,
     RunResult,
@@ -182,8 +183,8 @@ class LiveRun:
         return {**self.load_plan, "interactive": True, "pseudo_round_window_s": self.window_s,
                 "warmup_requests": self.warmup_requests}
 
-    def loadgen(self) -> dict:
-        return {}
+    def loadgen(self) -> LoadGen:
+        return LoadGen()
 
     def levels(self, samples: list[RequestSample], now_s: float | None = None) -> list[LevelResult]:
         """One level per user count, its requests cut into the closed pseudo-round windows."""
@@ -342,11 +343,11 @@ class OpenLoopRun(LiveRun):
     def recorded_plan(self) -> dict:
         return {**self.load_plan, "interactive": True, "warmup_requests": self.warmup_requests}
 
-    def loadgen(self) -> dict:
-        return {"tool": "locust", "locust_version": self.locust_version, "user_class": "OpenLoopUser",
-                "profile": self.profile, "level_label": self.level_label, "users": self.users,
-                "users_from": self.users_from, "late_threshold_ms": LATE_MS,
-                "arrivals": {str(level): self.arrivals(level) for level in self.level_order()}}
+    def loadgen(self) -> LoadGen:
+        return LoadGen(tool="locust", locust_version=self.locust_version, user_class="OpenLoopUser",
+                       profile=self.profile, level_label=self.level_label, users=self.users,
+                       users_from=self.users_from, late_threshold_ms=LATE_MS,
+                       arrivals={str(level): self.arrivals(level) for level in self.level_order()})
 
     # ---- how faithful the arrivals were --------------------------------------------------------
     def arrivals(self, level: int, arm: str | None = None, *, include_running: bool = False) -> dict:

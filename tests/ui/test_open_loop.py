@@ -147,8 +147,8 @@ def test_rate_profile_through_the_ui(tmp_path, monkeypatch):
         assert "rounds" in rows["candidate vs baseline"]["verdict"]
 
     assert saved.kind == "interactive" and saved.complete, saved.incomplete_reason
-    assert saved.load_plan.profile == "rate" and saved.loadgen["profile"] == "rate"
-    assert saved.loadgen["users"] == 8 and "max-in-flight" in saved.loadgen["users_from"]
+    assert saved.load_plan.profile == "rate" and saved.loadgen.profile == "rate"
+    assert saved.loadgen.users == 8 and "max-in-flight" in saved.loadgen.users_from
     level = saved.level(RATE)
     assert level is not None and set(level.arms) == {"baseline", "candidate"}
     measured = [r for r in level.rounds if not r.warmup]
@@ -173,7 +173,7 @@ def test_rate_profile_through_the_ui(tmp_path, monkeypatch):
                 errors, late = errors + [abs(lag)], late + (lag > LATE_S)
     worst = _check_offsets(errors)
 
-    arrivals = saved.loadgen["arrivals"][str(RATE)]
+    arrivals = saved.loadgen.arrivals[str(RATE)]
     assert arrivals["scheduled"] == arrivals["sent"] == 2 * RATE_ROUNDS * ROUND_REQUESTS
     assert arrivals["late"] == late and arrivals["unsent"] == 0, "late arrivals recorded = late starts measured"
     assert late <= arrivals["sent"] // 5, arrivals  # a cap of 8 at 5 req/s: lag only from a busy machine
@@ -211,7 +211,7 @@ def test_trace_profile_through_the_ui(tmp_path, monkeypatch):
         lags = [s.start_s - opened - offsets[i] for i, s in enumerate(reqs)]
         errors, late = errors + [abs(lag) for lag in lags], late + sum(lag > LATE_S for lag in lags)
     worst = _check_offsets(errors)
-    assert saved.loadgen["arrivals"]["1"]["late"] == late and late <= len(rows_of_trace) * 2 * 2 // 5
+    assert saved.loadgen.arrivals["1"]["late"] == late and late <= len(rows_of_trace) * 2 * 2 // 5
     print(f"trace through the UI: worst start offset {worst * 1000:.1f} ms")
 
 
@@ -248,7 +248,7 @@ def test_the_in_flight_cap_holds_late_arrivals_are_counted_and_stop_keeps_rounds
     for (round_index, arm), reqs in _segments(level).items():  # one request at a time: the cap held
         for before, after in zip(reqs, reqs[1:]):
             assert after.start_s >= before.start_s + before.e2e_ms / 1000 - 0.002, (round_index, arm)
-    arrivals = saved.loadgen["arrivals"]["20"]
+    arrivals = saved.loadgen.arrivals["20"]
     assert arrivals["late"] > 0 and arrivals["lag_ms_p99"] > 20, arrivals
     assert arrivals["realised_rate_per_s"] < arrivals["schedule_rate_per_s"], arrivals
     print(f"cap 1 at 20 req/s: {arrivals}")
@@ -273,4 +273,4 @@ def test_reset_restarts_the_schedule_and_only_the_new_run_is_saved(tmp_path, mon
         sequences = [[s.prompt_index for s in _segments(level)[(round_index, arm)]] for arm in ("baseline",
                                                                                               "candidate")]
         assert sequences[0] == sequences[1] and len(sequences[0]) == ROUND_REQUESTS
-    assert saved.loadgen["arrivals"][str(RATE)]["sent"] == 2 * RATE_ROUNDS * ROUND_REQUESTS
+    assert saved.loadgen.arrivals[str(RATE)]["sent"] == 2 * RATE_ROUNDS * ROUND_REQUESTS
