@@ -23,14 +23,15 @@ def test_traffic_at_1_and_16_gets_reject_and_names_the_loss(tmp_path: Path) -> N
     (tmp_path / "stacks").mkdir()
     # --quick, but the simulators at 3x with 1.5 s rounds: at 10x, 16 streams on a busy 2-core machine turn
     # the decode rate at concurrency 16 into scheduling noise (95% CI about +-30%), and bench refuses more than
-    # 48 streams x time scale (sglab/sglang/sim_knobs.py)
+    # 48 streams x time scale (sglab/sglang/sim_knobs.py). Parallel on the two equal simulated nodes: this is about
+    # the gate's levels, and a crossover's look takes a pair of rounds (twice the time)
     (tmp_path / "stacks" / "Pulumi.traffic.yaml").write_text(
         stack.replace("config:\n", "config:\n  sglab:traffic:\n    levels: [1, 16]\n", 1))
     env = without_server_env(os.environ)
     env.update(SGLAB_STACKS_DIR=str(tmp_path / "stacks"), SGLAB_RESULTS_DIR=str(tmp_path / "results"))
     proc = subprocess.run([sys.executable, "-m", "sglab.cli", "bench", "--stack", "traffic", "--target", "sim",
                            "--quick", "--time-scale", "3", "--round-s", "1.5", "--no-progress",
-                           "--seed", "2"],
+                           "--seed", "2", "--design", "parallel"],
                           capture_output=True, text=True, env=env, timeout=600, cwd=project_root())
     assert proc.returncode == 0, proc.stderr[-3000:]
     (result_file,) = (tmp_path / "results").glob("traffic/*/result.json")
