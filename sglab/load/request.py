@@ -11,7 +11,7 @@ from sglab.config.arms import ArmSpec, attribution_arms, baseline_arm, candidate
 from sglab.config.loader import LoadedStack
 from sglab.config.loadplan import LoadPlan
 from sglab.load.design import Joined
-from sglab.load.server_info import ServerInfoError, get_server_info, live_mismatches
+from sglab.load.server_info import ServerInfoError, get_server_info, live_mismatches, unverified
 from sglab.schema.result import ArmInfo
 
 
@@ -70,6 +70,7 @@ def check_live_flags(request: BenchRequest, urls: dict[str, str], infos: list[Ar
             mismatch = [f"{arm.name}: cannot read server info ({exc})"]
         else:
             mismatch = live_mismatches(arm, live)
+            info.unverified = unverified(arm, live)
         info.live_flags_checked = True
         info.live_mismatches = mismatch
         found += mismatch

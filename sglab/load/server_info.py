@@ -15,11 +15,10 @@ from sglab.sglang.rules import ALGORITHM_ALIASES
 
 # Flags sglab substitutes per target (the sim gets free ports; a Service maps ports).
 NOT_COMPARED = frozenset({"--host", "--port", POSITIONAL})
-_norm = norm_value  # the old private name
 
 __all__ = [
     "ALGORITHM_ALIASES", "DEFAULT_TIMEOUT_S", "INFO_PATHS", "NOT_COMPARED", "ServerInfo", "ServerInfoError",
-    "flag_key", "flush_cache", "get_metrics", "get_server_info", "live_mismatches", "read_accept_length",
+    "flag_key", "flush_cache", "get_metrics", "get_server_info", "live_mismatches", "read_accept_length", "unverified",
 ]
 
 
@@ -50,3 +49,11 @@ def live_mismatches(arm: ArmSpec, info: ServerInfo) -> list[str]:
                 found.append(f"{arm.name}: env {key} is {reported.get(key)!r} on the server, "
                              f"the stack declares {declared.get(key)!r}")
     return found
+
+
+def unverified(arm: ArmSpec, info: ServerInfo) -> list[str]:
+    """What the arm declares that the server does not report, so the live check cannot compare it: its NCCL_*
+    settings where the server reports no environment (SGLang does not; sglab's simulator does)."""
+    if info.nccl_env is not None:
+        return []
+    return [f"{key}={value}" for key, value in sorted(arm.env.items()) if key.startswith("NCCL_")]

@@ -12,7 +12,7 @@ from sglab.analysis.sequential import method_sentence
 from sglab.analysis.provenance import producer_of
 from sglab.report.plot_style import OUTCOME_COLORS, SIMULATOR_COLOR
 from sglab.report.provenance import (SIMULATOR_EVIDENCE, evidence_next_step, machine_text, parity_line, parity_rows,
-                                     real_evidence_fix, simulator_producer, time_scale_text)
+                                     real_evidence_fix, simulator_producer, time_scale_text, unverified_text)
 from sglab.report.table import level_label
 from sglab.schema.result import RunResult
 from sglab.schema.verdict import LOSS_PREFIX, LevelVerdict, Verdict
@@ -123,6 +123,7 @@ def _run_details(result: RunResult) -> str:
     rows += [(f"arm {a.name} ({a.role})", f"{a.config_hash[:12]} · {a.launch_command}") for a in result.arms]
     rows.append(("produced by", producer_of(result).describe()))
     rows += [(f"machine {a.name}", machine_text(a.machine)) for a in result.arms]
+    rows += [(f"unverified {a.name}", unverified_text(a.unverified)) for a in result.arms if a.unverified]
     if result.confounds:
         rows.append(("confounds", "; ".join(c.describe() for c in result.confounds)))
     body = "".join(f"<tr><th class='l'>{_e(k)}</th><td class='l'><code>{_e(v)}</code></td></tr>" for k, v in rows)

@@ -56,7 +56,14 @@ def machine_lines(result: RunResult) -> list[str]:
     """`produced by: ...` and one `machine <arm>: ...` line per arm, for the console."""
     lines = [f"produced by: {printable(producer_of(result).describe())}"]
     lines += [f"machine {printable(a.name)}: {printable(machine_text(a.machine))}" for a in result.arms]
+    lines += [f"unverified {printable(a.name)}: {printable(unverified_text(a.unverified))}" for a in result.arms
+              if a.unverified]
     return lines
+
+
+def unverified_text(settings: list[str]) -> str:
+    return (f"{', '.join(settings)} (the server does not report its environment, as SGLang does not: the stack's "
+            "values are trusted, not checked)")
 
 
 def parity_rows(parity: OutputParity | None) -> list[tuple[int, str, str]]:

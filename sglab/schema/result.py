@@ -175,6 +175,9 @@ class ArmInfo(Schema):
     launch_command: str
     live_flags_checked: bool = False
     live_mismatches: list[str] = Field(default_factory=list)
+    unverified: list[str] = Field(default_factory=list, description="declared settings the server does not report, "
+                                  "so the live check could not compare them (NCCL_*: SGLang does not report its "
+                                  "environment); the stack's values are trusted")
     machine: ArmMachine | None = Field(None, description="what served the arm (None in files written before it "
                                        "was recorded: promotion then treats the producer as unknown)")
 
