@@ -21,6 +21,7 @@ from typing import Any
 from sglab.cli import UsageError
 from sglab.core.errors import ConfigError
 from sglab.core.exits import USAGE
+from sglab.core.paths import write_atomic
 from sglab.core.untrusted import printable
 
 SERVER_PREFIX, SPEC_PREFIX = "server.", "candidate.speculative."
@@ -164,7 +165,10 @@ def run(args: argparse.Namespace) -> int:
         print("error: the stack written from the servers would not match them:\n" +
               "\n".join(f"  - {printable(d)}" for d in differences), file=sys.stderr)
         return USAGE
-    out.write_text(text, encoding="utf-8")
+    try:
+        write_atomic(out, text, overwrite=False)  # never over a file that appeared while the servers were read
+    except FileExistsError:
+        raise UsageError(f"{out} exists; sglab init never overwrites a file: give another --out") from None
     print(f"wrote {out}: both arms match their servers' live flags")
     print(printable(f"next: sglab validate --stack {out}; then sglab bench --stack {out} --baseline-url "
                     f"{args.baseline_url} --candidate-url {args.candidate_url}", limit=None))

@@ -1,9 +1,38 @@
-"""Where the checkout and its stack files are; shared by config, results, promotion and the CLI."""
+"""Where the checkout and its stack files are, and the one way a file sglab keeps is written; shared by config,
+results, promotion and the CLI."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
+
+
+def write_atomic(path: Path, text: str, *, overwrite: bool = True) -> Path:
+    """Write `text` to a temporary file beside `path`, fsync it, then move it into place, so a reader sees the old
+    file or the new one, never part of one. `overwrite=False` refuses a file that exists (also one that appears
+    meanwhile: FileExistsError). A replaced file keeps its permissions."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not overwrite and path.exists():
+        raise FileExistsError(f"{path} exists")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if overwrite:
+            if path.exists():
+                os.chmod(tmp, path.stat().st_mode & 0o777)
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # fails if path appeared meanwhile
+            os.unlink(tmp)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
 
 
 def project_root() -> Path:

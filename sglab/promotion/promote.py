@@ -28,7 +28,7 @@ from sglab.analysis.verdict import Verdict
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm, confounds
 from sglab.core.errors import ConfigError
 from sglab.config.loader import LoadedStack, load_stack
-from sglab.core.paths import project_root, stack_path
+from sglab.core.paths import project_root, stack_path, write_atomic
 from sglab.schema.records import Confound
 from sglab.schema.result import RunResult
 from sglab.results.store import RESULT_FILE, git_commit, latest_complete, load_result, results_root, utc_now_iso
@@ -328,7 +328,7 @@ def promote(stack: str, *, target: str | None = None, root: Path | None = None, 
             record = entry(before, after)
             if after == before:  # a no-op: the target already runs this; nothing to write or log
                 return Promotion(stack, target, target_path, run_dir, verdict, diff, False, log_path, record)
-            _write_atomic(target_path, after)
+            write_atomic(target_path, after)
             append_log(log_path, record)
     except Timeout:
         raise PromotionRefused(f"another promotion into {target_path.name} held its lock for {lock_timeout_s:g} s",
@@ -336,16 +336,3 @@ def promote(stack: str, *, target: str | None = None, root: Path | None = None, 
     return Promotion(stack, target, target_path, run_dir, verdict, diff, True, log_path, record)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -21,7 +21,8 @@ from sglab.core.errors import ConfigError
 from sglab.core.untrusted import printable
 from sglab.config.loader import load_stack
 from sglab.core.paths import project_root, stack_path
-from sglab.promotion.promote import PROMOTED_KEYS, _sha256, _write_atomic, apply_promotion, owned_values, target_lock
+from sglab.core.paths import write_atomic
+from sglab.promotion.promote import PROMOTED_KEYS, _sha256, apply_promotion, owned_values, target_lock
 from sglab.promotion.evidence import PromotionRefused
 from sglab.promotion.log import LOG_NAME, ROLLBACK, LogEntry, append_log, effective, read_log
 from sglab.results.store import git_commit, utc_now_iso
@@ -115,7 +116,7 @@ def rollback(target: str = "production", *, root: Path | None = None, dry_run: b
     try:
         with target_lock(target_path, lock_timeout_s):
             done, after = attempt()
-            _write_atomic(target_path, after)
+            write_atomic(target_path, after)
             append_log(log_path, done.log_entry)
     except Timeout:
         raise PromotionRefused(f"another promotion or rollback of {target_path.name} held its lock for "

@@ -7,13 +7,12 @@ import json
 import os
 import secrets
 import subprocess
-import tempfile
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from sglab.core.errors import ConfigError
-from sglab.core.paths import project_root
+from sglab.core.paths import project_root, write_atomic
 from sglab.results.integrity import sealed_document
 from sglab.schema.result import SCHEMA_VERSION, RunResult
 from sglab.core.untrusted_json import MiB, JsonLimits, json_type, read_json
@@ -58,27 +57,11 @@ def create_run_dir(stack: str, run_id: str, base: Path | None = None) -> Path:
 
 
 def write_json_atomic(path: Path, payload: dict | list, *, overwrite: bool = False) -> Path:
-    """Write to a temp file in the same directory, fsync, then rename into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """The document as JSON, written atomically (sglab.core.paths.write_atomic); a result is never overwritten
+    unless `overwrite` (its run's own progressive saves)."""
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; results are never overwritten")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, indent=1, sort_keys=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            os.link(tmp, path)  # fails if path appeared meanwhile
-            os.unlink(tmp)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_atomic(path, json.dumps(payload, indent=1, sort_keys=False) + "\n", overwrite=overwrite)
 
 
 def write_result(result: RunResult, run_dir: Path, *, overwrite: bool = False) -> Path:
