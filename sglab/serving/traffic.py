@@ -27,6 +27,8 @@ from sglab.load.datasets.model import PromptRecord
 
 CUSTOM_LABELS_HEADER = "x-custom-labels"
 REQUEST_TIMEOUT_S = 120.0
+# A non-streamed chat reply of at most max_tokens tokens is a few KB: past this, the request fails, the rest unread.
+MAX_REPLY_BYTES = 1 << 20
 SPAWN_RATE = 100.0
 
 
@@ -92,12 +94,28 @@ class ServingUser(FastHttpUser):
         body, headers = self.plan.request(record)
         url = self.plan.routes[route][0].rstrip("/") + "/v1/chat/completions"
         self.plan.sent[route] = self.plan.sent.get(route, 0) + 1
-        with self.client.post(url, json=body, headers=headers, name=route, catch_response=True) as resp:
-            if resp.status_code != 200:
+        with self.client.post(url, json=body, headers=headers, name=route, catch_response=True,
+                              stream=True) as resp:
+            problem = f"HTTP {resp.status_code}" if resp.status_code != 200 else _over_bound(resp)
+            if problem:
                 self.plan.failed[route] = self.plan.failed.get(route, 0) + 1
-                resp.failure(f"HTTP {resp.status_code}")
+                resp.failure(problem)
             else:
                 resp.success()
+
+
+def _over_bound(resp) -> str | None:
+    """Read the reply up to MAX_REPLY_BYTES (+1 to see it is past); what is past it is never read."""
+    raw = resp._response
+    if raw is None:
+        return "no response"
+    try:
+        size = len(raw.read(MAX_REPLY_BYTES + 1))
+    except Exception as exc:  # a broken body
+        return f"broken reply: {type(exc).__name__}"
+    finally:
+        raw.release()
+    return f"reply over {MAX_REPLY_BYTES} bytes (MAX_REPLY_BYTES)" if size > MAX_REPLY_BYTES else None
 
 
 class Traffic:
