@@ -32,11 +32,9 @@ if TYPE_CHECKING:
 MAX_ROUNDS_FACTOR = 2  # default max rounds: twice load.rounds (docs/verdict.md measures max 32 vs fixed 16)
 
 
-def max_rounds_for(plan_rounds: int, *, max_rounds: int | None = None, rounds_given: bool = False) -> int:
-    """The most rounds a sequential level may get: `max_rounds` (the bench's --rounds: a budget the run may stop
-    short of, never exceed), else load.rounds when it was given, else MAX_ROUNDS_FACTOR x load.rounds."""
-    if max_rounds is not None:
-        return max_rounds
+def max_rounds_for(plan_rounds: int, *, rounds_given: bool = False) -> int:
+    """The most rounds a sequential level may get: the rounds given (the bench's --rounds: a budget the run may
+    stop short of, never exceed), else MAX_ROUNDS_FACTOR x load.rounds."""
     return plan_rounds if rounds_given else MAX_ROUNDS_FACTOR * plan_rounds
 
 
@@ -161,23 +159,19 @@ def resolve_sequence(request: BenchRequest, *, fresh_reason: str | None = None
     return record, earlier
 
 
-def run_sequential(request: BenchRequest, *, max_rounds: int | None = None, rounds_given: bool = False,
+def run_sequential(request: BenchRequest, *, rounds_given: bool = False,
                    target_policy=None, earlier: dict[int, list[float]] | None = None, sequence: dict | None = None,
                    earlier_levels: list | None = None):
     """run_bench with the sequential stop at the sequential levels; returns (result, run_dir).
 
-    `max_rounds` is the bench's --rounds (refused below policy.min-rounds: it could never decide); `rounds_given`
-    says load.rounds came from --rounds, which is then the most rounds (see max_rounds_for); `target_policy`
+    `rounds_given` says load.rounds came from --rounds (or a joined crossover's period 1), which is then the most
+    rounds (see max_rounds_for); `target_policy`
     the promotion target's policy (its gated levels run sequentially too); `earlier` the continued sequence's
     log-ratios per level and `sequence` its record (sglab/analysis/accumulate.py), saved with every round;
     `earlier_levels` the rounds this run continues (a joined crossover's period 1, sglab/bench/crossover.py)."""
     from sglab.load.rounds import run_controlled
 
-    min_rounds = request.loaded.config.policy.min_rounds
-    if max_rounds is not None and max_rounds < min_rounds:
-        raise RefusedError(f"--rounds {max_rounds} is below policy.min-rounds {min_rounds}; "
-                           "give at least that many")
-    limit = max_rounds_for(request.plan.rounds, max_rounds=max_rounds, rounds_given=rounds_given)
+    limit = max_rounds_for(request.plan.rounds, rounds_given=rounds_given)
     # the recorded plan says what the run may measure: up to `limit` rounds at the sequential levels
     request = replace(request, plan=request.plan.model_copy(update={"rounds": limit}))
     controller = SequentialBench(request, limit, target_policy=target_policy, earlier=earlier, sequence=sequence)
@@ -232,7 +226,7 @@ class SequentialPlan:
     sentence: str = ""
 
 
-def prepare(request: BenchRequest, *, quick: bool, max_rounds: int | None, rounds_given: bool,
+def prepare(request: BenchRequest, *, quick: bool, rounds_given: bool,
             fresh: bool | str, own_gate_only: bool = False) -> tuple[BenchRequest, SequentialPlan]:
     """The request measuring the promotion target's gated levels too (not for --quick, a CI-sized smoke run), and
     the sequence it continues; RefusedError when an earlier run of the sequence is missing or changed."""
@@ -257,7 +251,7 @@ def prepare(request: BenchRequest, *, quick: bool, max_rounds: int | None, round
                           "sequence's error rate")
     elif plan.sequence is not None and plan.sequence.get("reason"):
         plan.notes.append(f"a new sequence for this pair: {plan.sequence['reason']}")
-    limit = max_rounds_for(request.plan.rounds, max_rounds=max_rounds, rounds_given=rounds_given)
+    limit = max_rounds_for(request.plan.rounds, rounds_given=rounds_given)
     plan.sentence = (f"{plan_sentence(stop_rule(policy, plan.target_policy), policy, target, plan.target_policy)} "
                      f"({policy.confidence:.0%} confidence sequence, stops at its decision, at most {limit} rounds)")
     return request, plan

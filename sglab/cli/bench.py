@@ -70,8 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--rounds", type=model_option(LoadPlan, "rounds", "load.rounds"),
                    help="rounds at the levels the policy gates on: under policy.method sequential (the default) the "
                    "most each may run before it ends inconclusive (it stops earlier once its confidence sequence "
-                   "decides; default 2 x load.rounds; at least policy.min-rounds), under a fixed-round method "
-                   "exactly that many (default: load.rounds)")
+                   "decides; default 2 x load.rounds; fewer than policy.min-rounds can only end inconclusive), "
+                   "under a fixed-round method exactly that many (default: load.rounds)")
     g.add_argument("--own-gate-only", action="store_true",
                    help="policy.method sequential: run only this stack's gated levels to a decision, not those of "
                    "its promotion target (sglab:promote-to); shorter, but not evidence that target's gate can pass")
@@ -295,10 +295,6 @@ def build_request(args: argparse.Namespace):
         policy = loaded.config.policy.model_copy(update={"design": args.design})
         loaded = replace(loaded, config=loaded.config.model_copy(update={"policy": policy}))
     kind = "aa" if args.aa else "attribute" if args.attribute else "ab"
-    policy = loaded.config.policy
-    if args.rounds is not None and policy.method == "sequential" and args.rounds < policy.min_rounds:
-        raise UsageError(f"--rounds {args.rounds} is below policy.min-rounds {policy.min_rounds}: a sequence that "
-                         "short could never decide; give at least that many")
     urls_given = bool(args.baseline_url or args.candidate_url)
     target = args.target or ("urls" if urls_given else "sim")
     urls: dict[str, str] = {}
@@ -417,7 +413,6 @@ def run(args: argparse.Namespace) -> int:
             fresh = f"period 2 of a crossover with run {args.crossover_of}" if args.crossover_of else \
                 args.fresh_sequence  # a joined run's period 1 is inside it: never counted again
             request, plan = prepare(request, quick=args.quick, own_gate_only=args.own_gate_only,
-                                    max_rounds=args.rounds,
                                     rounds_given=args.rounds is not None, fresh=fresh)
         except RefusedError as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -453,8 +448,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if sequential:
             # a joined run's plan holds its rounds: as many again as period 1
-            result, run_dir = run_sequential(request, max_rounds=None if period_one else args.rounds,
-                                             rounds_given=args.rounds is not None or period_one is not None,
+            result, run_dir = run_sequential(request, rounds_given=args.rounds is not None or period_one is not None,
                                              target_policy=plan.target_policy, earlier=plan.earlier,
                                              sequence=plan.sequence,
                                              earlier_levels=period_one.levels if period_one else None)
