@@ -71,12 +71,14 @@ def test_two_url_runs_with_the_machines_swapped_join_into_one_crossover(out, tmp
     verdict = result["verdict"]
     (gate,) = [lv for lv in verdict["levels"] if lv["concurrency"] == 1]
     node = gate["node_effect"]
-    assert node["node"] == "machine-y" and -0.25 < node["estimate"] < -0.15, node  # its 20% back
-    # run 1 alone reads the slower machine as the candidate's loss; joined, the config effect is left (the
-    # simulated speculation gains a few percent, far from the -20% of the machines)
+    # The sizes come from four pairs of live rounds on a shared machine (one run read the machines -37% [-72%, ..]),
+    # so what is asserted is the direction and the separation, not a tight value: machine-y (20% slower) is named
+    # the slower one; run 1 alone reads it as the candidate's loss; joined, the gain is nearer zero than that loss
+    # (the simulated speculation gains a few percent) because the machines' difference went to the node effect.
+    assert node["node"] == "machine-y" and node["estimate"] < -0.1, node
     (alone,) = [lv for lv in load(run1)["verdict"]["levels"] if lv["concurrency"] == 1]
-    assert alone["decode"]["estimate"] < -0.12
-    assert -0.08 < gate["decode"]["estimate"] < 0.12
+    assert alone["decode"]["estimate"] < -0.05
+    assert abs(gate["decode"]["estimate"]) < abs(alone["decode"]["estimate"]), (gate["decode"], alone["decode"])
     # promotion finds period 1 again and checks it is the run that was joined
     assert check_joined(load_result(run2), out) is None
     path = run1 / "result.json"
