@@ -1,6 +1,6 @@
 """The checks of the sequence's assumptions, after every round: dependence, skew and drift of the rounds.
 
-The confidence sequence (sglab/analysis/sequence_bounds.py) is exact for independent, Gaussian rounds. Real
+The confidence sequence (sglab/analysis/sequential.py) is exact for independent, Gaussian rounds. Real
 servers on two nodes give neither: each node drifts on its own (thermals, neighbours), so consecutive rounds
 are correlated and a run of them says less than it seems; a candidate that stalls now and then makes the
 rounds skewed to the left, so a few rounds without a stall look better than the mean; and a candidate whose

@@ -9,7 +9,7 @@ same sequence (sglab/analysis/accumulate.py), without raising the error rate.
 The rule (`sequential_test`, vectorised in `look_codes`), docs/verdict.md "The rule" with its measurements:
 
 - bounds: mean +- b_n sd / sqrt(n), b_n from a mixture of Wald/Rushton sequential-t likelihood ratios
-  (sglab/analysis/sequence_bounds.py): exact at every look for i.i.d. Gaussian rounds of any spread;
+  ("The boundary" below): exact at every look for i.i.d. Gaussian rounds of any spread;
 - checks of that assumption (sglab/analysis/assumptions.py), which only ever widen or hold: dependent rounds
   widen both bounds by the AR(1) long-run variance and, strongly dependent, refuse a promotion; left skew
   lowers the lower bound; a falling gain holds a promotion; no promotion before the checks' floor (policy.checks:
@@ -18,19 +18,131 @@ The rule (`sequential_test`, vectorised in `look_codes`), docs/verdict.md "The r
 This is the one sequence sglab decides and draws on: the verdict, the bench's stop, the web UI's live band,
 the canary judge, `sglab watch` and the sweep's race all read `bounds` or `sequential_test`, so what is drawn
 is what decides. Lai's i.i.d. t-mixture sequence is kept in benchmarks/retired_rules.py, to compare against.
+
+`rounds_to_decide` says how many more rounds would likely decide an inconclusive comparison (the verdict's
+"about N more rounds").
+
+The boundary: how many sample sds the mean must clear after n rounds.
+
+The statistic is the one-sample t of the per-round log-ratios at a trial mean mu0, T_n(mu0). For rounds that
+are i.i.d. N(mu, sigma^2), the likelihood ratio of T_n under mu = mu0 + delta * sigma against mu = mu0 is the
+ratio of the noncentral-t density (noncentrality delta * sqrt(n), n - 1 degrees of freedom) to the central
+one: it depends on the data only through T_n, whatever sigma is, and is a nonnegative martingale with mean 1
+under mu = mu0 (Wald's sequential t-test in Rushton's 1950 form; the scale-invariance argument of Lai 1976
+and of Perez-Ortiz, Lardy, de Heide & Grunwald 2024). Any average of such martingales over a prior on delta
+is one too, so by Ville's inequality P(exists n: M_n(mu0) >= 1/a) <= a, and the bound
+
+    lower_n = mean_n - b_n * sd_n / sqrt(n),  b_n = the T at which M_n reaches 2 / alpha,
+
+holds at every round at once with probability >= 1 - alpha / 2 (the upper bound mirrors it: together a
+1 - alpha confidence sequence, valid however often it is looked at and across runs that extend it).
+
+The prior: 63% of its mass at delta = 0.5 and 27% at 1.6 (per-round effects of a third and of one-and-a-half
+spreads above the line, the speculative gains of interest: +3% and +5.9% at a 2.9% spread), and 10% on Lai's
+N(0, 1) mixture (closed form) so that the bound still shrinks to zero with many rounds (a point prior alone
+would stop at delta / 2 spreads). benchmarks/decision_quality.py measures the choice against Lai's mixture
+alone (docs/verdict.md, "The rule").
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel
+from scipy import special
+from scipy import stats as scipy_stats
 
-from sglab.analysis import assumptions, sequence_bounds
+from sglab.analysis import assumptions
 from sglab.analysis.assumptions import HELD_NAMES, HELD_NONE, STANDARD, Checks, RoundStats, checks_named, round_stats
+
+# The boundary of the sequence (see the module docstring): b_n for every n, by bisection.
+
+POINTS = ((0.5, 0.63), (1.6, 0.27))  # (delta, weight) of the prior's point masses
+LAI_WEIGHT = 0.10
+LAI_G = 1.0
+_T_MAX = 1e4  # beyond this T the bound counts as unbounded
+_ITERATIONS = 60
+
+
+def _lai_log_m(t: np.ndarray, n: np.ndarray) -> np.ndarray:
+    nu = n - 1.0
+    a = 1.0 + n * LAI_G
+    return -0.5 * np.log(a) + 0.5 * n * (np.log1p(t * t / nu) - np.log1p(t * t / (nu * a)))
+
+
+_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(48)
+
+
+def log_point_lr(t: np.ndarray, n: np.ndarray, delta: float) -> np.ndarray:
+    """log of the noncentral-t / central-t density ratio (noncentrality delta sqrt(n)) at `t`.
+
+    With S = sqrt(n) t / sqrt(n - 1 + t^2) it is -n delta^2 / 2 + log I(delta S) - log I(0), where
+    I(a) = integral over r > 0 of r^(n-1) exp(-r^2 / 2 + a r) (the scale integral of the invariant's density);
+    I(a) by Gauss-Hermite about its mode (the integrand is near-Gaussian in r), I(0) in closed form. Matches
+    scipy.stats.nct to 1e-6 from 5 rounds on and, unlike it, stays finite for thousands of rounds."""
+    t, n = np.broadcast_arrays(np.asarray(t, dtype=float), np.asarray(n, dtype=float))
+    tt, nn = t[..., None], n[..., None]
+    a = delta * np.sqrt(nn) * tt / np.sqrt(nn - 1.0 + tt * tt)
+    mode = (a + np.sqrt(a * a + 4.0 * (nn - 1.0))) / 2.0
+    width = 1.0 / np.sqrt((nn - 1.0) / (mode * mode) + 1.0)
+    r = mode + width * _NODES
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(r > 0, (nn - 1.0) * np.log(np.where(r > 0, r, 1.0)) - r * r / 2.0 + a * r, -np.inf)
+        peak = (nn - 1.0) * np.log(mode) - mode * mode / 2.0 + a * mode
+        log_i = (peak[..., 0] + np.log(width[..., 0])
+                 + np.log(np.sum(_WEIGHTS * np.exp(f - peak + _NODES * _NODES / 2.0), axis=-1)))
+    log_i0 = (n / 2.0 - 1.0) * math.log(2.0) + special.gammaln(n / 2.0)
+    return -n * delta * delta / 2.0 + log_i - log_i0
+
+
+def log_mixture(t: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """log M_n at one-sample t statistic `t` after `n` rounds (arrays broadcast; n >= 2)."""
+    t = np.asarray(t, dtype=float)
+    n = np.asarray(n, dtype=float)
+    terms = [math.log(w) + log_point_lr(t, n, d) for d, w in POINTS]
+    terms.append(math.log(LAI_WEIGHT) + _lai_log_m(t, n))
+    return np.logaddexp.reduce(np.stack(np.broadcast_arrays(*terms)), axis=0)
+
+
+@lru_cache(maxsize=64)
+def _boundary(alpha_side: float, n_max: int) -> np.ndarray:
+    n = np.arange(2, n_max + 1, dtype=float)
+    level = math.log(1.0 / alpha_side)
+    with np.errstate(all="ignore"):
+        reach = log_mixture(np.full(n.shape, _T_MAX), n) >= level
+        lo, hi = np.zeros(n.shape), np.full(n.shape, _T_MAX)
+        for _ in range(_ITERATIONS):  # M_n grows with T > 0: bisect every n at once
+            mid = np.where(lo > 0, np.sqrt(lo * hi), hi / 2.0)
+            above = log_mixture(mid, n) >= level
+            hi = np.where(above, mid, hi)
+            lo = np.where(above, lo, mid)
+    out = np.full(n_max, np.inf)
+    out[1:] = np.where(reach, hi, np.inf)
+    return out
+
+
+def boundary_t(rounds: int, *, confidence: float = 0.95) -> np.ndarray:
+    """b_1..b_rounds: the t a one-sided bound needs after n rounds (index n - 1); inf where no t suffices."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    size = 32
+    while size < rounds:
+        size *= 2
+    return _boundary(round((1.0 - confidence) / 2.0, 12), size)[:rounds]
+
+
+def radius_factor(rounds: np.ndarray | int, *, confidence: float = 0.95) -> np.ndarray:
+    """Half-width in sample sds (ddof 1) after `rounds` rounds, b_n / sqrt(n); inf where unbounded."""
+    n = np.asarray(rounds, dtype=int)
+    top = int(n.max()) if n.size else 1
+    b = boundary_t(max(top, 2), confidence=confidence)
+    safe = np.clip(n, 1, None)
+    return np.where(n >= 2, b[safe - 1] / np.sqrt(safe), np.inf)
+
 
 Decision = Literal["promote", "reject", "futile", "continue", "inconclusive"]
 """promote: the lower bound clears log(1 + min-gain) and no check holds it; reject: the upper bound is below it
@@ -64,7 +176,7 @@ def bounds(values: np.ndarray, *, confidence: float = 0.95) -> tuple[RoundStats,
     """The bench's (statistics, lower, upper) after each round along the last axis, checks applied."""
     x = _finite_rounds(values)
     stats = round_stats(x)
-    b = sequence_bounds.boundary_t(x.shape[-1], confidence=confidence)
+    b = boundary_t(x.shape[-1], confidence=confidence)
     with np.errstate(divide="ignore", invalid="ignore"):
         root_n = np.sqrt(stats.n)
         spread = stats.sd * stats.widen / root_n  # sd of the mean, dependence included
@@ -89,7 +201,7 @@ def look_codes(values: np.ndarray, *, threshold_log: float, confidence: float = 
                     np.where(allowed & (upper < threshold_log), REJECT, NONE))
     if futility and max_rounds is not None:
         limit = np.asarray(max_rounds)[..., None] if np.ndim(max_rounds) else max_rounds
-        at_max = sequence_bounds.radius_factor(np.maximum(limit, 2), confidence=confidence)
+        at_max = radius_factor(np.maximum(limit, 2), confidence=confidence)
         widen = stats.widen
         with np.errstate(invalid="ignore"):
             hopeless = (allowed & (n >= FUTILITY_MIN_ROUNDS) & (n < limit)
@@ -227,3 +339,39 @@ def method_sentence(method: str, confidence: float) -> str:
                 "sequential run stops there at its decision; its checks widen it for dependent or skewed rounds), "
                 "paired-t over the fixed rounds of the others")
     return f"{method} {confidence:.0%} interval over paired rounds"
+
+
+# How many more rounds would likely decide an inconclusive comparison. Assumes the per-round spread stays what it
+# was and the true gain is the measured one; then finds the smallest round count at which the interval would clear
+# (or miss) the threshold with 80% probability: (t_{n-1} + z_0.8) * sd / sqrt(n) <= |mean - threshold|, all in
+# log-ratio units. Under the sequential method the interval is the confidence sequence, wider than t at every n:
+# (radius(n) + z_0.8 / sqrt(n)) * sd <= |mean - threshold|, and a promotion needs at least the floor of the
+# sequence's checks (policy.checks, sglab/analysis/assumptions.py).
+
+ASSURANCE = 0.8
+MAX_ROUNDS = 200
+
+
+def rounds_to_decide(*, mean_log: float, sd_log: float, threshold_log: float, rounds_now: int,
+                     confidence: float = 0.95, assurance: float = ASSURANCE,
+                     max_rounds: int = MAX_ROUNDS, method: str = "paired-t", checks: Checks | str = STANDARD
+                     ) -> int | None:
+    """Extra rounds needed (>= 1), or None when even `max_rounds` in total would likely not decide."""
+    distance = abs(mean_log - threshold_log)
+    if distance == 0.0:
+        return None
+    if sd_log == 0.0:
+        return 1 if rounds_now < 2 else None
+    z = scipy_stats.norm.ppf(assurance)
+    tail = (1 + confidence) / 2
+    first = max(rounds_now + 1, 2)
+    if method == "sequential" and mean_log > threshold_log:
+        first = max(first, checks_named(checks).promote_min_rounds)
+    for total in range(first, max_rounds + 1):
+        if method == "sequential":
+            half_width = (float(radius_factor(total, confidence=confidence)) + z / math.sqrt(total)) * sd_log
+        else:
+            half_width = (scipy_stats.t.ppf(tail, total - 1) + z) * sd_log / math.sqrt(total)
+        if half_width <= distance:
+            return total - rounds_now
+    return None

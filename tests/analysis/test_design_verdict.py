@@ -6,7 +6,7 @@ from __future__ import annotations
 from sglab.analysis.stops import decided_rounds, level_log_ratios
 from sglab.analysis.verdict import judge
 from sglab.analysis.synthetic import synthetic_result
-from sglab.report.table import format_table
+from sglab.report.console import format_table
 
 QUIET = dict(round_cv=0.004, shared_cv=0.004, request_cv=0.002)
 SEQUENTIAL = {"method": "sequential", "levels": [4], "min-gain": 0.01}
@@ -77,7 +77,7 @@ def test_a_run_whose_rounds_contradict_its_recorded_design_is_blocked():
 def test_more_rounds_of_an_undecided_crossover_are_rounds_not_pairs():
     crossover = judge(_run("crossover", 0.03, 0.015, rounds=16, seed=8)).level(4)
     assert crossover.outcome == "undecided" and crossover.more_rounds is not None
-    from sglab.analysis.power import rounds_to_decide
+    from sglab.analysis.sequential import rounds_to_decide
     g = crossover.decode
     pairs = rounds_to_decide(mean_log=g.mean_log, sd_log=g.sd_log, threshold_log=0.00995033, rounds_now=g.rounds,
                              confidence=0.95, method="sequential", checks="standard")

@@ -9,7 +9,7 @@ import pytest
 
 from sglab.analysis.assumptions import STANDARD, STRICT, round_stats
 from sglab.analysis.sequential import FUTILE, PROMOTE, REJECT, first_decision, sequential_test
-from sglab.analysis.stats import mean_ci
+from sglab.analysis.samples import mean_ci
 
 SD = 0.029  # per-round spread of the log-ratio measured on the simulator (docs/verdict.md)
 THRESHOLD = math.log1p(0.005)
@@ -63,10 +63,10 @@ def test_a_zero_spread_run_gets_no_bounds_where_the_sequence_has_none() -> None:
 
 
 def _mixture_from_its_definition(t: float, n: int) -> float:
-    """M_n(T) written out with scipy's noncentral t and Lai's closed form (not from sequence_bounds)."""
+    """M_n(T) written out with scipy's noncentral t and Lai's closed form (not from sglab.analysis.sequential)."""
     from scipy import stats
 
-    from sglab.analysis.sequence_bounds import LAI_G, LAI_WEIGHT, POINTS
+    from sglab.analysis.sequential import LAI_G, LAI_WEIGHT, POINTS
 
     points = sum(w * stats.nct.pdf(t, n - 1, d * math.sqrt(n)) / stats.t.pdf(t, n - 1) for d, w in POINTS)
     a = 1 + n * LAI_G
@@ -76,7 +76,7 @@ def _mixture_from_its_definition(t: float, n: int) -> float:
 
 @pytest.mark.parametrize("n", [6, 9, 16, 40])
 def test_the_bound_is_where_the_mixture_martingale_reaches_two_over_alpha(n: int) -> None:
-    from sglab.analysis.sequence_bounds import boundary_t
+    from sglab.analysis.sequential import boundary_t
 
     b = float(boundary_t(n, confidence=0.95)[-1])
     assert _mixture_from_its_definition(b, n) == pytest.approx(2 / 0.05, rel=1e-5)
@@ -96,7 +96,7 @@ def test_the_sequence_covers_iid_rounds_at_every_look(sigma: float) -> None:
 
 def test_the_checks_only_widen() -> None:
     """Every check moves a bound outwards or holds a promotion; none ever narrows the i.i.d. bounds."""
-    from sglab.analysis.sequence_bounds import radius_factor
+    from sglab.analysis.sequential import radius_factor
     from sglab.analysis.sequential import bounds
 
     rng = np.random.default_rng(6)

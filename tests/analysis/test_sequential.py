@@ -10,8 +10,8 @@ import pytest
 from scipy import stats as sps
 
 from sglab.analysis.assumptions import PROMOTE_MIN_ROUNDS
-from sglab.analysis.sequence_bounds import radius_factor
-from sglab.analysis.sequential import FUTILE, PROMOTE, SequentialRecord, bounds, first_decision, sequential_test
+from sglab.analysis.sequential import (FUTILE, PROMOTE, SequentialRecord, bounds, first_decision, radius_factor,
+                                       sequential_test)
 
 ALPHA = 0.05
 TOLERANCE = 0.01  # Monte Carlo slack: sd of a 5% rate over 4000 sequences is 0.34%
@@ -179,10 +179,9 @@ def test_an_old_result_recorded_under_paired_t_is_still_judged_with_it(drop_meth
 
 
 def test_a_sequential_policy_gives_the_gated_level_the_sequence_and_the_others_the_fixed_n_t() -> None:
-    from sglab.analysis.stats import mean_ci
+    from sglab.analysis.samples import mean_ci, paired
     from sglab.analysis.synthetic import synthetic_result
     from sglab.analysis.verdict import judge
-    from sglab.analysis.samples import paired
 
     result = synthetic_result(gain=0.04, levels=(1, 4), rounds=8, policy={"method": "sequential", "levels": [1]})
     v = judge(result)
@@ -249,7 +248,7 @@ def test_futility_does_not_give_up_on_a_clear_loser_that_a_few_more_rounds_rejec
 
 def test_an_inconclusive_sequential_run_asks_for_the_rounds_its_sequence_needs() -> None:
     """The fixed-n formula under-counts what a confidence sequence needs; the advice names --rounds."""
-    from sglab.analysis.power import rounds_to_decide
+    from sglab.analysis.sequential import rounds_to_decide
     from sglab.analysis.synthetic import synthetic_result
     from sglab.analysis.verdict import judge, next_step
     from sglab.config.policy import PromotionPolicy

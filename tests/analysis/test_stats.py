@@ -10,9 +10,8 @@ from scipy import stats as sps
 
 from sglab.analysis.attribution import attribute
 from sglab.analysis.economics import crossover, level_economics
-from sglab.analysis.power import rounds_to_decide
-from sglab.analysis.samples import ArmLevelStats
-from sglab.analysis.stats import log_ratio_ci, mean_ci
+from sglab.analysis.sequential import rounds_to_decide
+from sglab.analysis.samples import ArmLevelStats, log_ratio_ci, mean_ci
 from sglab.analysis.synthetic import synthetic_result
 
 
