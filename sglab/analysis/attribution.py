@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sglab.analysis.stats import CiMethod, mean_ci
-from sglab.analysis.samples import paired
+from sglab.analysis.samples import CiMethod, mean_ci, paired
 from sglab.schema.result import RunResult
 from sglab.schema.verdict import Attribution, Component, LevelAttribution
 

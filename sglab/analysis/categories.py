@@ -19,7 +19,7 @@ from collections import defaultdict
 import numpy as np
 
 from sglab import metrics
-from sglab.analysis.stats import log_ratio_ci, mean_ci
+from sglab.analysis.samples import log_ratio_ci, mean_ci
 from sglab.config.policy import PromotionPolicy
 from sglab.schema.result import RequestSample, RunResult
 from sglab.schema.verdict import CategoryGain, Gain

@@ -27,8 +27,7 @@ from typing import Literal
 import numpy as np
 
 from sglab import metrics
-from sglab.analysis.samples import per_round
-from sglab.analysis.stats import mean_ci
+from sglab.analysis.samples import mean_ci, per_round
 from sglab.schema.result import LevelResult, RoundSample
 from sglab.schema.verdict import NodeEffect
 

@@ -5,7 +5,7 @@ Per concurrency level: the candidate's relative gain over the baseline on every 
 TTFT/ITL p99 deltas, error rates and the speculation economics. Gating levels (policy.levels) decide
 on policy.metric; the others are reported with the crossover. Anything that makes the evidence unfit
 (sglab/analysis/checks.py) is a blocker: it can never end in `promote`. The verdict's models are in
-sglab/schema/verdict.py, its console table in sglab/report/table.py.
+sglab/schema/verdict.py, its console table in sglab/report/console.py.
 """
 
 from __future__ import annotations
@@ -30,11 +30,10 @@ from sglab.analysis.categories import category_gains
 from sglab.analysis.economics import crossover, level_economics
 from sglab.analysis.guards import p99_ratio
 from sglab.analysis.operating_point import effective_policy, level_label, level_phrase, operating_point, slo_targets
-from sglab.analysis.power import rounds_to_decide
+from sglab.analysis.sequential import rounds_to_decide
 from sglab.analysis.nodes import PARALLEL_NOTE, DesignEstimates
-from sglab.analysis.samples import ArmLevelStats, arm_stats, comparison_arms, paired, per_round
+from sglab.analysis.samples import ArmLevelStats, arm_stats, comparison_arms, mean_ci, paired, per_round, relative_delta
 from sglab.analysis.stops import level_estimates
-from sglab.analysis.stats import mean_ci, relative_delta
 from sglab.core.errors import ConfigError
 from sglab.config.policy import PromotionPolicy
 from sglab.schema.result import LevelResult, RunResult
@@ -46,7 +45,7 @@ __all__ = ["Check", "Gain", "LatencyDelta", "LevelOutcome", "LevelVerdict", "MET
 
 
 def __getattr__(name: str):
-    """`METRICS` follows the registry (the console table is sglab.report.table.format_table)."""
+    """`METRICS` follows the registry (the console table is sglab.report.console.format_table)."""
     if name == "METRICS":
         return tuple(m.name for m in metrics.all_metrics())
     raise AttributeError(name)

@@ -32,7 +32,7 @@ class PromotionPolicy(Model):
     min_rounds: Annotated[int, Field(ge=2, le=MAX_ROUNDS)] = 3
     min_requests: Annotated[int, Field(ge=1, le=MAX_ROUNDS * MAX_ROUND_REQUESTS)] = 20
     confidence: Annotated[float, Field(gt=0.5, lt=1, allow_inf_nan=False)] = 0.95
-    # How the per-round interval is computed at the gated levels (sglab/analysis/stats.py; docs/verdict.md
+    # How the per-round interval is computed at the gated levels (sglab/analysis/samples.py; docs/verdict.md
     # measures them). sequential: the anytime-valid confidence sequence, and `sglab bench` stops a gated
     # level once it decides (at most the bench's --rounds); paired-t / bootstrap: fixed-n intervals, read once.
     method: Literal["paired-t", "bootstrap", "sequential"] = "sequential"
