@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-from sglab.core import exits
+from sglab.core import errors
 from sglab.serving import judge, watch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,16 +18,16 @@ ENTRY_POINTS = [*sorted((ROOT / "sglab" / "cli").glob("*.py")), ROOT / "sglab/de
 
 
 def test_each_code_has_one_name_and_one_meaning() -> None:
-    codes = [s.code for s in exits.EXIT_STATUSES]
-    names = [s.name for s in exits.EXIT_STATUSES]
+    codes = [s.code for s in errors.EXIT_STATUSES]
+    names = [s.name for s in errors.EXIT_STATUSES]
     assert len(set(codes)) == len(codes) and len(set(names)) == len(names)
 
 
 def test_the_judges_statuses_are_the_tables() -> None:
-    table = {s.code for s in exits.EXIT_STATUSES}
+    table = {s.code for s in errors.EXIT_STATUSES}
     assert set(judge.EXIT_CODES.values()) <= table and set(watch.EXIT_CODES.values()) <= table
-    assert judge.EXIT_CODES["promote"] == exits.OK and judge.EXIT_CODES["abort"] == exits.NO
-    assert watch.EXIT_CODES["unlike-configs"] == exits.UNLIKE
+    assert judge.EXIT_CODES["promote"] == errors.OK and judge.EXIT_CODES["abort"] == errors.NO
+    assert watch.EXIT_CODES["unlike-configs"] == errors.UNLIKE
 
 
 def test_no_entry_point_returns_a_bare_number_other_than_0() -> None:
@@ -60,4 +60,4 @@ def _is_status(path: Path, node: ast.AST) -> bool:
 def test_the_troubleshooting_table_is_the_codes_table() -> None:
     text = (ROOT / "docs" / "troubleshooting.md").read_text()
     shown = re.search(r"<!-- exit-statuses:begin -->\n(.*?)\n<!-- exit-statuses:end -->", text, re.S)
-    assert shown is not None and shown.group(1) == exits.markdown_table(), "run python -m sglab.core.exits"
+    assert shown is not None and shown.group(1) == errors.markdown_table(), "run python -m sglab.core.errors"

@@ -10,8 +10,7 @@ import importlib
 import os
 import sys
 
-from sglab.core.errors import ConfigError
-from sglab.core.exits import BROKEN_PIPE, INTERRUPTED, USAGE
+from sglab.core.errors import BROKEN_PIPE, INTERRUPTED, USAGE, ConfigError
 from sglab.core.paths import use_stack_file
 from sglab.core.untrusted import printable
 

@@ -23,8 +23,7 @@ from sglab.config.loader import load_stack
 from sglab.config.loadplan import LoadPlan, PromptSpec, RateSpec, TraceSpec
 from sglab.config.policy import PromotionPolicy
 from sglab.core.children import MAX_LOCUST_WORKERS, worker_count_problem
-from sglab.core.errors import guess
-from sglab.core.exits import INTERRUPTED, UNDECIDED, USAGE
+from sglab.core.errors import INTERRUPTED, UNDECIDED, USAGE, guess
 from sglab.core.untrusted import printable
 from sglab.load.schedule import QUICK_PLAN, QUICK_SIM_TIME_SCALE
 from sglab.sglang.sim_knobs import SIM_KNOBS, is_sim_env

@@ -19,7 +19,7 @@ from sglab.cli import UsageError
 from sglab.cli.bounds import bound, model_option, time_scale_option
 from sglab.config.loadplan import LoadPlan
 from sglab.config.serving import CanaryJudge
-from sglab.core.exits import USAGE
+from sglab.core.errors import USAGE
 
 
 def _positive(kind, most: float):

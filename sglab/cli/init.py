@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sglab.cli import UsageError
-from sglab.core.errors import ConfigError
-from sglab.core.exits import USAGE
+from sglab.core.errors import USAGE, ConfigError
 from sglab.core.paths import write_atomic
 from sglab.core.untrusted import printable
 

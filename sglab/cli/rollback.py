@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from sglab.core.exits import USAGE
+from sglab.core.errors import USAGE
 from sglab.core.untrusted import printable
 from sglab.promotion.evidence import PromotionRefused
 from sglab.promotion.rollback import rollback

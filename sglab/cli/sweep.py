@@ -21,7 +21,7 @@ from sglab.config.loader import load_stack
 from sglab.config.loadplan import LoadPlan
 from sglab.config.placement import Placement
 from sglab.config.sweep import SweepSpec
-from sglab.core.exits import INTERRUPTED, USAGE
+from sglab.core.errors import INTERRUPTED, USAGE
 from sglab.core.untrusted import printable
 
 

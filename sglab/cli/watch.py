@@ -19,7 +19,7 @@ from sglab.cli.bounds import bound, model_option, time_scale_option
 from sglab.cli.canary import _positive
 from sglab.config.loadplan import LoadPlan
 from sglab.config.serving import CanaryJudge, Watch
-from sglab.core.exits import USAGE
+from sglab.core.errors import USAGE
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -15,8 +15,7 @@ from pydantic_core import PydanticUndefined
 
 from sglab.config.stack import StackConfig
 from sglab.config.nccl import NcclEnv
-from sglab.core.generated import write_or_check
-from sglab.core.paths import project_root
+from sglab.core.paths import project_root, write_or_check
 from sglab.sglang import nccl as nccl_contract
 
 BEGIN = "<!-- BEGIN GENERATED KEY REFERENCE (python -m sglab.config.reference) -->"

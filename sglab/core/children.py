@@ -9,7 +9,8 @@ Every process sglab starts (simulators, Locust workers, Locust's web UI, probe r
 
 `stop` ends one: SIGKILL at once when it is stopped, else SIGTERM, then SIGKILL of its process group after a
 grace period. `MAX_LOCUST_WORKERS` is the one cap on Locust worker processes (`sglab bench --workers`, the
-stack's `locust.workers`), `local_worker_limit` the cap on this machine (its usable cores).
+stack's `locust.workers`), `local_worker_limit` the cap on this machine (its usable cores); `free_port` a loopback
+port for a child server to listen on.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -51,6 +53,13 @@ def worker_count_problem(count: int, option: str = "--workers") -> str | None:
                   f"this machine has {usable_cores()} usable cores, and a worker beyond one per core adds no load")
         return f"{option} {count}: at most {limit} Locust workers run here ({reason}); give {option} {limit} or fewer"
     return None
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the OS picks it; bind soon after, someone else may take it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _die_with(parent_pid: int):

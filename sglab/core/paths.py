@@ -1,9 +1,10 @@
-"""Where the checkout and its stack files are, and the one way a file sglab keeps is written; shared by config,
-results, promotion and the CLI."""
+"""Where the checkout and its stack files are, and how sglab writes a file: atomically (results, state, stacks)
+or as a generated file (docs tables, charts' values.yaml) rewritten or checked against the model it comes from."""
 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -33,6 +34,25 @@ def write_atomic(path: Path, text: str, *, overwrite: bool = True) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def write_or_check(files: dict[Path, str] | dict[str, str], command: str, argv: list[str] | None = None) -> int:
+    """With --check: exit status 1 and a hint when any file differs; otherwise rewrite the ones that differ."""
+    check = "--check" in (sys.argv[1:] if argv is None else argv)
+    stale = []
+    for path, text in files.items():
+        path = Path(path)
+        current = path.read_text() if path.exists() else None
+        if current == text:
+            continue
+        if check:
+            stale.append(path)
+        else:
+            path.write_text(text)
+            print(f"wrote {path}")
+    for path in stale:
+        print(f"{path} is out of date; run: {command}", file=sys.stderr)
+    return 1 if stale else 0
 
 
 def project_root() -> Path:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sglab.core.exits import USAGE
+from sglab.core.errors import USAGE
 
 HELD_BY = "sglab/held-by"
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

@@ -15,7 +15,7 @@ import sys
 
 from sglab import __version__
 from sglab.config.cluster import DEFAULT_PROJECT_IMAGE, PROJECT_IMAGE_REPOSITORY, image_problem
-from sglab.core.exits import USAGE
+from sglab.core.errors import USAGE
 
 NAME = PROJECT_IMAGE_REPOSITORY.rsplit("/", 1)[1]
 _REGISTRY = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)*$")

@@ -30,7 +30,7 @@ from sglab.deploy.jobs import support_pod_placement
 from sglab.deploy.naming import PART_OF, PROJECT_IMAGE_UID, arm_url, chart_dir
 from sglab.deploy.objects import common_labels, secret_manifest
 from sglab.deploy.values import to_yaml
-from sglab.core.generated import write_or_check
+from sglab.core.paths import write_or_check
 
 CHART = "locust"
 RELEASE = "sglab-locust"

@@ -20,7 +20,7 @@ from sglab.deploy.naming import (HF_CACHE_CLAIM, arm_label, HF_TOKEN_SECRET, HF_
                                  PROJECT_IMAGE_UID, chart_dir)
 from sglab.deploy.jobs import toleration_manifest
 from sglab.serving.objects import server_api_keys, serving_values
-from sglab.core.generated import write_or_check
+from sglab.core.paths import write_or_check
 
 
 def _toleration(tol: Toleration) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import httpx
 
 from sglab.core.children import PARENT_PID_ENV, spawn, stop_all
 from sglab.config.arms import ArmSpec
-from sglab.core.netutil import free_port
+from sglab.core.children import free_port
 from sglab.sglang.secret_names import credential_kind, has_url_credentials, redact_url_credentials
 from sglab.core.untrusted import printable
 from sglab.sglang.env import without_server_env

@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = _spec(args)
     except (ValidationError, ValueError, OSError) as exc:
         print(f"error: bad probe input: {exc}", file=sys.stderr)
-        return 2  # sglab/core/exits.py USAGE (this module ships alone into the server image: no import of it)
+        return 2  # sglab/core/errors.py USAGE (this module ships alone into the server image: no import of it)
     except Exception as exc:  # ConfigError from the stack loader: its message names file, key and fix
         if type(exc).__name__ != "ConfigError":
             raise

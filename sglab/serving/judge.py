@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from sglab.analysis.sequential import SequentialRecord, sequential_test
-from sglab.core.exits import NO, OK, UNDECIDED
+from sglab.core.errors import NO, OK, UNDECIDED
 from sglab.serving.spec import JudgeSpec
 from sglab.serving.windows import ArmWindow, Window
 
 Outcome = Literal["promote", "abort", "continue"]
-EXIT_CODES: dict[str, int] = {"promote": OK, "abort": NO, "continue": UNDECIDED}  # sglab/core/exits.py
+EXIT_CODES: dict[str, int] = {"promote": OK, "abort": NO, "continue": UNDECIDED}  # sglab/core/errors.py
 CANARY, STABLE = "canary", "stable"
 
 

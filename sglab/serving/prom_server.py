@@ -18,8 +18,7 @@ from pathlib import Path
 import yaml
 
 from sglab.serving.prometheus import Prometheus
-from sglab.core.children import spawn, stop as stop_child
-from sglab.core.netutil import free_port
+from sglab.core.children import free_port, spawn, stop as stop_child
 
 PROMETHEUS_ENV = "SGLAB_PROMETHEUS"  # the binary, if not /usr/bin/prometheus or on PATH
 READY_TIMEOUT_S = 60.0

@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 
 from sglab.analysis.sequential import bounds, sequential_test
-from sglab.core.exits import NO, OK, UNLIKE
+from sglab.core.errors import NO, OK, UNLIKE
 from sglab.serving.judge import usable
 from sglab.serving.prometheus import Prometheus, selector
 from sglab.serving.spec import ARM, REVISION, SHARED_CONFIG, JudgeSpec
@@ -33,7 +33,7 @@ SERVING, CONTROL = "serving", "control"
 Status = Literal["holding", "below-zero", "no-data", "unlike-configs"]
 # No data (a quiet night) is no alarm: a gain shown below zero fails the CronJob's Job (which pages), and so do
 # unlike configs that no rollout explains (an aborted promotion left the control ahead of the stable).
-EXIT_CODES: dict[str, int] = {"holding": OK, "below-zero": NO, "no-data": OK, "unlike-configs": UNLIKE}  # core/exits.py
+EXIT_CODES: dict[str, int] = {"holding": OK, "below-zero": NO, "no-data": OK, "unlike-configs": UNLIKE}  # core.errors
 SHOWN_CONFIGS = 4  # hashes named per arm in the sentence (they come from Prometheus)
 
 

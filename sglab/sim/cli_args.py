@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglab.core.exits import USAGE
+from sglab.core.errors import USAGE
 from sglab.sglang import flags, rules, sim_knobs
 from sglab.sglang.env import nccl_env as nccl_part
 from sglab.sglang.version import SGLANG_VERSION

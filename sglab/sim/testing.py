@@ -19,8 +19,7 @@ from collections.abc import Iterator, Mapping
 
 import httpx
 
-from sglab.core.children import spawn, stop
-from sglab.core.netutil import free_port
+from sglab.core.children import free_port, spawn, stop
 from sglab.sglang.env import without_server_env
 from sglab.sglang.sim_knobs import knob
 

@@ -26,7 +26,7 @@ import gevent
 from flask import Response, request
 
 from sglab.config.loadplan import MAX_CONCURRENCY
-from sglab.core.exits import USAGE
+from sglab.core.errors import USAGE
 from sglab.core.untrusted import printable, printable_logger
 from sglab.load.collector import get_collector
 from sglab.load.options import form_shape_problem

@@ -15,7 +15,7 @@ from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import load_stack
 from sglab.core.paths import project_root
 from sglab.load.targets import start_sims
-from sglab.core.netutil import free_port
+from sglab.core.children import free_port
 
 from .test_locust import by_kind, chart_inputs, container, locust_run, render, unsecret
 

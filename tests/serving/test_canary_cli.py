@@ -16,7 +16,7 @@ from sglab.serving.spec import SPEC_ENV, spec_from_env, stack_judge_spec
 from sglab.cli import main
 from sglab.config import candidate_arm, load_stack
 from sglab.core.errors import ConfigError
-from sglab.core.netutil import free_port
+from sglab.core.children import free_port
 from sglab.core.paths import stacks_dir
 
 

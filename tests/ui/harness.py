@@ -19,8 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from sglab.core.children import spawn
-from sglab.core.netutil import free_port
+from sglab.core.children import free_port, spawn
 from sglab.sglang.env import without_server_env
 
 ROOT = Path(__file__).resolve().parents[2]
