@@ -20,13 +20,12 @@ from pydantic import ValidationError
 
 from sglab import metrics
 from sglab.analysis.accumulate import earlier_log_ratios, recorded
-from sglab.analysis.attribution import attribute
+from sglab.analysis.attribution import attribute, category_gains
 from sglab.analysis.checks import blockers as _blockers
 from sglab.analysis.checks import guards as _guards
 from sglab.analysis.checks import UNMEASURABLE, unable_to_measure
 from sglab.analysis.parity import output_parity, parity_guard
 from sglab.analysis.provenance import producer_of
-from sglab.analysis.categories import category_gains
 from sglab.analysis.economics import crossover, level_economics
 from sglab.analysis.guards import p99_ratio
 from sglab.analysis.operating_point import effective_policy, level_label, level_phrase, operating_point, slo_targets

@@ -10,7 +10,7 @@ the saved result and the report will say. Pure: no Locust, no I/O.
   (non-warm-up) request so far, including the pseudo-round still in progress; the gain row is the analysis
   stage's verdict over the completed pseudo-rounds.
 - **The per-category table**: gain and accept length for each prompt category. The numbers are the verdict's
-  own (`Verdict.categories`, computed by `sglab.analysis.categories` over the completed pseudo-rounds). Empty
+  own (`Verdict.categories`, computed by `sglab.analysis.attribution` over the completed pseudo-rounds). Empty
   when no request carries a category (e.g. random-word prompts).
 - **The live plot**: the gated metric's gain after each pseudo-round, with its confidence band.
   `gain_series` turns a result into JSON points (served at /sglab/plot.json); `PLOT_SCRIPT` draws them in an

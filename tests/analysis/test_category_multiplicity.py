@@ -3,7 +3,7 @@ printed `long-context +0.3% [+0.1%, +0.5%]` from seven uncorrected 95% intervals
 
 from __future__ import annotations
 
-from sglab.analysis.categories import category_gains
+from sglab.analysis.attribution import category_gains
 from sglab.analysis.synthetic import synthetic_result
 from sglab.config.policy import PromotionPolicy
 
