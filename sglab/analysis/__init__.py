@@ -1,6 +1,6 @@
 """Analysis: per-round samples -> gains with confidence intervals -> verdict, economics, attribution.
 
-The console table of a verdict is sglab.report.table.format_table (analysis imports neither report nor sweep).
+The console table of a verdict is sglab.report.console.format_table (analysis imports neither report nor sweep).
 """
 
 from sglab.analysis.verdict import Verdict, judge

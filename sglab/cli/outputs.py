@@ -1,4 +1,4 @@
-"""The `--output`/`--out` options shared by `sglab compare` and `sglab report` (sglab/report/outputs/)."""
+"""The `--output`/`--out` options shared by `sglab compare` and `sglab report` (sglab/report/outputs.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What promotion checks about its evidence before writing anything (sglab/promotion/promote.py calls these).
 
 The result must be what it claims: sealed at bench time and unchanged since (sglab/results/integrity.py),
-with its request samples, measured on the stack's own servers (an interactive run: sglab/ui/provenance.py),
+with its request samples, measured on the stack's own servers (an interactive run: sglab/report/provenance.py),
 launched with exactly the commands the stack gives, and judged under the policy recorded with it, which
 the stack's policy may tighten but never loosen. Confounds and the plan consistency of the result are
 blockers of the verdict itself (sglab/analysis/checks.py). On a machine with a result key, a plain SHA-256
@@ -52,7 +52,7 @@ def check_evidence(source: LoadedStack, result: RunResult) -> None:
     """The result is sealed and unchanged, holds its samples, records its policy, and measured the stack."""
     stack, run = source.name, result.run_id
     if result.kind == "interactive":
-        from sglab.ui.provenance import refusal
+        from sglab.report.provenance import refusal
 
         found = refusal(result, stack_service_urls(source) if result.target.kind == "in-cluster" else None)
         if found is not None:

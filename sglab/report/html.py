@@ -10,10 +10,10 @@ from sglab import metrics
 from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.sequential import method_sentence
 from sglab.analysis.provenance import producer_of
-from sglab.report.plot_style import OUTCOME_COLORS, SIMULATOR_COLOR
+from sglab.report.plots import INLINE, OUTCOME_COLORS, SIMULATOR_COLOR, inline_svg
 from sglab.report.provenance import (SIMULATOR_EVIDENCE, evidence_next_step, machine_text, parity_line, parity_rows,
                                      real_evidence_fix, simulator_producer, time_scale_text, unverified_text)
-from sglab.report.table import level_label
+from sglab.report.console import level_label
 from sglab.schema.result import RunResult
 from sglab.schema.verdict import LOSS_PREFIX, LevelVerdict, Verdict
 
@@ -189,8 +189,6 @@ def _categories(verdict: Verdict) -> str:
 
 
 def _inline(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> str:
-    from sglab.report.curves import INLINE, inline_svg
-
     figures = []
     for name in INLINE:
         if name in plots:
@@ -207,8 +205,6 @@ def _levels_title(v: Verdict) -> str:
 
 
 def render_html(result: RunResult, verdict: Verdict, plots: dict[str, Path]) -> str:
-    from sglab.report.curves import INLINE
-
     simulated = simulator_producer(result)
     # a green PROMOTE reads as promotable: simulator evidence is shown in the simulator banner's colour
     color = SIMULATOR_COLOR if simulated is not None else OUTCOME_COLORS.get(verdict.outcome, "#555")

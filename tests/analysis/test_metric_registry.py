@@ -7,7 +7,7 @@ import pytest
 from sglab import metrics
 from sglab.analysis import verdict as verdict_module
 from sglab.analysis.verdict import METRICS, judge
-from sglab.report.table import format_table
+from sglab.report.console import format_table
 from sglab.load.collector import SampleCollector
 from sglab.load.summary import arm_level_summary, round_sample
 from sglab.schema.result import ArmInfo, LevelResult, RequestSample, RunResult, Target

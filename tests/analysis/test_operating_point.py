@@ -8,7 +8,7 @@ import pytest
 
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
-from sglab.report.table import format_table
+from sglab.report.console import format_table
 from sglab.core.errors import ConfigError
 from sglab.config.loader import load_stack
 from sglab.config.policy import PromotionPolicy

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sglab.analysis import Verdict, judge
-from sglab.report.table import format_table
+from sglab.report.console import format_table
 from sglab.analysis.synthetic import synthetic_result
 from sglab.config.policy import PromotionPolicy
 from sglab.schema.result import RunResult

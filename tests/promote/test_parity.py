@@ -14,7 +14,7 @@ from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
 from sglab.config.policy import PromotionPolicy
 from sglab.promotion.promote import PromotionRefused, promote
-from sglab.report.table import format_table
+from sglab.report.console import format_table
 from sglab.results.store import load_result
 
 from tests.promote.test_promote import bench, root  # noqa: F401  (fixture)

@@ -12,7 +12,7 @@ from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
 from sglab.cli import main
 from sglab.report.html import render_html
-from sglab.report.table import format_table
+from sglab.report.console import format_table
 from sglab.schema.result import RunResult
 from sglab.results.store import write_result
 

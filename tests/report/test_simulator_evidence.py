@@ -156,7 +156,7 @@ def test_plot_titles_say_simulator_evidence(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_html_shows_a_simulator_promote_in_the_simulator_colour_not_green(tmp_path: Path) -> None:
-    from sglab.report.plot_style import OUTCOME_COLORS, SIMULATOR_COLOR
+    from sglab.report.plots import OUTCOME_COLORS, SIMULATOR_COLOR
 
     page = write_report(promoting(), tmp_path / "sim").read_text(encoding="utf-8")
     assert f"<b style=\"color:{SIMULATOR_COLOR}\">PROMOTE (simulator evidence)</b>" in page

@@ -65,7 +65,7 @@ def test_sglab_ui_refuses_cross_site_requests_and_arm_url_changes(tmp_path):
                           timeout=10).json()["success"]
         runs = wait_until(lambda: list_runs(STACK, ui.results_dir), 10, "the saved interactive run")
 
-    from sglab.ui.provenance import refusal
+    from sglab.report.provenance import refusal
 
     saved = load_result(runs[-1])
     assert saved.target.kind == "sim" and saved.target.urls == ui.arm_urls
@@ -80,7 +80,7 @@ def test_form_changed_arm_url_is_recorded_and_refused_for_promotion(tmp_path):
     from sglab.config import load_stack
     from sglab.config.arms import candidate_arm
     from sglab.load.targets import start_sims
-    from sglab.ui.provenance import refusal
+    from sglab.report.provenance import refusal
 
     config = load_stack(STACK).config
     with start_sims([candidate_arm(config)], log_dir=tmp_path) as sims:

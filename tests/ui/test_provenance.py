@@ -26,7 +26,7 @@ def _result(**target) -> RunResult:
 
 
 def test_urls_fixed_by_sglab_are_evidence():
-    from sglab.ui.provenance import refusal
+    from sglab.report.provenance import refusal
 
     for kind in ("sim", "urls"):
         result = _result(target_kind=kind, urls_source="sglab")
@@ -35,7 +35,7 @@ def test_urls_fixed_by_sglab_are_evidence():
 
 
 def test_urls_from_the_form_are_not_evidence():
-    from sglab.ui.provenance import refusal
+    from sglab.report.provenance import refusal
 
     found = refusal(_result(target_kind="urls", urls_source="form"))
     assert found is not None and "form" in found.problem and "sglab ui" in found.fix
@@ -43,7 +43,7 @@ def test_urls_from_the_form_are_not_evidence():
 
 def test_an_interactive_result_without_a_url_source_is_not_evidence():
     """Results written before the source was recorded cannot show their URLs were not swapped."""
-    from sglab.ui.provenance import refusal
+    from sglab.report.provenance import refusal
 
     legacy = json.loads(_result(target_kind="sim").model_dump_json())
     legacy["target"].pop("urls_source", None)
@@ -55,7 +55,7 @@ def test_an_interactive_result_without_a_url_source_is_not_evidence():
 
 
 def test_in_cluster_urls_must_be_the_stacks_services():
-    from sglab.ui.provenance import refusal
+    from sglab.report.provenance import refusal
 
     result = _result(target_kind="in-cluster", urls_source="locust")
     assert refusal(result, stack_urls=URLS) is None
