@@ -474,7 +474,7 @@ def run(args: argparse.Namespace) -> int:
 
     judge_and_report(result, run_dir)
     if args.result_configmap:
-        from sglab.deploy.result_sink import write_result_configmap
+        from sglab.results.sink import write_result_configmap
 
         text = (run_dir / "result.json").read_text(encoding="utf-8")
         try:

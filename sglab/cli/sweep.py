@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _store(result, run_dir: Path, configmap: str) -> int:
     """The benchmark Job's hand-over: the result (its verdict = the sweep's ranking and pick) in the ConfigMap."""
-    from sglab.deploy.result_sink import write_result_configmap
+    from sglab.results.sink import write_result_configmap
 
     try:
         namespace = write_result_configmap((run_dir / "result.json").read_text(encoding="utf-8"), configmap)

@@ -8,11 +8,18 @@ timeouts, Locust) leaves the finished Job alone.
 
 The pod reads the stack file from a ConfigMap (the validated config, secrets as markers: the Job
 needs none, and the arms hash exactly as in the program), and writes its result into ConfigMaps the
-program pre-creates (result_sink.py); its Role may only get and update those, by name. After the Job
+program pre-creates (sglab/results/sink.py); its Role may only get and update those, by name. After the Job
 completes, the program reads back the result's summary and exports the verdict.
 
 For a sweep wave (sglab:sweep.wave, sglab/sweep/arms.py) the pod runs `sglab sweep` against the
 baseline and the wave's arm Services instead, and the read-back exports the wave's ranking and leader.
+
+The pod runs as the project image's non-root user on a read-only root; it schedules where the stack's placement
+lets it (tolerations and priority class: on a tainted GPU-only pool it must still run), pulls with the stack's
+image pull secrets, and carries the label the servers' NetworkPolicy admits. The guard (a native sidecar,
+sglab/deploy/disruption_guard.py) holds the arms' PodDisruptionBudgets at 0 while the benchmark runs. The stack
+outputs (the verdict, per-level gains with their intervals, the break-even numbers) are read back from the
+result summary the Job stored.
 """
 
 from __future__ import annotations
@@ -31,16 +38,14 @@ from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import NAMESPACE, load_stack, promotion_target_path
 from sglab.config.stack import StackConfig
 from sglab.core.paths import stacks_dir
-from sglab.deploy.benchmark_outputs import summarize_result
-from sglab.deploy.benchmark_pod import (RESULTS_DIR, SERVICE_ACCOUNT, STACKS_MOUNT, held_budgets, job_image,  # noqa: F401
-                                        pod_labels, pod_template as _pod_template, role_rules,
-                                        moved_arms, scaled_arms)
-from sglab.deploy.jobs import job_access
+from sglab.deploy.disruption_guard import READY_DIR, READY_FILE
+from sglab.deploy.jobs import LOCKED_DOWN, job_access, support_pod_placement
 from sglab.deploy.naming import (PENDING, PROJECT_IMAGE_UID, RESULT_CONFIGMAP_FLAG, SECRET_KEYS,  # noqa: F401 (re-exported)
                                  arm_url)
 from sglab.deploy.objects import common_labels
 from sglab.deploy.pulumi_config import SECRET_MARKER
-from sglab.deploy.result_sink import INDEX, RESULT_PARTS, SUMMARY_KEY, part_names
+from sglab.results.sink import INDEX, RESULT_PARTS, SUMMARY_KEY, part_names, read_summary
+from sglab.sglang.client import ADMIN_API_KEY_ENV, API_KEY_ENV
 from sglab.sweep.arms import Wave, plan_wave
 from sglab.sweep.job import next_step, summarize_sweep, sweep_command
 
@@ -48,6 +53,189 @@ HASH_CHARS = 12
 COMPARISON_LABEL = "sglab/comparison"
 # Past the Job's own deadline, so a slow run fails with the Job's DeadlineExceeded, not a Pulumi timeout.
 AWAIT_SLACK_MIN = 5
+
+
+# The Job's pod: `sglab bench` (or a wave's `sglab sweep`) against the arms' Services, with the disruption guard
+# beside it, and the Role both need.
+SERVICE_ACCOUNT = "sglab-bench"
+STACKS_MOUNT = "/etc/sglab/stacks"
+RESULTS_DIR = "/tmp/sglab-results"
+GUARD_CPU, GUARD_MEMORY = "50m", "128Mi"
+
+
+def job_image(stack: StackConfig) -> str:
+    return stack.benchmark_job.image or stack.project_image
+
+
+def pod_labels(stack: StackConfig, stack_name: str) -> dict[str, str]:
+    """The Job pod is a load generator: it carries the label the servers' NetworkPolicy admits."""
+    return {
+        "app.kubernetes.io/name": "sglab-bench",
+        "app.kubernetes.io/component": "benchmark",
+        "app.kubernetes.io/part-of": "sglab",
+        "sglab/stack": stack_name,
+        **stack.network_policy.allowed_from,
+    }
+
+
+# The bench's /tmp (its results before they are stored, matplotlib's cache): bounded, and requested so the
+# scheduler counts it and the kubelet evicts no other pod for it.
+TMP_SIZE = "4Gi"
+
+
+def held_budgets(stack: StackConfig, releases: list[str]) -> list[str]:
+    """The PodDisruptionBudgets the guard holds (the chart names each after its release), or none."""
+    budget = stack.disruption_budget
+    return list(releases) if budget.enabled and budget.hold_during_benchmark else []
+
+
+def scaled_arms(stack: StackConfig, releases: list[str]) -> list[str]:
+    """The arms' Deployments the Job scales to 0 when it ends (StackConfig.benchmark_scales_arms_down)."""
+    return list(releases) if stack.benchmark_scales_arms_down else []
+
+
+def moved_arms(stack: StackConfig, releases: list[str]) -> list[str]:
+    """The arms' Deployments the Job pins to a node or stops to carry out policy.design (sglab/load/moves.py):
+    an A/B of single-node servers outside serving (production traffic never moves); none for `parallel`."""
+    movable = stack.serving is None and stack.placement.nodes == 1 and stack.policy.design != "parallel"
+    return list(releases) if movable else []
+
+
+def role_rules(result_configmap: str, budgets: list[str] | None = None,
+               scaled: list[str] | None = None, moved: list[str] | None = None) -> list[dict[str, Any]]:
+    """Minimal: read and overwrite the pre-created result ConfigMaps (index and parts), get/patch the arms'
+    budgets the guard holds, patch the scale of the arms it scales down, and get/patch the Deployments it moves,
+    each by name. No create (it cannot be limited by name), no list, no delete."""
+    rules = [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": part_names(result_configmap),
+              "verbs": ["get", "update"]}]
+    if budgets:
+        rules.append({"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "resourceNames": list(budgets),
+                      "verbs": ["get", "patch"]})
+    if scaled:
+        rules.append({"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": list(scaled),
+                      "verbs": ["patch"]})
+    if moved:
+        rules.append({"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": list(moved),
+                      "verbs": ["get", "patch"]})
+    return rules
+
+
+def _restricted(**extra: Any) -> dict[str, Any]:
+    return {**LOCKED_DOWN, "readOnlyRootFilesystem": True, **extra}
+
+
+def guard_container(stack: StackConfig, budgets: list[str], scaled: list[str]) -> dict[str, Any]:
+    """The native sidecar (restartPolicy Always): the benchmark container starts once its startup probe sees the
+    budgets held; the kubelet stops it after the benchmark container, and it lets the budgets go."""
+    # No hold limit of its own: when the Job ends (done, failed, or past activeDeadlineSeconds) the kubelet stops
+    # the sidecar with SIGTERM, and it lets go (timeout-min stays out of the immutable pod template).
+    command = ["python", "-m", "sglab.deploy.disruption_guard", "--release-to",
+               str(stack.disruption_budget.max_unavailable)]
+    for name in budgets:
+        command += ["--pdb", name]
+    for name in scaled:
+        command += ["--scale-to-zero", name]
+    return {
+        "name": "disruption-guard",
+        "image": job_image(stack),
+        "imagePullPolicy": stack.image_pull_policy,
+        "restartPolicy": "Always",
+        "command": command,
+        "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "HOME", "value": "/tmp"}],
+        "startupProbe": {"exec": {"command": ["test", "-f", READY_FILE]}, "periodSeconds": 2, "failureThreshold": 60},
+        "resources": {"requests": {"cpu": GUARD_CPU, "memory": GUARD_MEMORY}, "limits": {"memory": GUARD_MEMORY}},
+        "volumeMounts": [{"name": "guard", "mountPath": READY_DIR}],
+        "securityContext": _restricted(),
+    }
+
+
+def api_key_env(stack: StackConfig) -> list[dict[str, Any]]:
+    """The servers' keys from the stack's Secret, as the servers read them (serving.api-keys): with them the
+    benchmark's requests pass SGLang's key middleware. Nothing for a stack whose servers take no key."""
+    if stack.serving is None:
+        return []
+    keys = stack.serving.api_keys
+    return [{"name": env, "valueFrom": {"secretKeyRef": {"name": keys.secret, "key": key}}}
+            for env, key in ((API_KEY_ENV, keys.api_key_key), (ADMIN_API_KEY_ENV, keys.admin_api_key_key))]
+
+
+def bench_pod_template(stack: StackConfig, stack_name: str, *, command: list[str], stack_configmap: str,
+                       budgets: list[str], scaled: list[str] | None = None) -> dict[str, Any]:
+    """The Job's pod: the benchmark against the arms' Services, the stack file mounted, a read-only root."""
+    container = {
+        "name": "bench",
+        "image": job_image(stack),
+        "imagePullPolicy": stack.image_pull_policy,
+        "command": command,
+        "env": [
+            {"name": "SGLAB_STACKS_DIR", "value": STACKS_MOUNT},
+            {"name": "SGLAB_RESULTS_DIR", "value": RESULTS_DIR},
+            {"name": "HOME", "value": "/tmp"},
+            {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},  # who pinned an arm
+            *api_key_env(stack),
+        ],
+        "resources": {"requests": {"cpu": stack.benchmark_job.cpu, "memory": stack.benchmark_job.memory,
+                                   "ephemeral-storage": TMP_SIZE},
+                      "limits": {"memory": stack.benchmark_job.memory}},
+        "volumeMounts": [{"name": "stack", "mountPath": STACKS_MOUNT, "readOnly": True},
+                         {"name": "tmp", "mountPath": "/tmp"}],
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    spec: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "automountServiceAccountToken": True,
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": PROJECT_IMAGE_UID, "runAsGroup": PROJECT_IMAGE_UID,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": [{"name": "stack", "configMap": {"name": stack_configmap}},
+                    {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}}],
+        **support_pod_placement(stack),
+    }
+    if budgets or scaled:
+        spec["initContainers"] = [guard_container(stack, budgets, scaled or [])]
+        spec["volumes"].append({"name": "guard", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
+    return {"metadata": {"labels": pod_labels(stack, stack_name)}, "spec": spec}
+
+
+# The Job's stack outputs, read back from the result summary it stored.
+def _level_rows(verdict: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    metric = verdict.get("metric") or "decode_tok_per_s"
+    gains, economics = [], []
+    for level in verdict.get("levels") or []:
+        if not isinstance(level, dict):
+            continue
+        gain = level.get("decode" if metric == "decode_tok_per_s" else "output") or {}
+        gains.append({"concurrency": level.get("concurrency"), "gating": level.get("gating"),
+                      "outcome": level.get("outcome"), "metric": metric, "gain": gain.get("estimate"),
+                      "ci_low": gain.get("low"), "ci_high": gain.get("high"), "rounds": gain.get("rounds")})
+        econ = level.get("economics") or {}
+        economics.append({key: econ.get(key) for key in ("concurrency", "baseline_step_ms", "verify_cycle_ms",
+                                                          "accept_length", "break_even_accept_length",
+                                                          "accept_margin")})
+    return gains, economics
+
+
+def summarize_result(summary_json: str | None) -> dict[str, Any]:
+    """Stack outputs from the result summary the Job wrote (results/sink.summary_of); `pending` while there is
+    none, `invalid` if it is not one (the outputs say why instead of failing the deployment)."""
+    empty = {"verdict": PENDING, "sentence": "", "run_id": "", "levels": [], "break_even": []}
+    summary = read_summary(summary_json)
+    if summary is None:
+        return empty
+    if isinstance(summary, str):
+        return {**empty, "verdict": "invalid", "sentence": summary}
+    verdict = summary.get("verdict") if isinstance(summary.get("verdict"), dict) else {}
+    outcome = verdict.get("outcome")
+    gains, economics = _level_rows(verdict)
+    return {"verdict": outcome if isinstance(outcome, str) else PENDING,
+            "sentence": str(verdict.get("sentence") or ""), "run_id": summary["run_id"],
+            "levels": gains, "break_even": economics}
 
 
 def comparison_identity(stack: StackConfig, stack_name: str = "") -> dict[str, Any]:
@@ -267,9 +455,9 @@ def arm_moved(stack: StackConfig, stack_name: str) -> list[str]:
 
 
 def pod_template(stack: StackConfig, stack_name: str, n: BenchmarkNames) -> dict[str, Any]:
-    return _pod_template(stack, stack_name, command=bench_command(stack, stack_name, n.result_configmap),
-                         stack_configmap=n.stack_configmap, budgets=arm_budgets(stack, stack_name),
-                         scaled=arm_scaled(stack, stack_name))
+    return bench_pod_template(stack, stack_name, command=bench_command(stack, stack_name, n.result_configmap),
+                              stack_configmap=n.stack_configmap, budgets=arm_budgets(stack, stack_name),
+                              scaled=arm_scaled(stack, stack_name))
 
 
 def declare_job_access(parent: pulumi.Resource, name: str, plan: Any,

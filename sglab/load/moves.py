@@ -11,7 +11,7 @@ places it, and wait until it serves again. One protocol, two backends:
   the arm's Service answers /health, within the stack's `rollout.startup-timeout-min`.
 
 Least privilege: the Job's Role may get and patch exactly the two Deployments and list pods (sglab/deploy/
-benchmark_pod.py). The pin is the only field the Job adds to the pod template, and the chart never sets a node
+benchmark_job.py). The pin is the only field the Job adds to the pod template, and the chart never sets a node
 affinity, so the next `pulumi up` neither fights nor undoes it (its server-side apply owns the chart's fields,
 the pin belongs to field manager `sglab-benchmark`). A server replaced while a period measures (a `pulumi up`
 that changed it, an eviction) is caught at the period's end (`check`) and ends the run invalid: the evidence

@@ -70,7 +70,7 @@ class ServerInfo:
 
 
 # The servers' keys as the pods read them from the stack's Secret (serving.api-keys, sglab/serving/objects.py);
-# the benchmark Job carries the same env (sglab/deploy/benchmark_pod.py), and a user whose own servers run with
+# the benchmark Job carries the same env (sglab/deploy/benchmark_job.py), and a user whose own servers run with
 # --api-key exports it. Read here, at the one place requests to a server are made, and never printed.
 API_KEY_ENV = "SGLAB_API_KEY"
 ADMIN_API_KEY_ENV = "SGLAB_ADMIN_API_KEY"

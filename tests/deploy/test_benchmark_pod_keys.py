@@ -4,12 +4,12 @@ serving.api-keys renders servers that refuse requests without the key, so its be
 from __future__ import annotations
 
 from sglab.config.loader import load_stack
-from sglab.deploy.benchmark_pod import pod_template
+from sglab.deploy.benchmark_job import bench_pod_template
 
 
 def _env(stack_name: str) -> list[dict]:
     stack = load_stack(stack_name).config
-    pod = pod_template(stack, stack_name, command=["sglab", "bench"], stack_configmap="cm", budgets=[])
+    pod = bench_pod_template(stack, stack_name, command=["sglab", "bench"], stack_configmap="cm", budgets=[])
     (bench,) = [c for c in pod["spec"]["containers"] if c["name"] == "bench"]
     return bench["env"]
 

@@ -15,7 +15,7 @@ from sglab.config.loader import load_mapping, load_stack
 from sglab.deploy.benchmark_job import RESULT_CONFIGMAP_FLAG, benchmark_plan, names
 from sglab.deploy.naming import arm_label, slot_release_name
 from sglab.deploy.render import render_stack
-from sglab.deploy.result_sink import SUMMARY_KEY, encode_result
+from sglab.results.sink import SUMMARY_KEY, encode_result
 from sglab.sweep.arms import plan_wave, sweep_grid, wave_slices
 from sglab.sweep.job import ARM_URL_FLAG
 from sglab.deploy.values import chart_values

@@ -16,7 +16,7 @@ from sglab.core.paths import stack_path
 from sglab.config.stack import StackConfig
 from sglab.deploy.benchmark_job import (SERVICE_ACCOUNT, STACKS_MOUNT, arm_read_rules, benchmark_plan, names,
                                         role_rules, stack_file_text)
-from sglab.deploy.result_sink import RESULT_PARTS
+from sglab.results.sink import RESULT_PARTS
 
 from pulumi_harness import run_program
 

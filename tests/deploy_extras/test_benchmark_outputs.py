@@ -6,7 +6,7 @@ import pytest
 
 from sglab.config.loader import load_stack
 from sglab.deploy.benchmark_job import PENDING, names, summarize_result
-from sglab.deploy.result_sink import SUMMARY_KEY, encode_result
+from sglab.results.sink import SUMMARY_KEY, encode_result
 
 from pulumi_harness import UNKNOWN, run_program
 from .results_fixtures import judged_result

@@ -16,7 +16,7 @@ from sglab.config.loader import load_stack
 from sglab.deploy.benchmark_job import RESULT_CONFIGMAP_FLAG, benchmark_plan, summarize_result
 from sglab.deploy.naming import service_url
 from sglab.deploy.pull import pull_results
-from sglab.deploy.result_sink import PAYLOAD_KEY, SUMMARY_KEY, decode_parts, write_result_configmap
+from sglab.results.sink import PAYLOAD_KEY, SUMMARY_KEY, decode_parts, write_result_configmap
 from sglab.load.targets import start_sims
 
 from .fake_api import FakeConfigMapApi

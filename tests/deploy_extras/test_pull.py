@@ -9,7 +9,7 @@ from kubernetes import client
 
 from sglab.core.errors import ConfigError
 from sglab.deploy.pull import group_parts, label_selector, parse_result, pull_report, pull_results, store_pulled
-from sglab.deploy.result_sink import (INDEX, PART, PART_ANNOTATION, PAYLOAD_KEY, RESULT_LABEL, SUMMARY_KEY,
+from sglab.results.sink import (INDEX, PART, PART_ANNOTATION, PAYLOAD_KEY, RESULT_LABEL, SUMMARY_KEY,
                                       encode_result, part_names)
 
 from .fake_api import FakeConfigMapApi

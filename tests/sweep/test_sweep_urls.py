@@ -17,7 +17,7 @@ from sglab.cli import main
 from sglab.config.loader import load_stack
 from sglab.deploy.benchmark_job import RESULT_CONFIGMAP_FLAG, benchmark_plan
 from sglab.deploy.pull import pull_results
-from sglab.deploy.result_sink import PAYLOAD_KEY, SUMMARY_KEY, decode_parts
+from sglab.results.sink import PAYLOAD_KEY, SUMMARY_KEY, decode_parts
 from sglab.sweep.arms import plan_wave
 from sglab.sweep.job import ARM_URL_FLAG, summarize_sweep
 from sglab.load.request import stack_sim_env
