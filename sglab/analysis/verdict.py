@@ -6,6 +6,11 @@ TTFT/ITL p99 deltas, error rates and the speculation economics. Gating levels (p
 on policy.metric; the others are reported with the crossover. Anything that makes the evidence unfit
 (sglab/analysis/checks.py) is a blocker: it can never end in `promote`. The verdict's models are in
 sglab/schema/verdict.py, its console table in sglab/report/console.py.
+
+`target_gate_refusal` judges the same evidence a second time under a promotion target's own policy: a source
+stack may gate on one operating point while production gates on others (its policy.levels or sglab:traffic),
+and promoting there on the source's verdict alone would install a config that production's own benchmark
+rejects, so promotion refuses with the reason and the fix when the target's gate does not pass.
 """
 
 from __future__ import annotations
@@ -20,27 +25,29 @@ from pydantic import ValidationError
 
 from sglab import metrics
 from sglab.analysis.accumulate import earlier_log_ratios, recorded
+from sglab.analysis.assumptions import checks_named
 from sglab.analysis.attribution import attribute, category_gains
 from sglab.analysis.checks import blockers as _blockers
 from sglab.analysis.checks import guards as _guards
 from sglab.analysis.checks import UNMEASURABLE, unable_to_measure
 from sglab.analysis.parity import output_parity, parity_guard
 from sglab.analysis.provenance import producer_of
-from sglab.analysis.economics import crossover, level_economics
+from sglab.analysis.operating_point import (crossover, effective_policy, level_economics, level_label, level_phrase,
+                                            operating_point, slo_targets)
 from sglab.analysis.guards import p99_ratio
-from sglab.analysis.operating_point import effective_policy, level_label, level_phrase, operating_point, slo_targets
 from sglab.analysis.sequential import rounds_to_decide
 from sglab.analysis.nodes import PARALLEL_NOTE, DesignEstimates
 from sglab.analysis.samples import ArmLevelStats, arm_stats, comparison_arms, mean_ci, paired, per_round, relative_delta
 from sglab.analysis.stops import level_estimates
 from sglab.core.errors import ConfigError
+from sglab.config.loader import LoadedStack
 from sglab.config.policy import PromotionPolicy
 from sglab.schema.result import LevelResult, RunResult
 from sglab.schema.verdict import (Check, Gain, LatencyDelta, LevelOutcome, LevelVerdict, Outcome, Verdict,
                                    pct)
 
 __all__ = ["Check", "Gain", "LatencyDelta", "LevelOutcome", "LevelVerdict", "METRICS", "Outcome", "Verdict",
-           "judge", "next_step", "policy_of"]
+           "judge", "next_step", "policy_of", "target_gate_refusal"]
 
 
 def __getattr__(name: str):
@@ -299,3 +306,56 @@ def _judgement(v: Verdict, failed: list[Check], label: str) -> str:
     if held is not None:
         return f"inconclusive: the candidate's gain is {shown}, but {held.notes[0]}; {more}."
     return f"inconclusive: the candidate's gain is {shown}, neither clearly above nor below the {need}; {more}."
+
+
+# Would the promoted config pass the target stack's own gate, on this evidence?
+
+def target_gate_refusal(result: RunResult, target: LoadedStack, source_stack: str) -> tuple[str, str] | None:
+    """(reason, fix) when the evidence fails the target stack's gate; None when it passes."""
+    policy = target.config.policy
+    verdict = judge(result, policy)
+    if verdict.outcome == "promote":
+        return None
+    label = level_label(result)
+    gate = "sglab:traffic" if policy.traffic is not None else "policy.levels"
+    where = ", ".join(level_phrase(label, c) for c in verdict.gating_levels)
+    reason = (f"the evidence fails the {target.name} stack's own gate ({gate}: {where}; "
+              f"min-gain {policy.min_gain:+.1%}): {verdict.sentence}")
+    missing = [c for c in verdict.gating_levels if verdict.level(c) is None]
+    losing = [lv.concurrency for lv in verdict.levels if lv.gating and lv.outcome == "lose"]
+    if missing:
+        fix = (f"measure what {target.name} gates on: add {missing} to the load levels of stack '{source_stack}' "
+               f"(or declare sglab:traffic there with the levels {target.name} serves) and re-run "
+               f"`sglab bench --stack {source_stack}`")
+    elif losing:
+        fix = (f"the candidate loses at {', '.join(level_phrase(label, c) for c in losing)}, which {target.name} "
+               f"serves: tune the candidate for that load (e.g. fewer speculative steps), declare sglab:traffic in "
+               f"stack '{source_stack}' with the levels {target.name} serves so its own verdict gates them, and "
+               "re-run the benchmark")
+    elif undecided := [lv for lv in verdict.levels if lv.gating and lv.outcome == "undecided"]:
+        floor = checks_named(policy.checks).promote_min_rounds
+        fix = "; ".join([_undecided_fix(lv, verdict, label, target.name, source_stack, floor) for lv in undecided]
+                        + [b.fix for b in verdict.blockers if b.fix])
+    elif verdict.blockers:
+        fix = "; ".join(b.fix for b in verdict.blockers if b.fix) or f"re-run `sglab bench --stack {source_stack}`"
+    else:
+        fix = (f"measure more at the levels {target.name} gates on (raise load.rounds, or declare sglab:traffic in "
+               f"stack '{source_stack}' so they get the full rounds) and re-run `sglab bench --stack {source_stack}`")
+    return reason, fix
+
+
+def _undecided_fix(lv, verdict, label: str, target: str, source_stack: str, floor: int) -> str:
+    """Why a level of the target's gate is undecided, and what decides it: the real reason, not a bystander."""
+    gain = lv.gain(verdict.metric)
+    where = level_phrase(label, lv.concurrency)
+    if gain.low is None and gain.high is None:
+        return (f"{where} has only {gain.rounds} rounds, too few for the confidence sequence to bound (a promotion "
+                f"needs at least {floor} under {target}'s checks): it was measured as an ungated level; re-run `sglab "
+                f"bench --stack {source_stack}`, which runs the levels {target} gates sequentially until they decide "
+                f"(sglab:promote-to)")
+    if gain.held:
+        return f"{where}: {gain.notes[0] if gain.notes else gain.held}"
+    more = f" (about {lv.more_rounds} more rounds would likely decide)" if lv.more_rounds else ""
+    return (f"{where}'s sequence [{pct(gain.low)}, {pct(gain.high)}] still straddles {target}'s min-gain "
+            f"{verdict.min_gain:+.1%} after {gain.rounds} rounds{more}: re-run `sglab bench --stack {source_stack}` "
+            "with the same load settings; the new run continues this pair's sequence")

@@ -32,7 +32,7 @@ from sglab.core.paths import project_root, stack_path, write_atomic
 from sglab.schema.records import Confound
 from sglab.schema.result import RunResult
 from sglab.results.store import RESULT_FILE, git_commit, latest_complete, load_result, results_root, utc_now_iso
-from sglab.analysis.verdict import policy_of
+from sglab.analysis.verdict import policy_of, target_gate_refusal
 from sglab.promotion.evidence import (PromotionRefused, check_design, check_evidence, check_launch_commands,
                                      check_producer, check_seal, judge_under_policies)
 from sglab.promotion.log import LOG_NAME, append_log
@@ -265,8 +265,7 @@ def promote(stack: str, *, target: str | None = None, root: Path | None = None, 
     result_file = result_path if result_path is not None and result_path.is_file() else run_dir / RESULT_FILE
     seal = check_seal(stack, result, result_file, accept_unkeyed=accept_unkeyed_seal)
 
-    from sglab.analysis.target_gate import target_gate_refusal  # the target's own gate, on the same evidence
-
+    # the target's own gate, on the same evidence
     if (refusal := target_gate_refusal(result, target_stack, stack)) is not None:
         raise PromotionRefused(*refusal)
     values = promoted_values(source)

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from sglab.analysis.attribution import attribute
-from sglab.analysis.economics import crossover, level_economics
+from sglab.analysis.operating_point import crossover, level_economics
 from sglab.analysis.sequential import rounds_to_decide
 from sglab.analysis.samples import ArmLevelStats, log_ratio_ci, mean_ci
 from sglab.analysis.synthetic import synthetic_result

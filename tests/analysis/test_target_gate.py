@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sglab.analysis.synthetic import synthetic_result
-from sglab.analysis.target_gate import target_gate_refusal
+from sglab.analysis.verdict import target_gate_refusal
 from sglab.config import baseline_arm, candidate_arm, load_stack
 from sglab.core.paths import project_root
 from sglab.promotion.promote import PromotionRefused, promote

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sglab.analysis.checks import blockers, guards
-from sglab.analysis.economics import crossover
+from sglab.analysis.operating_point import crossover
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
 from sglab.cli import build_parser
