@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sglab.results.configmap_reader import StoreReport, group_parts, read_document, store_once
+from sglab.results.pull import StoreReport, group_labelled, read_document, store_once
 from sglab.results.sink import encode_result
 from sglab.probe.result import PROBE_FILE, PROBE_KIND, RUN_PREFIX, ProbeResult, load_probe, parse_probe, to_json
 
@@ -64,7 +64,7 @@ def _read(parts: list[Any], stack: str) -> ProbeResult | str | None:
 def store_pulled(configmaps: list[Any], stack: str, base: Path) -> ProbePullReport:
     """Write every probe result among `configmaps` to <base>/<stack>/<run_id>/probe.json unless one is there."""
     report = ProbePullReport()
-    for parts in group_parts(configmaps, PROBE_KIND):
+    for parts in group_labelled(configmaps, PROBE_KIND):
         name = parts[0].metadata.name
         read = _read(parts, stack)
         if read is None:

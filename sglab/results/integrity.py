@@ -25,7 +25,7 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from sglab.schema.seal_record import IntegrityRecord
+from sglab.schema.result import IntegrityRecord
 
 if TYPE_CHECKING:
     from sglab.schema.result import RunResult

@@ -1,11 +1,12 @@
-"""The result transport's reading end (`sglab results pull --stack NAME`): copy the in-cluster benchmark results into
-results/<stack>/<run-id>/.
+"""The result transport's reading end (`sglab results pull --stack NAME`): read results back out of the
+ConfigMaps the in-cluster Jobs fill (sglab/results/sink.py writes them) into results/<stack>/<run-id>/.
 
 Every benchmark Job leaves its result in ConfigMaps labelled `sglab/stack=<stack>` (kept when the
-comparison changes): the index `sglab/result=true` and, for a large result, its parts `sglab/result=part`. Pulling
-validates each one as a RunResult of this stack and writes
-it like any local run; an existing result is never overwritten (an identical copy is skipped, a
-different one is reported as a conflict and left alone).
+comparison changes): the index `sglab/result=true` and, for a large result, its parts `sglab/result=part`. The
+generic half (`group_labelled`, `read_document`, `store_once`), which the probe pull (sglab/probe/store.py)
+shares, groups each index with its parts, decodes the payload to a JSON document and stores it once (never
+overwritten; an identical copy is "unchanged", a different one a conflict). Pulling benchmark results then
+validates each one as a RunResult of this stack and writes it like any local run.
 
 Each pulled result gets a provenance record beside it (provenance.json: the ConfigMap, its namespace, the
 result's digest and the sha256 of result.json's bytes), signed with this machine's result key: the Job's
@@ -20,20 +21,85 @@ import hmac
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from zlib import error as zlib_error
 
 from pydantic import ValidationError
 
 from sglab.core.errors import ConfigError
-from sglab.results import configmap_reader, integrity
+from sglab.results import integrity
 from sglab.schema.result import SAFE_NAME, SCHEMA_VERSION, RunResult
-from sglab.results.sink import INDEX, RESULT_LABEL, TRIMMED_ANNOTATION
+from sglab.results.sink import INDEX, PAYLOAD_KEY, RESULT_LABEL, TRIMMED_ANNOTATION, decode_parts, parts_count
 from sglab.results.store import RESULT_FILE, RESULT_LIMITS, results_root, utc_now_iso, write_json_atomic
-from sglab.core.untrusted_json import JsonLimits, read_bytes, read_json
+from sglab.core.untrusted_json import JsonLimits, JsonRefused, parse, read_bytes, read_json
 
 STACK_LABEL = "sglab/stack"
 PROVENANCE_FILE = "provenance.json"
 _RUN_ID = SAFE_NAME
 PROVENANCE_LIMITS = JsonLimits("a provenance record", max_bytes=64 * 1024, max_depth=4)
+
+
+@dataclass
+class StoreReport:
+    """What a pull did: files written, identical copies left, conflicting copies left, results the Job has not
+    written yet (ConfigMap names), and ConfigMaps refused ("name: why")."""
+
+    written: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
+    conflicts: list[Path] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+
+
+def group_labelled(configmaps: list[Any], label_value: str) -> list[list[Any]]:
+    """Each result whose index is labelled `sglab/result=<label_value>` as [index, part 1, ...] (None where a
+    part is missing), sorted by the index's name."""
+    by_name = {cm.metadata.name: cm for cm in configmaps}
+    results = []
+    for cm in configmaps:
+        if (cm.metadata.labels or {}).get(RESULT_LABEL) != label_value:
+            continue
+        count = parts_count(cm.metadata.annotations)
+        results.append([cm] + [by_name.get(f"{cm.metadata.name}-{i}") for i in range(1, count)])
+    return sorted(results, key=lambda parts: parts[0].metadata.name)
+
+
+def read_document(parts: list[Any], limits: JsonLimits = RESULT_LIMITS) -> tuple[Any, str | None]:
+    """(the decoded JSON document, None); (None, None) while the Job has not written it; (None, why) else.
+    The payload is inflated and parsed under `limits` (size, depth, finite numbers, no duplicate keys)."""
+    count = parts_count(parts[0].metadata.annotations)
+    if count == 0:
+        return None, None
+    payloads = [(cm.binary_data or {}).get(PAYLOAD_KEY) if cm is not None else None for cm in parts[:count]]
+    missing = [str(i) for i, p in enumerate(payloads) if not p] + [str(i) for i in range(len(payloads), count)]
+    if missing:
+        return None, f"part(s) {', '.join(missing)} of {count} missing"
+    try:
+        text = decode_parts(payloads, max_bytes=limits.max_bytes)
+    except (OSError, ValueError, EOFError, zlib_error) as exc:
+        return None, f"undecodable payload: {str(exc)[:200]}"
+    try:
+        document = parse(text or "", limits)
+    except JsonRefused as exc:
+        return None, f"{limits.what}: {exc}"
+    return document, None if document is not None else "the payload is JSON null"
+
+
+def store_once(target: Path, payload: dict[str, Any], report: StoreReport) -> bool:
+    """Write `payload` to `target` unless a file is there (identical: unchanged; different: a conflict);
+    True when this call wrote it."""
+    if target.exists():
+        try:
+            same = read_json(target, RESULT_LIMITS) == payload
+        except ConfigError:
+            same = False
+        (report.unchanged if same else report.conflicts).append(target)
+        return False
+    try:
+        report.written.append(write_json_atomic(target, payload))
+    except FileExistsError:
+        report.conflicts.append(target)
+        return False
+    return True
 
 
 @dataclass
@@ -45,7 +111,7 @@ class PulledResult:
 
 
 @dataclass
-class PullReport(configmap_reader.StoreReport):
+class PullReport(StoreReport):
     trimmed: list[str] = field(default_factory=list)
 
 
@@ -55,7 +121,7 @@ def label_selector(stack: str) -> str:
 
 def group_parts(configmaps: list[Any]) -> list[list[Any]]:
     """Each result as [index, part 1, ...] (None where a part is missing), from a ConfigMap listing."""
-    return configmap_reader.group_parts(configmaps, INDEX)
+    return group_labelled(configmaps, INDEX)
 
 
 def parse_result(parts: list[Any], stack: str) -> PulledResult:
@@ -64,7 +130,7 @@ def parse_result(parts: list[Any], stack: str) -> PulledResult:
     index = parts[0]
     annotations = index.metadata.annotations or {}
     pulled = PulledResult(configmap=index.metadata.name, trimmed=annotations.get(TRIMMED_ANNOTATION))
-    document, pulled.problem = configmap_reader.read_document(parts)
+    document, pulled.problem = read_document(parts)
     if document is None:
         return pulled
     if not isinstance(document, dict) or document.get("schema_version") != SCHEMA_VERSION:
@@ -101,7 +167,7 @@ def store_pulled(pulled: list[PulledResult], stack: str, base: Path | None = Non
             continue
         payload = item.result.model_dump(mode="json")
         target = root / item.result.run_id / RESULT_FILE
-        if not configmap_reader.store_once(target, payload, report):
+        if not store_once(target, payload, report):
             if target in report.unchanged and not (target.parent / PROVENANCE_FILE).exists():
                 write_provenance(target, item, namespace, context)
             continue

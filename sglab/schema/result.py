@@ -12,7 +12,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from sglab.schema.seal_record import IntegrityRecord
 from sglab.schema.records import Confound, RecordedLint, RecordedLoadPlan, RecordedPolicy
 from sglab.core.untrusted import is_control
 
@@ -233,6 +232,22 @@ class LoadGen(Schema):
     late_threshold_ms: float | None = None
     arrivals: dict[str, dict[str, Any]] = Field(default_factory=dict, description="open-loop runs: per level, "
                                                 "how faithful the arrivals were (sglab/ui/live.py)")
+
+
+Algorithm = Literal["sha256", "hmac-sha256"]
+
+
+class IntegrityRecord(BaseModel):
+    """The seal over a result (`RunResult.integrity`), written and checked by sglab/results/integrity.py."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    algorithm: Algorithm
+    digest: str
+    key_id: str | None = Field(None, description="sha256 of the HMAC key, first 16 hex digits (hmac-sha256 only)")
+    covers: str = Field("the whole result document except `integrity` and `verdict`, as canonical JSON")
+    schedule: dict[int, int] | None = Field(None, description="what the run planned to measure: level -> rounds "
+                                            "(bench runs; interactive runs have none)")
 
 
 class RunResult(Schema):

@@ -9,7 +9,7 @@ from sglab.analysis.samples import per_round
 from sglab.analysis.verdict import judge
 from sglab.config.policy import PromotionPolicy
 from sglab.config.traffic import Slo
-from sglab.metrics.goodput import is_good, tpot_ms
+from sglab.metrics.builtin import is_good, tpot_ms
 from sglab.schema.result import LevelResult, RequestSample, RoundSample, RunResult, Target, ArmInfo
 
 SLO = metrics.SloTargets(ttft_ms=200.0, tpot_ms=20.0)

@@ -174,7 +174,7 @@ def _provenance(path: Path) -> Any:
 
 
 def _configmap_payload(path: Path) -> Any:
-    from sglab.results.configmap_reader import read_document
+    from sglab.results.pull import read_document
 
     data = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
     document, problem = read_document(_configmap(data))

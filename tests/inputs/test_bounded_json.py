@@ -78,7 +78,7 @@ def test_a_configmap_payload_that_inflates_past_the_limit_is_refused_after_readi
     import gzip
     from types import SimpleNamespace
 
-    from sglab.results.configmap_reader import read_document
+    from sglab.results.pull import read_document
     from sglab.results.sink import PARTS_ANNOTATION, PAYLOAD_KEY
 
     bomb = base64.b64encode(gzip.compress(b" " * (64 << 20))).decode()  # 64 MiB of spaces in ~64 KiB
