@@ -39,10 +39,9 @@ from sglab.config.loader import NAMESPACE, load_stack, promotion_target_path
 from sglab.config.stack import StackConfig
 from sglab.core.paths import stacks_dir
 from sglab.deploy.disruption_guard import READY_DIR, READY_FILE
-from sglab.deploy.jobs import LOCKED_DOWN, job_access, support_pod_placement
 from sglab.deploy.naming import (PENDING, PROJECT_IMAGE_UID, RESULT_CONFIGMAP_FLAG, SECRET_KEYS,  # noqa: F401 (re-exported)
                                  arm_url)
-from sglab.deploy.objects import common_labels
+from sglab.deploy.objects import LOCKED_DOWN, common_labels, job_access, support_pod_placement
 from sglab.deploy.pulumi_config import SECRET_MARKER
 from sglab.results.sink import INDEX, RESULT_PARTS, SUMMARY_KEY, part_names, read_summary
 from sglab.sglang.client import ADMIN_API_KEY_ENV, API_KEY_ENV
@@ -402,7 +401,7 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
         return {"name": name, "namespace": ns, "labels": {**labels, **(extra or {})}}
 
     access = job_access(meta, ns, SERVICE_ACCOUNT, part_names(n.result_configmap, RESULT_PARTS), index_label=INDEX,
-                        job=n.job)  # sglab/deploy/jobs.py: shared with the probe Job
+                        job=n.job)  # sglab/deploy/objects.py: shared with the probe Job
     stack_configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(n.stack_configmap),
                        "data": stack_files(stack, stack_name)}
     job = {

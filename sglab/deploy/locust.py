@@ -26,9 +26,8 @@ from sglab.core.errors import ConfigError
 from sglab.core.paths import stack_path
 from sglab.config.stack import StackConfig
 from sglab.deploy.benchmark_job import STACKS_MOUNT, stack_file_text
-from sglab.deploy.jobs import support_pod_placement
 from sglab.deploy.naming import PART_OF, PROJECT_IMAGE_UID, arm_url, chart_dir
-from sglab.deploy.objects import common_labels, secret_manifest
+from sglab.deploy.objects import common_labels, secret_manifest, support_pod_placement
 from sglab.deploy.values import to_yaml
 from sglab.core.paths import write_or_check
 

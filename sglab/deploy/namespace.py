@@ -3,22 +3,150 @@
 - `namespace.create: false` (the default of a stack marked production): the namespace is the platform's. The
   program only reads it (`Namespace.get`: Pulumi never deletes a read resource) and checks that its Pod
   Security label admits the stack's pods before any server is touched.
-- A namespace the stack creates carries the Pod Security labels its pods meet (sglab/deploy/admission.py), and
+- A namespace the stack creates carries the Pod Security labels its pods meet (below), and
   is kept on `pulumi destroy` (retainOnDelete) while it holds something that must outlive the stack: a PVC of
   weights or the HF cache, benchmark or probe results (deleting a namespace deletes everything in it).
 - The HF cache claim the stack creates (sglab:hf-cache without claim-name) is kept on destroy too.
+
+Pod Security Admission: the Pod Security Standard level every pod a stack renders meets, and the namespace
+labels that enforce it (https://kubernetes.io/docs/concepts/security/pod-security-standards/).
+
+The level is derived from the settings that decide it (tests/deploy/test_admission.py checks it against the
+PSS rules applied to every rendered pod):
+
+- privileged: a hostPath volume (model.volume kind hostPath, placement.rdma host-network's /dev/infiniband), the
+  host network, or an added capability other than baseline's (IPC_LOCK for RDMA);
+- baseline: a container that may run as root (the server image's own user: `pod-security.run-as-user` unset);
+- restricted: otherwise (non-root, no privilege escalation, every capability dropped, seccomp RuntimeDefault,
+  only configMap/emptyDir/PVC/projected/secret volumes): the benchmark Job and Locust always are.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from sglab.deploy.admission import existing_namespace_problem
+from sglab.config.cluster import PSS_LEVELS, PssLevel
+from sglab.config.stack import StackConfig
+from sglab.core.errors import ConfigError
+from sglab.core.paths import stack_path
 from sglab.deploy.naming import HF_CACHE_CLAIM
-from sglab.deploy.objects import common_labels, keeps_namespace, namespace_manifest
+from sglab.deploy.objects import common_labels
+
+LABEL_PREFIX = "pod-security.kubernetes.io/"
+# The PSS version the labels pin: the oldest Kubernetes sglab supports (a pinned version does not tighten under
+# the stack when the cluster upgrades; the rules checked are the same from 1.31 to 1.37 for these pods).
+PSS_VERSION = "v1.31"
+
+
+@dataclass(frozen=True)
+class Need:
+    level: PssLevel
+    why: str
+
+
+def server_needs(stack: StackConfig) -> list[Need]:
+    """What the server pods (and the preflight and probe, which run the server image the same way) require."""
+    needs: list[Need] = []
+    volume = stack.model.volume
+    if volume is not None and volume.kind == "hostPath":
+        needs.append(Need("privileged", f"model.volume is a hostPath ({volume.host_path})"))
+    rdma = stack.placement.rdma
+    if rdma is not None:
+        needs.append(Need("privileged", "placement.rdma adds the IPC_LOCK capability"))
+        if rdma.host_network:
+            needs.append(Need("privileged", "placement.rdma.host-network uses the host network and a hostPath "
+                                            "/dev/infiniband"))
+    if stack.pod_security.run_as_user is None and stack.backend == "sglang":
+        needs.append(Need("baseline", "the server image runs as its own user, which may be root "
+                                      "(pod-security.run-as-user unset)"))
+    return needs
+
+
+def _rank(level: str) -> int:
+    return PSS_LEVELS.index(level)  # type: ignore[arg-type]
+
+
+def required_level(stack: StackConfig) -> PssLevel:
+    """The strictest level every pod of the stack meets."""
+    needs = server_needs(stack)
+    return max((n.level for n in needs), key=_rank, default="restricted")
+
+
+def namespace_level(stack: StackConfig, stack_name: str) -> PssLevel:
+    """namespace.pod-security, or the required level for auto; a level the pods do not meet is refused."""
+    chosen = stack.namespace_spec.pod_security
+    needed = required_level(stack)
+    if chosen == "auto":
+        return needed
+    if _rank(chosen) < _rank(needed):
+        reasons = "; ".join(n.why for n in server_needs(stack) if _rank(n.level) > _rank(chosen))
+        raise ConfigError(stack_path(stack_name), "namespace.pod-security",
+                          f"is {chosen}, but the stack's pods need {needed}: {reasons}",
+                          f"set namespace.pod-security: {needed} (or auto), or change what needs it")
+    return chosen  # type: ignore[return-value]
+
+
+def namespace_labels(stack: StackConfig, stack_name: str) -> dict[str, str]:
+    """enforce and warn at the level the pods meet; audit at restricted, so the audit log says what a stricter
+    namespace would need."""
+    level = namespace_level(stack, stack_name)
+    return {f"{LABEL_PREFIX}enforce": level, f"{LABEL_PREFIX}enforce-version": PSS_VERSION,
+            f"{LABEL_PREFIX}warn": level, f"{LABEL_PREFIX}warn-version": PSS_VERSION,
+            f"{LABEL_PREFIX}audit": "restricted", f"{LABEL_PREFIX}audit-version": PSS_VERSION}
+
+
+def existing_namespace_problem(stack: StackConfig, labels: dict[str, str] | None) -> str | None:
+    """Why an existing namespace (namespace.create false) would reject the stack's pods, or None."""
+    enforced = (labels or {}).get(f"{LABEL_PREFIX}enforce")
+    needed = required_level(stack)
+    if enforced in PSS_LEVELS and _rank(enforced) < _rank(needed):
+        reasons = "; ".join(n.why for n in server_needs(stack) if _rank(n.level) > _rank(enforced))
+        return (f"namespace {stack.namespace} enforces the Pod Security Standard {enforced!r}, but the stack's "
+                f"pods need {needed!r} ({reasons}), so Kubernetes would refuse to create them; ask the platform "
+                f"team for a namespace at {needed}, or change what needs it (docs/deploy.md, \"Admission\")")
+    return None
+
+
+def creates_namespace(stack: StackConfig) -> bool:
+    """namespace.create, unset: yes, except for a stack marked production (the platform owns its namespace)."""
+    create = stack.namespace_spec.create
+    return create if create is not None else not stack.production
+
+
+def holds_state(stack: StackConfig) -> list[str]:
+    """What in the namespace must outlive the stack (why a namespace the stack creates is kept on destroy)."""
+    held = []
+    volume = stack.model.volume
+    if volume is not None and volume.kind == "pvc":
+        held.append(f"the weights' PersistentVolumeClaim {volume.claim_name}")
+    if stack.hf_cache is not None:
+        held.append("the HF cache PersistentVolumeClaim")
+    if stack.benchmark_job.enabled:
+        held.append("benchmark results (ConfigMaps)")
+    if stack.probe.enabled:
+        held.append("NCCL probe results (ConfigMaps)")
+    return held
+
+
+def keeps_namespace(stack: StackConfig) -> bool:
+    """namespace.protect, unset: keep a created namespace on `pulumi destroy` when it holds anything of holds_state."""
+    protect = stack.namespace_spec.protect
+    return protect if protect is not None else bool(holds_state(stack))
+
+
+def namespace_manifest(stack: StackConfig, stack_name: str) -> dict[str, Any] | None:
+    """The Namespace the stack creates (with the Pod Security labels its pods meet), or None for an existing one."""
+    if not creates_namespace(stack):
+        return None
+    labels = {**common_labels(stack_name), **namespace_labels(stack, stack_name)}
+    metadata: dict[str, Any] = {"name": stack.namespace, "labels": labels}
+    if keeps_namespace(stack):
+        metadata["annotations"] = {"sglab/kept-on-destroy": "; ".join(holds_state(stack)) or "namespace.protect"}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 EXISTING = "existing-namespace"  # the Pulumi name of a read (never deleted) namespace
 

@@ -25,8 +25,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from sglab.config.stack import StackConfig
-from sglab.deploy.jobs import server_image_security, support_pod_placement
-from sglab.deploy.objects import common_labels
+from sglab.deploy.objects import common_labels, server_image_security, support_pod_placement
 from sglab.deploy.plan import ArmRelease
 
 HASH_CHARS = 12

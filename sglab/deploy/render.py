@@ -17,12 +17,11 @@ from sglab.config.arms import Confound, confounds
 from sglab.core.errors import ConfigError
 from sglab.config.loader import LoadedStack
 from sglab.config.stack import StackConfig
-from sglab.deploy.admission import namespace_level, server_needs
 from sglab.deploy.benchmark_job import benchmark_plan
 from sglab.deploy.capacity import check_capacity
-from sglab.deploy.namespace import hf_cache_manifest
+from sglab.deploy.namespace import hf_cache_manifest, namespace_level, namespace_manifest, server_needs
 from sglab.deploy.naming import SECRET_PLACEHOLDER, chart_dir
-from sglab.deploy.objects import hf_token_secret_manifest, namespace_manifest
+from sglab.deploy.objects import hf_token_secret_manifest
 from sglab.deploy.plan import arm_releases
 from sglab.deploy.preflight import preflight_plan
 

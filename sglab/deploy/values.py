@@ -18,7 +18,7 @@ from sglab.config.stack import StackConfig
 from sglab.config.placement import Toleration
 from sglab.deploy.naming import (HF_CACHE_CLAIM, arm_label, HF_TOKEN_SECRET, HF_TOKEN_SECRET_KEY, PART_OF,
                                  PROJECT_IMAGE_UID, chart_dir)
-from sglab.deploy.jobs import toleration_manifest
+from sglab.deploy.objects import toleration_manifest
 from sglab.serving.objects import server_api_keys, serving_values
 from sglab.core.paths import write_or_check
 

@@ -28,10 +28,9 @@ import pulumi_kubernetes as k8s
 from sglab.config.arms import baseline_arm
 from sglab.config.stack import StackConfig
 from sglab.deploy.benchmark_job import declare_job_access
-from sglab.deploy.jobs import (LOCKED_DOWN, JobAccess, api_token_mount, api_token_volume, job_access,
-                              server_image_security)
+from sglab.deploy.objects import (LOCKED_DOWN, JobAccess, api_token_mount, api_token_volume, common_labels,
+                                 job_access, server_image_security)
 from sglab.deploy.naming import PROJECT_IMAGE_UID
-from sglab.deploy.objects import common_labels
 from sglab.deploy.values import chart_values
 from sglab.results.sink import part_names
 from sglab.probe.plan import needs_nvls, probe_spec

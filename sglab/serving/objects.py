@@ -15,7 +15,7 @@ from sglab.serving.spec import POD_LABELS, REVISION_LABEL, SHARED_CONFIG_LABEL, 
 from sglab.config.arms import ArmSpec, baseline_arm, build_arm
 from sglab.config.stack import StackConfig
 from sglab.config.serving import Serving, argo_steps, control_mirror_percent
-from sglab.deploy.jobs import support_pod_placement
+from sglab.deploy.objects import support_pod_placement
 from sglab.deploy.naming import PROJECT_IMAGE_UID, release_name
 from sglab.sglang.client import ADMIN_API_KEY_ENV, API_KEY_ENV
 

@@ -1,6 +1,6 @@
 """The Pod Security Standards' baseline and restricted checks, written from the standard's tables
 (https://kubernetes.io/docs/concepts/security/pod-security-standards/, Kubernetes 1.31-1.37), to judge rendered
-pod templates independently of how sglab derives its namespace labels (sglab/deploy/admission.py)."""
+pod templates independently of how sglab derives its namespace labels (sglab/deploy/namespace.py)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sglab.config.loader import load_mapping, load_stack
-from sglab.deploy.admission import LABEL_PREFIX, PSS_VERSION, required_level
+from sglab.deploy.namespace import LABEL_PREFIX, PSS_VERSION, required_level
 from sglab.deploy.render import render_stack
 from sglab.core.errors import ConfigError
 from pulumi_harness import shipped_stacks

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sglab.config.loader import load_mapping, load_stack
-from sglab.deploy.objects import holds_state, namespace_manifest
+from sglab.deploy.namespace import holds_state, namespace_manifest
 from sglab.core.errors import ConfigError
 from pulumi_harness import run_program
 

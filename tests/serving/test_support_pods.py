@@ -9,7 +9,7 @@ from ruamel.yaml import YAML
 
 from sglab.config.loader import load_stack
 from sglab.core.paths import stacks_dir
-from sglab.deploy.jobs import GPU_NODE_LABEL, support_pod_placement
+from sglab.deploy.objects import GPU_NODE_LABEL, support_pod_placement
 from sglab.deploy.render import render_stack
 
 OFF_GPU = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
