@@ -218,7 +218,7 @@ def promote(stack: str, *, target: str | None = None, root: Path | None = None, 
     source = load_stack(stack, root)
     run_dir, result = find_evidence(stack, results_base=results_base, result_path=result_path)
     if result.sweep is not None:  # a sweep's confirmation: evidence for the arm it confirms (sglab/sweep/)
-        from sglab.sweep.evidence import confirmed_source
+        from sglab.sweep.confirm import confirmed_source
 
         source, refusal = confirmed_source(source, result, explicit=result_path is not None)
         if refusal is not None:

@@ -294,7 +294,7 @@ class RunResult(Schema):
     sequential: dict | None = Field(None, description="policy.method sequential: concurrency (str) -> every look of "
                                     "its confidence sequence (sglab.analysis.sequential.SequentialRecord)")
     sweep: dict | None = Field(None, description="a sweep's confirmation A/B: the sweep run and the arm it confirms "
-                               "(sglab/sweep/evidence.py); promote rebuilds that arm from the stack")
+                               "(sglab/sweep/confirm.py); promote rebuilds that arm from the stack")
     output_texts: dict[str, str] = Field(default_factory=dict, description="output_sha256 -> text of every distinct "
                                          "output of the request samples: output parity (sglab/analysis/parity.py)")
     integrity: IntegrityRecord | None = Field(None, description="digest (or HMAC) over the document and the "

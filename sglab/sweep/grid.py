@@ -47,7 +47,7 @@ class SweepArm:
         return self.arm.config_hash
 
     def record(self) -> dict[str, Any]:
-        """What a result stores to rebuild this arm from the stack (sglab.sweep.evidence)."""
+        """What a result stores to rebuild this arm from the stack (sglab.sweep.confirm.confirmed_source)."""
         record = {"name": self.name, "num_steps": self.num_steps, "eagle_topk": self.eagle_topk,
                   "num_draft_tokens": self.num_draft_tokens, "adaptive": self.adaptive, "variant": self.variant,
                   "nccl": dict(self.nccl), "config_hash": self.config_hash}

@@ -1,5 +1,5 @@
 """After a sweep's confirmation, the `next:` command is the one that can work: a confirmation run is only promoted
-with `--result` (sglab/sweep/evidence.py refuses it as the newest run), so that is what it prints."""
+with `--result` (sglab/sweep/confirm.py refuses it as the newest run), so that is what it prints."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from sglab.core.errors import ConfigError
 from sglab.load.schedule import plan_for
 from sglab.results.store import load_result, write_result
 from sglab.sglang.env import without_server_env
-from sglab.sweep.evidence import confirmed_source
+from sglab.sweep.confirm import confirmed_source
 from sglab.sweep.grid import expand
 from sglab.sweep.run import SweepController, load_resume, new_state
 from sglab.sweep.state import STATE_FILE, load_state
