@@ -4,7 +4,7 @@ One `sglab sim` per arm (or the given URLs: on a cluster, the wave's slots). At 
 (policy.levels) the first min-rounds rounds run the baseline and every arm still in the sweep; after
 that each round runs the pick and its strongest challengers (and the baseline while the pick is not
 yet estimated to clear min-gain): sglab/sweep/race.py decides, replayed after every round from
-all the level's rounds (sglab/sweep/race_record.py). Eliminated arms get no further rounds; the
+all the level's rounds (race_record). Eliminated arms get no further rounds; the
 level ends when one arm is left, the estimated P(correct selection) reaches policy.confidence, none is
 left, or at sweep.max-rounds. A later gated level starts over with the arms not eliminated; ungated
 levels run the pick and its challengers for load.ungated-rounds (for the Pareto plot). The pick then
@@ -26,7 +26,7 @@ import numpy as np
 
 from sglab import metrics
 from sglab.sweep.calibration import PREFIX, calibration_arm, node_offsets
-from sglab.sweep.race_record import RaceRecord, race_record
+from sglab.sweep.race import RaceRecord, race_record
 from sglab.analysis.operating_point import effective_policy, slo_targets
 from sglab.analysis.samples import per_round
 from sglab.config.loader import LoadedStack

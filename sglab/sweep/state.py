@@ -5,7 +5,7 @@ nothing in it decides anything on a resume: the arms are rebuilt from the grid b
 pick and the confirmation are recomputed from the sealed results (sglab/sweep/run.py load_resume). It is read
 through the one bounded reader into a typed model whose counts and rounds are bounded by the config's own
 limits, so a damaged or hostile file is one ConfigError (file, key, fix), never a traceback or an allocation.
-The race records (sglab.sweep.race_record.RaceRecord, one per gated level) are kept so the outputs and a
+The race records (sglab.sweep.race.RaceRecord, one per gated level) are kept so the outputs and a
 reader see every look without rerunning the statistics.
 """
 

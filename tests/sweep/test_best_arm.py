@@ -9,8 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from sglab.sweep.race import BELOW_MIN, NOT_BEST, Race, latest_bounds
-from sglab.sweep.race_record import race_record
+from sglab.sweep.race import BELOW_MIN, NOT_BEST, Race, latest_bounds, race_record
 from sglab.analysis.sequential import bounds, sequential_test
 
 SD = 0.02  # per segment: a paired difference has sd 2.8%, as the reference rounds of docs/verdict.md (2.9%)
