@@ -74,9 +74,9 @@ DOCKER ?= docker
 REGISTRY ?=
 image: install
 	$(DOCKER) build --build-arg SGLAB_VERSION=$$($(BIN)/python -c 'import sglab; print(sglab.__version__)') \
-		-t $$($(BIN)/python -m sglab.deploy.image --local) -t $$($(BIN)/python -m sglab.deploy.image) \
-		$(if $(REGISTRY),-t $$($(BIN)/python -m sglab.deploy.image --registry $(REGISTRY))) .
-	$(if $(REGISTRY),$(DOCKER) push $$($(BIN)/python -m sglab.deploy.image --registry $(REGISTRY)))
+		-t $$($(BIN)/python -m sglab.deploy.naming --local) -t $$($(BIN)/python -m sglab.deploy.naming) \
+		$(if $(REGISTRY),-t $$($(BIN)/python -m sglab.deploy.naming --registry $(REGISTRY))) .
+	$(if $(REGISTRY),$(DOCKER) push $$($(BIN)/python -m sglab.deploy.naming --registry $(REGISTRY)))
 
 clean-venv:
 	rm -rf $(VENV) .venv-sglang

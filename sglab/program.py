@@ -25,11 +25,10 @@ from sglab.deploy.capacity import check_capacity
 from sglab.deploy.locust import build_locust
 from sglab.deploy.namespace import declare_hf_cache, declare_namespace
 from sglab.deploy.objects import hf_token_secret_manifest
-from sglab.deploy.plan import ArmRelease, arm_releases
+from sglab.deploy.plan import ArmRelease, SGLangServer, arm_releases
 from sglab.deploy.preflight import Preflight, preflight_plan
 from sglab.probe.job import build_probe_job
 from sglab.deploy.pulumi_config import PulumiStack, read_pulumi_config
-from sglab.deploy.server import SGLangServer
 from sglab.sweep.arms import plan_wave
 
 

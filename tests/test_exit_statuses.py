@@ -13,7 +13,7 @@ from sglab.serving import judge, watch
 ROOT = Path(__file__).resolve().parents[1]
 # Entry points that return an exit status; probe/nccl.py ships alone into the server image and says why it
 # writes its number.
-ENTRY_POINTS = [*sorted((ROOT / "sglab" / "cli").glob("*.py")), ROOT / "sglab/deploy/image.py",
+ENTRY_POINTS = [*sorted((ROOT / "sglab" / "cli").glob("*.py")), ROOT / "sglab/deploy/naming.py",
                 ROOT / "sglab/deploy/disruption_guard.py", ROOT / "sglab/sim/cli_args.py", ROOT / "sglab/ui/web_tab.py"]
 
 

@@ -16,7 +16,7 @@ from sglab import __version__
 from sglab.config.base import _DNS_LABEL, _DNS_SUBDOMAIN, _QUANTITY, KeyedValueError, Model, number_as_quantity
 
 # Where `make image` publishes the project image (sglab + Locust + loadtests/), and so what every stack pulls
-# unless sglab:project-image names another. One declaration: the Makefile asks `python -m sglab.deploy.image`.
+# unless sglab:project-image names another. One declaration: the Makefile asks `python -m sglab.deploy.naming`.
 PROJECT_IMAGE_REPOSITORY = "ghcr.io/sglab-dev/sglab"
 DEFAULT_PROJECT_IMAGE = f"{PROJECT_IMAGE_REPOSITORY}:{__version__}"
 

@@ -1,4 +1,5 @@
-"""What a stack deploys, as data: the arm chart releases with their values.
+"""What a stack deploys: the arm chart releases with their values, as data, and `SGLangServer`, the Pulumi
+component that deploys one.
 
 The Pulumi program turns each release into an `SGLangServer` component; `sglab render` feeds the
 same releases to the Helm engine. Neither builds values on its own. A sweep stack with
@@ -10,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
 
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm
 from sglab.config.stack import StackConfig
@@ -61,3 +65,41 @@ def arm_releases(stack: StackConfig, stack_name: str) -> list[ArmRelease]:
         resource = "candidate" if release == release_name("candidate") else release
         return [base, arm_release(stack, candidate_arm(stack), stack_name, release, resource)]
     return [base, *(arm_release(stack, a.arm.arm, stack_name, a.release, arm_name=a.arm.name) for a in wave.arms)]
+
+
+class SGLangServer(pulumi.ComponentResource):
+    """One SGLang server (baseline or candidate): the chart release plus what clients need to reach it."""
+
+    TYPE = "sglab:index:SGLangServer"
+
+    def __init__(self, name: str, release: ArmRelease, opts: Optional[pulumi.ResourceOptions] = None, *,
+                 values: Any = None) -> None:
+        """`values` (default: the release's) may be an Output of them: the chart waits for it to resolve."""
+        super().__init__(self.TYPE, name, None, opts)
+        self.release = release
+        # A large model can take longer to load than the provider's 10-minute default await.
+        timeout = f"{release.timeout_min}m"
+        self.chart = k8s.helm.v4.Chart(
+            name,
+            chart=str(release.chart),
+            name=release.release,
+            namespace=release.namespace,
+            values=release.values if values is None else values,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout, delete="10m"),
+            ),
+        )
+        self.role = release.arm.role
+        self.service_host = pulumi.Output.from_input(release.service_host)
+        self.port = pulumi.Output.from_input(release.arm.port)
+        self.url = pulumi.Output.from_input(release.url)
+        self.launch_command = pulumi.Output.from_input(release.arm.launch_command)
+        self.config_hash = pulumi.Output.from_input(release.arm.config_hash)
+        self.register_outputs({
+            "service_host": self.service_host,
+            "port": self.port,
+            "url": self.url,
+            "launch_command": self.launch_command,
+            "config_hash": self.config_hash,
+        })

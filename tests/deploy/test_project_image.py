@@ -16,7 +16,7 @@ import yaml
 from sglab import __version__
 from sglab.config.cluster import DEFAULT_PROJECT_IMAGE, image_problem
 from sglab.config.loader import load_mapping, load_stack
-from sglab.deploy.image import reference
+from sglab.deploy.naming import reference
 from sglab.deploy.render import render_stack
 from sglab.core.errors import ConfigError
 
