@@ -45,8 +45,7 @@ from sglab.deploy.objects import LOCKED_DOWN, common_labels, job_access, support
 from sglab.deploy.pulumi_config import SECRET_MARKER
 from sglab.results.sink import INDEX, RESULT_PARTS, SUMMARY_KEY, part_names, read_summary
 from sglab.sglang.client import ADMIN_API_KEY_ENV, API_KEY_ENV
-from sglab.sweep.arms import Wave, plan_wave
-from sglab.sweep.job import next_step, summarize_sweep, sweep_command
+from sglab.sweep.arms import Wave, next_step, plan_wave, summarize_sweep, sweep_command
 
 HASH_CHARS = 12
 COMPARISON_LABEL = "sglab/comparison"

@@ -16,8 +16,7 @@ from sglab.deploy.benchmark_job import RESULT_CONFIGMAP_FLAG, benchmark_plan, na
 from sglab.deploy.naming import arm_label, slot_release_name
 from sglab.deploy.render import render_stack
 from sglab.results.sink import SUMMARY_KEY, encode_result
-from sglab.sweep.arms import plan_wave, sweep_grid, wave_slices
-from sglab.sweep.job import ARM_URL_FLAG
+from sglab.sweep.arms import ARM_URL_FLAG, plan_wave, sweep_grid, wave_slices
 from sglab.deploy.values import chart_values
 from sglab.core.errors import ConfigError
 from sglab.sweep.grid import expand

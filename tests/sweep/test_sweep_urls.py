@@ -18,8 +18,7 @@ from sglab.config.loader import load_stack
 from sglab.deploy.benchmark_job import RESULT_CONFIGMAP_FLAG, benchmark_plan
 from sglab.deploy.pull import pull_results
 from sglab.results.sink import PAYLOAD_KEY, SUMMARY_KEY, decode_parts
-from sglab.sweep.arms import plan_wave
-from sglab.sweep.job import ARM_URL_FLAG, summarize_sweep
+from sglab.sweep.arms import ARM_URL_FLAG, plan_wave, summarize_sweep
 from sglab.load.request import stack_sim_env
 from sglab.load.targets import start_sims
 from sglab.sglang.env import without_server_env
