@@ -89,7 +89,7 @@ def stack_from(baseline: Any, candidate: Any) -> dict[str, Any]:
     config_extra: dict[str, Any] = {}
     path = str(model["path"] or "")
     if path.startswith("/"):  # in a cluster the weights come from the node (assumed: at the same path there)
-        from sglab.config.strict import DEFAULT_HOST_PATH_PREFIXES, is_under
+        from sglab.config.base import DEFAULT_HOST_PATH_PREFIXES, is_under
 
         folder = str(Path(path).parent)
         volume: dict[str, Any] = {"kind": "hostPath", "host-path": folder, "mount-path": folder}

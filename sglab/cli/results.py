@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sglab.analysis.operating_point import level_label
 from sglab.cli.bounds import model_option
-from sglab.config.jobs import BenchmarkJob
+from sglab.config.cluster import BenchmarkJob
 from sglab.core.errors import ConfigError
 from sglab.schema.result import RunResult
 from sglab.results.store import list_runs, load_result, results_root

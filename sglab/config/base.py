@@ -1,18 +1,209 @@
-"""What every config model shares: kebab-case keys, unknown keys refused, keyed errors, Kubernetes syntax."""
+"""What every config model shares, and what no stack value may be, whatever its key.
+
+Every config model (`Model`) has kebab-case keys, refuses unknown keys, reports a cross-field problem at its key
+(`KeyedValueError`), and runs `text_problem` and `type_problem` on each of its fields before pydantic coerces
+them, so a new key gets these rules without a line of its own:
+
+- Strict types: pydantic would read `"yes"`, `1` or `"true"` as a boolean and `"8"` or `8.0` as an integer; in a
+  stack file each is a mistake (a quoted number, a typo), so only a YAML boolean is a boolean and only a YAML
+  integer an integer. Number keys take YAML integers and decimals alike.
+- No control or invisible characters (C0/C1, DEL, bidi, zero-width, separator and no-break space characters:
+  sglab.core.untrusted.is_control): a name or path with them would print as something else or as nothing, and
+  no server, registry or file system means them.
+- No credentials in a URL: `https://user:pass@host` or `https://host/x?token=...` in a model path or a flag
+  would be printed by validate and render and stored in plain text in the Deployment and the stack ConfigMap.
+- No directory the pod or the node must not hand out (`dir_problem`), and Kubernetes syntax for labels,
+  quantities and environment variable names.
+"""
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Any
+import types
+import typing
+import unicodedata
+from typing import Any, Literal, Union
 
 from pydantic import AliasGenerator, BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from sglab.config.strict import SECRETS_FIX, text_problem, type_problem
 from sglab.sglang.env import NCCL_ENV_PREFIX, is_hf_token_env
-from sglab.sglang.secret_names import secret_word
+from sglab.sglang.secret_names import credential_kind, has_url_credentials, redact_url_credentials, secret_word
 from sglab.sglang.honesty import faked_acceptance, refusal
 from sglab.sglang.sim_knobs import is_sim_env
-from sglab.core.untrusted import printable
+from sglab.core.untrusted import is_control, printable
+
+
+SECRETS_FIX = ("the only secret sglab hands a server is the Hugging Face token, as the Pulumi secret sglab:hf-token "
+               "(pulumi config set --secret sglab:hf-token <token>), which the pods read through a Kubernetes Secret "
+               "reference; keep any other credential out of the stack file")
+
+FIT, SILENT = object(), ""  # value_problem: fits the type / does not fit, pydantic says why
+
+
+def _shown(value: Any) -> str:
+    return printable(repr(value), limit=60)
+
+
+_LAX_BOOLEANS = {"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"}
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.strip())
+    except ValueError:
+        return None
+
+
+def _scalar_problem(kind: type, value: Any) -> Any:
+    """The problem only where pydantic would coerce; a value it refuses anyway is left to its own message."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return FIT
+        lax = (isinstance(value, str) and value.strip().lower() in _LAX_BOOLEANS) or \
+            (isinstance(value, (int, float)) and value in (0, 1))
+        return (f"is {_shown(value)}, but this key takes true or false (quoted words, yes/no, on/off and 0/1 are not "
+                "booleans here); write true or false") if lax else SILENT
+    if isinstance(value, bool):
+        return (f"is a boolean ({str(value).lower()}), but this key takes a number; write the number itself, "
+                "not true/false")
+    number = _number(value) if isinstance(value, str) else None
+    if kind is int:
+        if isinstance(value, int):
+            return FIT
+        if isinstance(value, float) and value.is_integer():
+            return f"is {_shown(value)}, a decimal number, but this key takes an integer; write {int(value)}"
+        if number is not None and number.is_integer():
+            return (f"is the string {_shown(value)}, but this key takes an integer; write {int(number)} "
+                    "without quotes")
+        return SILENT
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"is {_shown(value)}, which is not a setting; write a finite number"
+    if isinstance(value, (int, float)):
+        return FIT
+    if number is not None:
+        return f"is the string {_shown(value)}, but this key takes a number; write {value.strip()} without quotes"
+    return SILENT
+
+
+def type_problem(annotation: Any, value: Any) -> Any:
+    """FIT, None (not ours to judge: pydantic decides), SILENT (does not fit; pydantic says why) or the problem
+    ('problem; fix') when only pydantic's lax coercion would make `value` fit `annotation`."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return type_problem(args[0], value)
+    if origin in (Union, types.UnionType):
+        results = [type_problem(arg, value) for arg in args]
+        if any(r is FIT or r is None for r in results):
+            return FIT
+        return next((r for r in results if r), SILENT)
+    if origin is Literal:
+        return FIT if any(value == a and type(value) is type(a) for a in args) else SILENT
+    if annotation is type(None):
+        return FIT if value is None else SILENT
+    if annotation in (bool, int, float):
+        return _scalar_problem(annotation, value)
+    if annotation is str:
+        return FIT if isinstance(value, str) else SILENT
+    if origin in (list, tuple, set, frozenset) and isinstance(value, list) and args:
+        for index, item in enumerate(value):
+            problem = type_problem(args[0], item)
+            if isinstance(problem, str) and problem:
+                return f"item {index + 1} {problem}"
+        return FIT
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        for key, item in value.items():
+            problem = type_problem(args[1], item)
+            if isinstance(problem, str) and problem:
+                return f"{printable(key, limit=60)} {problem}"
+        return FIT
+    return None
+
+
+def _has_control(text: str) -> bool:
+    return any(is_control(ch) for ch in text)
+
+
+def text_problem(value: Any, *, skip: tuple[type, ...] = ()) -> tuple[tuple[str | int, ...], str] | None:
+    """(key path below the value, 'problem; fix') for the first string inside `value` (keys included) that
+    holds a control character or a URL with credentials; the message never repeats a credential."""
+    if isinstance(value, skip):
+        return None
+    if isinstance(value, str):
+        hidden = next((ch for ch in value if is_control(ch)), None)
+        if hidden is not None:
+            return (), (f"{printable(value, limit=80)} contains U+{ord(hidden):04X} "
+                        f"({unicodedata.name(hidden, 'a control code').lower()}), a control character or an invisible "
+                        "one (shown escaped) that prints as something else, nothing or a plain space, which no path "
+                        "or name may hold; retype the value by hand (pasted text often carries a zero-width or "
+                        "no-break space) and check for a stray escape in a quoted YAML string")
+        kind = credential_kind(value)
+        if kind is not None:
+            return (), (f"holds what looks like {kind}, which validate and render would print; remove it: "
+                        f"{SECRETS_FIX}")
+        if has_url_credentials(value):
+            return (), (f"holds a URL with credentials ({printable(redact_url_credentials(value), limit=80)}), which "
+                        "validate and render would print; remove the user:password@ part or the secret query "
+                        f"parameter: {SECRETS_FIX}")
+        return None
+    if isinstance(value, dict):
+        if set(value) == {"secure"}:
+            return None  # a Pulumi secret's ciphertext
+        for key, item in value.items():
+            if isinstance(key, str) and _has_control(key):
+                return (), (f"the key {printable(key, limit=80)} contains a control character (shown escaped); "
+                            "rename it")
+            found = text_problem(item, skip=skip)
+            if found is not None:
+                return (key, *found[0]), found[1]
+        return None
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = text_problem(item, skip=skip)
+            if found is not None:  # a scalar item is reported at its list (extra-args), a mapping at its index
+                return ((index, *found[0]), found[1]) if isinstance(item, (dict, list)) else found
+        return None
+    return None
+
+
+# Directories of the image a mount or an emptyDir must not cover (the image's programs, libraries and
+# configuration, the kernel's interfaces, the runtime's sockets).
+CONTAINER_SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
+                         "/sbin", "/sys", "/usr", "/var/run")
+# Directories of the node a hostPath must not reach, even read-only: besides the above, the kubelet's and the
+# container runtime's state (other pods' volumes and secrets, /var/lib/kubelet), logs and root's home.
+NODE_SYSTEM_DIRS = CONTAINER_SYSTEM_DIRS + ("/root", "/var/lib", "/var/log")
+# Where a weights hostPath may live unless model.volume.host-path-prefixes says otherwise.
+DEFAULT_HOST_PATH_PREFIXES = ("/shared", "/models", "/mnt", "/data")
+
+
+def normal_dir(path: str) -> str:
+    """`/a//b/` -> `/a/b` (the path as a mount sees it)."""
+    return "/" + "/".join(part for part in path.split("/") if part)
+
+
+def is_under(path: str, directory: str) -> bool:
+    """True when `path` is `directory` or inside it, by whole path segments (/shared-x is not under /shared)."""
+    path, directory = normal_dir(path), normal_dir(directory)
+    return directory == "/" or path == directory or path.startswith(directory + "/")
+
+
+def dir_problem(path: str, system_dirs: tuple[str, ...], example: str, why: str = "") -> str | None:
+    """Why `path` is not a directory of its own outside `system_dirs` ('problem; fix'), or None."""
+    if not path.startswith("/"):
+        return f"{printable(path, limit=80)} is not an absolute path; write it from the root, like {example}"
+    if any(part in (".", "..") for part in path.split("/")):
+        return (f"{printable(path, limit=80)} has a '.' or '..' segment, which hides where it really points; "
+                f"write the directory itself, like {example}")
+    norm = normal_dir(path)
+    inside = next((d for d in system_dirs if is_under(norm, d)), None)
+    if norm == "/" or inside is not None:
+        what = "the root directory, a system directory" if norm == "/" else "a system directory" if inside == norm \
+            else f"inside the system directory {inside}"
+        return (f"{norm} is {what} (these are: /, {', '.join(system_dirs)}){why}; use a directory of its own, "
+                f"like {example}")
+    return None
 
 
 class KeyedValueError(ValueError):
@@ -45,7 +236,7 @@ class Model(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _strict_values(cls, value: Any, info: ValidationInfo) -> Any:
-        """Strict types, no control characters, no URL credentials (sglab/config/strict.py), before coercion."""
+        """Strict types, no control characters, no URL credentials, before coercion."""
         found = text_problem(value, skip=(SecretValue,))
         if found is not None:
             raise KeyedValueError(found[0], found[1])

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from sglab.config.strict import SECRETS_FIX
+from sglab.config.base import SECRETS_FIX
 from sglab.sglang import flags, honesty
 from sglab.sglang.secret_names import secret_word
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sglab.config.base import _CPU, _DNS_SUBDOMAIN, _QUANTITY, KeyedValueError, Model, _check_labels, number_as_quantity
-from sglab.config.strict import CONTAINER_SYSTEM_DIRS, dir_problem
+from sglab.config.base import (_CPU, _DNS_SUBDOMAIN, _QUANTITY, CONTAINER_SYSTEM_DIRS, KeyedValueError, Model,
+                               _check_labels, dir_problem, number_as_quantity)
 
 _EXTENDED_RESOURCE = re.compile(r"^(?=.{1,253}/)[a-z0-9]([-a-z0-9.]*[a-z0-9])?/"
                                 r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")

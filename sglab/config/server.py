@@ -6,13 +6,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sglab.config.base import _DNS_SUBDOMAIN, KeyedValueError, Model, check_env
+from sglab.config.base import (_DNS_SUBDOMAIN, CONTAINER_SYSTEM_DIRS, DEFAULT_HOST_PATH_PREFIXES, NODE_SYSTEM_DIRS,
+                               KeyedValueError, Model, check_env, dir_problem, is_under)
 from sglab.config.extra_args import check_extra_args  # noqa: F401 (re-exported)
 from sglab.config.nccl import NcclEnv
 # The speculative block (every algorithm of the pinned SGLang, with its rules) lives in its own module.
 from sglab.config.speculative import NgramSpec, SpeculativeAlgorithm, SpeculativeSpec  # noqa: F401 (re-exported)
-from sglab.config.strict import (CONTAINER_SYSTEM_DIRS, DEFAULT_HOST_PATH_PREFIXES, NODE_SYSTEM_DIRS, dir_problem,
-                                 is_under)
 from sglab.sglang import flags, rules
 from sglab.core.untrusted import printable
 

@@ -7,24 +7,26 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from sglab import metrics
-from sglab.config.base import KeyedValueError, Model, SecretValue, _kebab, check_env
-from sglab.config.cluster import (DEFAULT_PROJECT_IMAGE, HfCache, NamespaceSpec, check_pull_secrets, cluster_checks,
-                                  namespace_input)
-from sglab.config.jobs import BenchmarkJob, LocustSpec, PreflightSpec
+from sglab.config.base import KeyedValueError, Model, SecretValue, _kebab, check_env, is_under, normal_dir
+from sglab.config.cluster import (DEFAULT_PROJECT_IMAGE, BenchmarkJob, HfCache, LocustSpec, NamespaceSpec,
+                                  PreflightSpec, check_pull_secrets, cluster_checks, namespace_input)
 from sglab.config.loadplan import LoadPlan
-from sglab.config.nccl import NcclEnv
+from sglab.config.nccl import NcclEnv, ProbeSpec
 from sglab.config.placement import DisruptionBudget, NetworkPolicySpec, Placement, PodSecurity, Resources, Rollout
-from sglab.config.lint_codes import LintCode
-from sglab.config.policy import PromotionPolicy
-from sglab.config.probe import ProbeSpec
+from sglab.config.policy import PromotionPolicy, Traffic
 from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
 from sglab.config.serving import Serving, serving_checks
 from sglab.config.sim import SimSpec
-from sglab.config.strict import is_under, normal_dir
 from sglab.config.sweep import SweepSpec
-from sglab.config.traffic import Traffic
 from sglab.sglang import rules
 from sglab.sglang.version import DEFAULT_IMAGE
+
+
+# The lint codes a stack may accept (`sglab:accept-lints`), declared with the stack model that names them
+# (sglab/config/lints.py reads the stack's arms, so it cannot be imported here).
+LintCode = Literal["custom-all-reduce-shadows-nccl", "sglang-overwrites-nccl-env", "nccl-proto-ll128",
+                   "multi-node-without-rdma"]
+
 
 # StackConfig fields that must be Pulumi secrets (`{secure: ...}` in the stack file, `--secret` in Pulumi).
 SECRET_FIELDS = ("hf_token", "locust_password")

@@ -21,7 +21,7 @@ _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 
 def is_control(ch: str) -> bool:
     """A C0/C1 control, DEL, or a character that shows as something else or nothing (bidi, zero-width, a space
-    other than U+0020): what no name or path may hold (sglab/config/strict.py) and `printable` escapes."""
+    other than U+0020): what no name or path may hold (sglab/config/base.py) and `printable` escapes."""
     if " " <= ch <= "~":
         return False
     category = unicodedata.category(ch)

@@ -7,8 +7,7 @@ import pytest
 from sglab import metrics
 from sglab.analysis.samples import per_round
 from sglab.analysis.verdict import judge
-from sglab.config.policy import PromotionPolicy
-from sglab.config.traffic import Slo
+from sglab.config.policy import PromotionPolicy, Slo
 from sglab.metrics.builtin import is_good, tpot_ms
 from sglab.schema.result import LevelResult, RequestSample, RoundSample, RunResult, Target, ArmInfo
 

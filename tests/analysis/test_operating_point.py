@@ -11,8 +11,7 @@ from sglab.analysis.verdict import judge
 from sglab.report.console import format_table
 from sglab.core.errors import ConfigError
 from sglab.config.loader import load_stack
-from sglab.config.policy import PromotionPolicy
-from sglab.config.traffic import Traffic
+from sglab.config.policy import PromotionPolicy, Traffic
 from sglab.report import write_report
 
 DEMO = {1: 0.033, 4: -0.032, 16: -0.188}  # what make demo measured on eagle-nccl-ll

@@ -26,7 +26,7 @@ toleration = st.one_of(
 )
 quantity = st.builds(lambda n, unit: f"{n}{unit}", st.integers(1, 512), st.sampled_from(["Mi", "Gi", ""]))
 # Controls, format (bidi, zero-width) and separator characters but the plain space, private-use and unassigned
-# code points, and credentials shaped user:pass@host, are refused in any stack value (sglab/config/strict.py).
+# code points, and credentials shaped user:pass@host, are refused in any stack value (sglab/config/base.py).
 env_value = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Cf", "Zl", "Zp", "Zs", "Co", "Cn"),
                                   exclude_characters="@", include_characters=" "), max_size=20)
 

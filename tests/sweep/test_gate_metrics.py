@@ -10,7 +10,7 @@ import numpy as np
 
 from sglab import metrics
 from sglab.config import load_stack
-from sglab.config.traffic import Slo
+from sglab.config.policy import Slo
 from sglab.load.schedule import plan_for
 from sglab.schema.result import LevelResult, RequestSample, RoundSample
 from sglab.sweep.grid import expand
