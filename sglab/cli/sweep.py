@@ -73,8 +73,7 @@ from sglab.sweep.grid import QUICK_REASON  # noqa: E402
 def _skip_variants(loaded, args) -> dict[str, str]:
     if not args.probe or args.no_prune:
         return {}
-    from sglab.probe.prune import prune_variants
-    from sglab.probe.result import load_probe
+    from sglab.probe.result import load_probe, prune_variants
 
     try:
         probe = load_probe(args.probe)
@@ -189,8 +188,7 @@ def run(args: argparse.Namespace) -> int:
     from sglab.results.store import write_result
     from sglab.sweep.confirm import run_confirmation
     from sglab.sweep.outputs import chance_phrase, pick_record, ranking_table, sweep_verdict, write_outputs
-    from sglab.sweep.run import load_resume, resume_sweep, run_sweep
-    from sglab.sweep.state import load_state
+    from sglab.sweep.run import load_resume, load_state, resume_sweep, run_sweep
 
     progress = not args.no_progress and sys.stderr.isatty()
     out = Path(args.out) if args.out else None

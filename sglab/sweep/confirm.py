@@ -29,7 +29,7 @@ from sglab.results import integrity
 from sglab.results.store import write_result
 from sglab.schema.result import RunResult
 from sglab.sweep.grid import Grid, arm_stack, expand
-from sglab.sweep.state import ArmRecord, SweepState
+from sglab.sweep.run import ArmRecord, SweepState
 
 SEED_OFFSET = 7919  # the confirmation's seed: the sweep's + this (fresh prompts and orders, reproducible)
 

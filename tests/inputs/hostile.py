@@ -149,7 +149,7 @@ def _prompt_file(path: Path) -> Any:
 
 
 def _sweep_state(path: Path) -> Any:
-    from sglab.sweep.state import load_state
+    from sglab.sweep.run import load_state
 
     return load_state(path.parent)
 

@@ -18,7 +18,7 @@ from sglab.report import plots
 from sglab.schema.result import RunResult
 from sglab.results.store import write_result
 from sglab.sweep.outputs import ranking_table
-from sglab.sweep.state import SweepState
+from sglab.sweep.run import SweepState
 
 
 def profiled(profile: str, levels=(1, 4, 16), **kw) -> RunResult:

@@ -14,9 +14,8 @@ from sglab.load.request import BenchRequest
 from sglab.load.schedule import plan_for
 from sglab.schema.result import LevelResult, RoundSample
 from sglab.sweep.grid import expand
-from sglab.sweep.run import SweepController, new_state
+from sglab.sweep.run import SweepController, load_state, new_state
 from sglab.bench.sequential import SequentialBench
-from sglab.sweep.state import load_state
 
 BASE = 1000.0
 

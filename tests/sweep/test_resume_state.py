@@ -20,8 +20,7 @@ from sglab.results.store import load_result, write_result
 from sglab.sglang.env import without_server_env
 from sglab.sweep.confirm import confirmed_source
 from sglab.sweep.grid import expand
-from sglab.sweep.run import SweepController, load_resume, new_state
-from sglab.sweep.state import STATE_FILE, load_state
+from sglab.sweep.run import STATE_FILE, SweepController, load_resume, load_state, new_state
 
 from .conftest import NO_TTFT_GUARD, SIM_STACK, write_stack
 from .test_controllers import measured, race
