@@ -165,7 +165,7 @@ def check_streams(loaded: Any, plan: Any, sim_env: dict[str, str], workers: int 
     """A closed-loop run's streams per load-generator process x the simulators' time scale, bounded like the
     scale itself (sglab/sglang/sim_knobs.py): past it the client, not the servers, sets the speed."""
     from sglab.cli import UsageError
-    from sglab.config.sim import sim_time_scale
+    from sglab.config.server import sim_time_scale
     from sglab.sglang.sim_knobs import time_scale_problem
 
     streams = _streams(plan, workers)  # per Locust process

@@ -41,7 +41,7 @@ def arm_command(stack_name: str, arm_name: str, port: int, node: str | None = No
     from sglab.cli import UsageError
     from sglab.config import baseline_arm, candidate_arm
     from sglab.config.loader import load_stack
-    from sglab.config.sim import node_env
+    from sglab.config.server import node_env
     from sglab.core.paths import use_stack_file
     from sglab.load.targets import local_args
 

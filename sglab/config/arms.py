@@ -13,9 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sglab.config.server import ServerFlags
+from sglab.config.server import ServerFlags, sim_env
 from sglab.config.stack import StackConfig
-from sglab.config.sim import sim_env
 from sglab.sglang.flags import decode, encode, flag_text
 
 ArmRole = Literal["baseline", "candidate"]

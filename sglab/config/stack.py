@@ -14,9 +14,8 @@ from sglab.config.loadplan import LoadPlan
 from sglab.config.nccl import NcclEnv, ProbeSpec
 from sglab.config.placement import DisruptionBudget, NetworkPolicySpec, Placement, PodSecurity, Resources, Rollout
 from sglab.config.policy import PromotionPolicy, Traffic
-from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags
+from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags, SimSpec
 from sglab.config.serving import Serving, serving_checks
-from sglab.config.sim import SimSpec
 from sglab.config.sweep import SweepSpec
 from sglab.sglang import rules
 from sglab.sglang.version import DEFAULT_IMAGE

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from sglab.config.base import KeyedValueError, Model
 from sglab.config.loadplan import MAX_ROUNDS
 from sglab.config.nccl import NcclEnv
-from sglab.config.speculative import SpeculativeAlgorithm
+from sglab.config.server import SpeculativeAlgorithm
 from sglab.sglang import rules
 
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9.]{0,30}[A-Za-z0-9])?$")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sglab.config.sim import node_env
+from sglab.config.server import node_env
 
 Node = tuple[str, float]  # (name, speed)
 

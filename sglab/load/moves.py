@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sglab.config.sim import node_env
+from sglab.config.server import node_env
 from sglab.core.children import stop_all
 from sglab.load.design import Node
 from sglab.load.targets import TargetError, Targets, start_sim, wait_healthy

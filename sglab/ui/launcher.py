@@ -30,7 +30,7 @@ from sglab.load.targets import TargetError, Targets, given_urls, start_sims
 from sglab.results.store import RESULT_FILE, list_runs, results_root
 from sglab.ui import auth
 from sglab.ui.auth import is_loopback_host
-from sglab.config.sim import sim_time_scale
+from sglab.config.server import sim_time_scale
 from sglab.sglang.sim_knobs import time_scale_problem
 from sglab.ui.session import (BOUND_ENV, PROFILE_ENV, SAVE_DIR_ENV, SIM_TIME_SCALE_ENV, TARGET_ENV, TRACE_ENV,
                               Binding)

@@ -108,7 +108,7 @@ def test_an_unknown_speculative_flag_in_server_extra_args_is_refused(stacks, cap
 
 
 def test_a_known_speculative_flag_passes_the_extra_args_check():
-    from sglab.config.extra_args import check_extra_args
+    from sglab.config.server import check_extra_args
     args = ["--speculative-adaptive", "--speculative-adaptive-config", "/shared/tiers.json",
             "--speculative-draft-model-quantization", "unquant", "--speculative-moe-runner-backend", "auto"]
     assert check_extra_args(args, speculative=True) == args

@@ -8,7 +8,7 @@ import pytest
 
 from sglab.config.loadplan import LoadPlan
 from sglab.config.policy import PromotionPolicy
-from sglab.config.sim import SimSpec
+from sglab.config.server import SimSpec
 from sglab.load.design import Placement, placement_for
 
 A, B = ("sim-node-a", 1.0), ("sim-node-b", 0.96)

@@ -10,7 +10,7 @@ import pytest
 
 from sglab.bench.crossover import check_joined
 from sglab.config import baseline_arm, candidate_arm, load_stack
-from sglab.config.sim import node_env
+from sglab.config.server import node_env
 from sglab.load.targets import start_sims
 from sglab.results.store import load_result
 

@@ -71,7 +71,7 @@ def _stack(root: Path, image: str, extra_args: list[str] | None = None, confound
     yaml = YAML()
     doc = yaml.load((ROOT / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text())
     doc["config"]["sglab:image"] = image
-    if extra_args is not None:  # --speculative-* flags belong to the speculative block (sglab/config/extra_args.py)
+    if extra_args is not None:  # --speculative-* flags belong to the speculative block (sglab/config/server.py)
         doc["config"]["sglab:candidate"]["speculative"]["extra-args"] = extra_args
     if confound_image is not None:
         doc["config"]["sglab:candidate"]["confounds"] = {"image": confound_image}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from sglab.config.sim import SimSpec, node_env
+from sglab.config.server import SimSpec, node_env
 from sglab.sim import timing
 from sglab.sim.cli_args import SimArgsError, parse_sim_args
 from sglab.sim.profile import SimProfile
