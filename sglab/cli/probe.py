@@ -56,7 +56,7 @@ def _render(args: argparse.Namespace) -> int:
     from sglab.probe.job import probe_plan
     from sglab.deploy.render import object_filename, to_multidoc, to_yaml
     from sglab.probe.plan import probe_spec
-    from sglab.probe.sizes import human_bytes
+    from sglab.probe.spec import human_bytes
 
     loaded = load_stack(args.stack)
     stack = loaded.config
@@ -99,9 +99,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from sglab.probe.result import load_probe
+    from sglab.probe.result import load_probe, render_table
     from sglab.probe.store import list_probes
-    from sglab.probe.table import render_table
 
     path = args.path
     if path is None:

@@ -46,7 +46,7 @@ SPEC_KEY = "spec.json"
 COMPONENT_LABEL = "sglab/probe"
 # The probe's modules as they run inside the server image (sglab/probe/__init__.py documents the rule), and
 # the one part of the SGLang contract they read (which NCCL variables SGLang sets itself).
-SHIPPED_MODULES = ("__init__", "sizes", "spec", "worker", "result", "table", "nccl")
+SHIPPED_MODULES = ("__init__", "spec", "worker", "result", "nccl")
 SHIPPED_CONTRACT = ("collectives",)
 PACKAGE_INIT = '"""sglab: only the NCCL probe modules, mounted into the server image by the probe Job."""\n'
 CONTRACT_INIT = '"""sglab.sglang: only what the NCCL probe reads, mounted into the server image by the probe Job."""\n'

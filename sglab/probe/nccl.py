@@ -32,10 +32,9 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from sglab.probe.result import (PROBE_FILE, ProbeResult, VariantResult, build_result, new_probe_id, to_json,
-                                variant_result)
+from sglab.probe.result import (PROBE_FILE, ProbeResult, VariantResult, build_result, new_probe_id, render_table,
+                                to_json, variant_result)
 from sglab.probe.spec import ProbeRunSpec, Variant
-from sglab.probe.table import render_table
 
 
 # ---- the runner: each variant in its own fresh processes ---------------------------------------------------

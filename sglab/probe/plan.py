@@ -12,8 +12,8 @@ from __future__ import annotations
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm, parse_launch_args
 from sglab.config.stack import StackConfig
 from sglab.core.errors import ConfigError
-from sglab.probe.sizes import decode_steps, hidden_size_for, message_sizes, sweep_sizes
-from sglab.probe.spec import DEFAULT_VARIANT, NVLS_KEY, ProbeRunSpec, SizeSpec, Variant
+from sglab.probe.spec import (DEFAULT_VARIANT, NVLS_KEY, ProbeRunSpec, SizeSpec, Variant, decode_steps, hidden_size_for,
+                              message_sizes, sweep_sizes)
 from sglab.sglang import collectives
 
 # Algorithms whose draft layer runs on the target's TP group with the target's hidden size.
@@ -68,7 +68,7 @@ def probe_sizes(stack: StackConfig) -> tuple[list[SizeSpec], int, str]:
         known = hidden_size_for(stack.model.path)
         if known is None:
             raise ConfigError("stack", "probe.hidden-size", f"model {stack.model.path!r} is not in the probe's table "
-                              "of known hidden sizes (sglab/probe/sizes.py)",
+                              "of known hidden sizes (sglab/probe/spec.py)",
                               "set sglab:probe.hidden-size to the model's hidden_size (its config.json)")
         hidden, source = known, f"known-model table ({stack.model.path})"
     spec = stack.candidate.speculative

@@ -9,6 +9,14 @@ interval of the median. Latency samples are skewed (a long tail from preemption 
 approximation: the number of samples below the true median is Binomial(n, 1/2), which gives ranks j < k with
 P(x_(j) <= median <= x_(k)) >= confidence exactly, whatever the distribution (no scipy: this runs in
 the server image too).
+
+Read back, a result gives the probe's table (per size, each variant's median [interval], and which variant wins
+by how much: a win is "clear" only when the winner's interval lies wholly below every other variant's; otherwise
+the row says the intervals overlap, and the gain is the point estimate only) and the sweep's pruning: skip NCCL
+variants the probe shows slower than NCCL's default at every decode size. Pruning is deliberately conservative (a
+skipped variant is a win nobody will find): a variant is skipped only when, at every decode-path size, its
+interval's low end is above the default's high end by more than `margin`. Variants the probe did not measure (or
+that failed there) are kept, with the reason saying so; the sweep's opt-out skips calling it at all.
 """
 
 from __future__ import annotations
@@ -17,13 +25,13 @@ import datetime as dt
 import json
 import math
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sglab.probe.spec import ProbeRunSpec, Variant
+from sglab.probe.spec import DEFAULT_VARIANT, SGLANG_OWNED_KEYS, ProbeRunSpec, Variant, human_bytes
 
 PROBE_SCHEMA_VERSION: Final = 1
 PROBE_KIND: Final = "nccl-probe"
@@ -214,3 +222,142 @@ def parse_probe(document: Any, where: str = "document") -> ProbeResult:
         raise ValueError(f"{where}: probe schema_version {document.get('schema_version')!r}, "
                          f"this sglab reads {PROBE_SCHEMA_VERSION}")
     return ProbeResult.model_validate(document)
+
+
+# The probe's table: per size, each variant's median [interval], and which variant wins by how much.
+@dataclass(frozen=True)
+class SizeWinner:
+    bytes: int
+    decode: bool
+    winner: str
+    clear: bool
+    gain_vs_default: float | None  # (default - winner) / default, 0.12 = 12% faster than NCCL's default
+
+
+def winners(result: ProbeResult) -> list[SizeWinner]:
+    ok = [v for v in result.variants if v.status == "ok"]
+    if not ok:
+        return []
+    default = result.variant(DEFAULT_VARIANT)
+    rows = []
+    for size in ok[0].sizes:
+        cells = [(v.name, v.size(size.bytes)) for v in ok]
+        cells = [(name, cell) for name, cell in cells if cell is not None]
+        name, best = min(cells, key=lambda item: item[1].median_us)
+        clear = all(best.ci_high_us < cell.ci_low_us for other, cell in cells if other != name)
+        ref = default.size(size.bytes) if default is not None and default.status == "ok" else None
+        gain = (ref.median_us - best.median_us) / ref.median_us if ref is not None and ref.median_us > 0 else None
+        rows.append(SizeWinner(size.bytes, size.decode, name, clear and len(cells) > 1, gain))
+    return rows
+
+
+def _cell(size: SizeResult | None) -> str:
+    if size is None:
+        return "-"
+    flag = "" if size.correct else " WRONG SUM"
+    return f"{size.median_us:.2f} [{size.ci_low_us:.2f}, {size.ci_high_us:.2f}]{flag}"
+
+
+def render_table(result: ProbeResult) -> str:
+    """Plain-text table (also valid Markdown)."""
+    ok = [v for v in result.variants if v.status == "ok"]
+    lines = [f"NCCL probe {result.run_id} (stack {result.stack or '-'}): {result.backend}, {result.mode}, "
+             f"world size {result.world_size}, hidden {result.hidden_size} ({result.hidden_size_source}), "
+             f"{result.samples} samples x {result.ops_per_graph} all-reduces, median [{result.confidence:.0%} CI] us "
+             "per all-reduce"]
+    if result.backend == "gloo":
+        lines.append("  gloo on CPU: a smoke test of the probe itself; NCCL settings have no effect on these numbers")
+    for v in result.variants:
+        env = " ".join(f"{k}={val}" for k, val in sorted(v.env.items()))
+        lines.append(f"  {v.name}: {env}" + (f"  FAILED: {v.error.splitlines()[0]}" if v.error else ""))
+    if not ok:
+        return "\n".join(lines) + "\n"
+    header = ["size", "decode steps"] + [v.name for v in ok] + ["winner"]
+    body = []
+    by_size = {w.bytes: w for w in winners(result)}
+    for size in ok[0].sizes:
+        win = by_size[size.bytes]
+        if len(ok) == 1:
+            verdict = "-"
+        else:
+            gain = f" {win.gain_vs_default:.1%} faster than {DEFAULT_VARIANT}" if win.gain_vs_default is not None \
+                and win.winner != DEFAULT_VARIANT else ""
+            verdict = f"{win.winner}{gain}" + ("" if win.clear else " (intervals overlap)")
+        steps = ", ".join(size.sources[:3]) + (f" +{len(size.sources) - 3}" if len(size.sources) > 3 else "")
+        body.append([human_bytes(size.bytes), steps or "(sweep)"] + [_cell(v.size(size.bytes)) for v in ok]
+                    + [verdict])
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+
+    def fmt(row: list[str]) -> str:
+        return "| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |"
+
+    lines += ["", fmt(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(fmt(r) for r in body)]
+    return "\n".join(lines) + "\n"
+
+
+# Sweep pruning: skip NCCL variants the probe shows slower than NCCL's default at every decode size.
+@dataclass(frozen=True)
+class SkippedVariant:
+    name: str
+    reason: str
+
+
+@dataclass
+class PruneDecision:
+    kept: list[str] = field(default_factory=list)
+    skipped: list[SkippedVariant] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _tuned(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: str(v) for k, v in sorted(env.items()) if k.startswith("NCCL_") and k not in SGLANG_OWNED_KEYS}
+
+
+def _match(probe: ProbeResult, name: str, env: Mapping[str, str]) -> VariantResult | None:
+    """The probe's variant with the same NCCL settings (ignoring the SGLang-owned keys), else the same name."""
+    wanted = _tuned(env)
+    same_env = [v for v in probe.variants if _tuned(v.env) == wanted]
+    if same_env:
+        return same_env[0]
+    return probe.variant(name)
+
+
+def prune_variants(probe_result: ProbeResult, variants: Mapping[str, Mapping[str, str]],
+                   margin: float = 0.05) -> PruneDecision:
+    """`variants`: sweep variant name -> its NCCL env. Returns what to keep and what to skip, with reasons."""
+    if margin < 0:
+        raise ValueError("margin must be >= 0")
+    decision = PruneDecision()
+    default = probe_result.variant(DEFAULT_VARIANT)
+    decode = probe_result.decode_sizes
+    if default is None or default.status != "ok" or not decode:
+        decision.kept = list(variants)
+        decision.notes.append("the probe has no usable NCCL-default measurement at decode sizes; nothing pruned")
+        return decision
+    for name, env in variants.items():
+        probed = _match(probe_result, name, env)
+        if probed is None:
+            decision.kept.append(name)
+            decision.notes.append(f"{name}: not measured by probe {probe_result.run_id}; kept")
+            continue
+        if probed.status != "ok":
+            decision.kept.append(name)
+            decision.notes.append(f"{name}: failed in probe {probe_result.run_id} ({probed.error}); kept")
+            continue
+        if _tuned(probed.env) == _tuned(default.env):
+            decision.kept.append(name)
+            continue
+        slower = []
+        for size_bytes in decode:
+            mine, ref = probed.size(size_bytes), default.size(size_bytes)
+            if mine is None or ref is None or mine.ci_low_us <= ref.ci_high_us * (1 + margin):
+                break
+            slower.append(f"{human_bytes(size_bytes)} {mine.median_us:.1f} vs {ref.median_us:.1f} us")
+        else:
+            decision.skipped.append(SkippedVariant(name, (
+                f"slower than {DEFAULT_VARIANT} by more than {margin:.0%} at every decode size in probe "
+                f"{probe_result.run_id} (interval low end above the default's high end x {1 + margin:g}): "
+                + "; ".join(slower))))
+            continue
+        decision.kept.append(name)
+    return decision

@@ -84,7 +84,7 @@ def test_the_jobs_configmap_holds_a_self_sufficient_probe(tmp_path):
     proc = subprocess.run([sys.executable, "-c", bootstrap, str(mount), *argv[3:], *SMOKE_ARGS], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    broken = mount / "sglab" / "probe" / "table.py"
+    broken = mount / "sglab" / "probe" / "result.py"
     broken.write_text(broken.read_text() + "\nfrom sglab.config.loader import load_stack\n")
     proc = subprocess.run([sys.executable, "-c", bootstrap, str(mount), *argv[3:], *SMOKE_ARGS], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=240)

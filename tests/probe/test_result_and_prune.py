@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from sglab.probe.prune import prune_variants
-from sglab.probe.result import PROBE_SCHEMA_VERSION, load_probe, parse_probe, to_json
-from sglab.probe.table import render_table, winners
+from sglab.probe.result import (PROBE_SCHEMA_VERSION, load_probe, parse_probe, prune_variants, render_table, to_json,
+                                winners)
 
 from .helpers import probe_result, size, variant
 

@@ -9,7 +9,7 @@ import pytest
 
 from sglab.config.loader import load_stack
 from sglab.probe.plan import probe_sizes, probe_spec, probe_variants
-from sglab.probe.sizes import hidden_size_for, sweep_sizes
+from sglab.probe.spec import hidden_size_for, sweep_sizes
 from sglab.probe.result import median_ci
 
 from .helpers import stack_with
