@@ -23,7 +23,7 @@ import aiohttp
 
 from sglab.load.datasets import SUITE_CATEGORIES, load_suite
 from sglab.sim.acceptance import ContentAcceptance
-from sglab.sim.content import classify
+from sglab.sim.tokens import classify
 from sglab.sim.profile import SimProfile
 from sglab.sim.testing import running_sim
 

@@ -2,7 +2,7 @@
 
 The default profile's `accept_prob_by_position` reproduce the article's accept length (2.1 at 5 steps, real
 prompts); the shipped stacks send the suite (chat endpoint, so the simulator treats it as templated). For
-every suite record this classifies its text as the simulator does (sglab.sim.content.classify on the
+every suite record this classifies its text as the simulator does (sglab.sim.tokens.classify on the
 message contents) and takes its category's E[a] (sglab.sim.acceptance.ContentAcceptance, topk 1) at depths
 1..7, templated and raw. The mix is weighted two ways: by request (what the gate's per-request decode tok/s
 mean sees) and by output token (Σ tokens / Σ verify passes, what a /metrics window accept length sees).
@@ -21,7 +21,7 @@ from collections import Counter
 
 from sglab.load.datasets import load_suite
 from sglab.sim.acceptance import CATEGORY_PROFILES, ContentAcceptance
-from sglab.sim.content import RANDOM, classify
+from sglab.sim.tokens import RANDOM, classify
 from sglab.sim.profile import SimProfile
 
 TOLERANCE = 0.02  # relative, templated request-weighted mix vs the calibrated E[a], depths 1..5

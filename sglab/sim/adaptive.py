@@ -22,8 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sglab.sglang import rules
-from sglab.sim.acceptance import AcceptanceModel, ContentAcceptance
-from sglab.sim.ngram import NgramAcceptance
+from sglab.sim.acceptance import AcceptanceModel, ContentAcceptance, NgramAcceptance
 from sglab.sim.profile import SimProfile
 from sglab.sim.timing import SpecSetup
 

@@ -17,13 +17,11 @@ import zlib
 from dataclasses import dataclass, field
 
 from sglab.sim import timing
-from sglab.sim.acceptance import acceptance_rng, natural_tokens, position_factor
-from sglab.sim.ngram import repetition
+from sglab.sim.acceptance import acceptance_rng, natural_tokens, position_factor, repetition
 from sglab.sim.adaptive import SpecTiers
 from sglab.sim.cli_args import SimConfig
-from sglab.sim.content import RANDOM, classify
 from sglab.sim.metrics import Metrics
-from sglab.sim.tokens import OutputTokens, prompt_content
+from sglab.sim.tokens import RANDOM, OutputTokens, classify, prompt_content
 
 log = logging.getLogger("sglab.sim")
 
@@ -62,8 +60,8 @@ class SimRequest:
     internal: bool = False
     output_len: int = 0
     finish_type: str = "length"
-    category: str = RANDOM  # read from the prompt's content (sglab.sim.content.classify)
-    repetition: float = 0.0  # share of the prompt's word 3-grams seen before in it (NGRAM's matches, sim/ngram.py)
+    category: str = RANDOM  # read from the prompt's content (sglab.sim.tokens.classify)
+    repetition: float = 0.0  # share of the prompt's word 3-grams seen before in it (NGRAM's matches, sim/acceptance.py)
     templated: bool = False
     tokens: OutputTokens = field(default_factory=lambda: OutputTokens(0))
     completion_tokens: int = 0

@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from sglab.sglang import sim_knobs
-from sglab.sim import generate_api, openai_api, timing
+from sglab.sim import api, timing
 from sglab.sim.cli_args import SimConfig
 from sglab.sim.state import STATE_KEY, SimState
 
@@ -48,7 +48,7 @@ async def health_generate(request: web.Request) -> web.Response:
                               max_new_tokens=1, ignore_eos=True, internal=True)
     state.engine.submit(probe)
     try:
-        await asyncio.wait_for(generate_api.wait_all([probe]), HEALTH_CHECK_TIMEOUT_S)
+        await asyncio.wait_for(api.wait_all([probe]), HEALTH_CHECK_TIMEOUT_S)
     except asyncio.TimeoutError:
         state.engine.abort(probe)
         return web.Response(status=503)
@@ -229,9 +229,9 @@ def build_app(config: SimConfig) -> web.Application:
         web.get("/get_server_info", get_server_info), web.get("/server_info", get_server_info),
         web.get("/flush_cache", flush_cache), web.post("/flush_cache", flush_cache),
         web.get("/get_load", get_load),
-        web.post("/generate", generate_api.handle_generate), web.put("/generate", generate_api.handle_generate),
+        web.post("/generate", api.handle_generate), web.put("/generate", api.handle_generate),
     ]
-    routes += openai_api.routes()
+    routes += api.routes()
     if config.server_args["enable_metrics"]:
         routes.append(web.get("/metrics", metrics))
     app.add_routes(routes)

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sglab.sglang import nccl
-from sglab.sim.acceptance import AcceptanceModel
-from sglab.sim.ngram import ngram_model
+from sglab.sim.acceptance import AcceptanceModel, ngram_model
 from sglab.sim.profile import SimProfile
 
 
@@ -118,7 +117,7 @@ def prefill_ms(profile: SimProfile, prompt_tokens: int, comm: float, draft: bool
 
 
 def acceptance_model(profile: SimProfile, spec: SpecSetup) -> AcceptanceModel:
-    """The profile's acceptance for random text (NGRAM: text with no repetition, sim/ngram.py)."""
+    """The profile's acceptance for random text (NGRAM: text with no repetition, sim/acceptance.py)."""
     if spec.kind == "ngram":
         return ngram_model(profile, spec.depth, repetition=0.0)
     factor = profile.standalone_accept_factor if spec.kind == "standalone" else 1.0

@@ -7,7 +7,7 @@ import pytest
 
 from sglab.load.datasets import load_suite
 from sglab.sim.acceptance import CATEGORY_ACCEPT_OFFSETS, CATEGORY_PROFILES, ContentAcceptance
-from sglab.sim.content import RANDOM, classify
+from sglab.sim.tokens import RANDOM, classify
 from sglab.sim.profile import SimProfile
 
 PROFILE = SimProfile()

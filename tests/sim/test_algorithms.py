@@ -8,7 +8,7 @@ import pytest
 from sglab.sim import timing
 from sglab.sim.adaptive import SpecTiers
 from sglab.sim.cli_args import SimArgsError, parse_sim_args
-from sglab.sim.ngram import repetition
+from sglab.sim.acceptance import repetition
 from sglab.sim.profile import SimProfile
 
 PROFILE = SimProfile()

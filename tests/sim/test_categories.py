@@ -15,7 +15,7 @@ from sglab.load.prompts import build_prompts
 from sglab.sim import acceptance, timing
 from sglab.sim.acceptance import (ACCEPT_DECAY_START_TOKENS, CATEGORY_PROFILES, AcceptanceModel, ContentAcceptance,
                                   position_factor)
-from sglab.sim.content import CATEGORIES, RANDOM, classify
+from sglab.sim.tokens import CATEGORIES, RANDOM, classify
 from sglab.sim.profile import SimProfile
 from sglab.sim.testing import running_sim
 from sglab.sim.tokens import chat_prompt_key, make_prompt, prompt_content
