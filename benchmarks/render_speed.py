@@ -51,8 +51,8 @@ def time_subprocess(stack: str) -> float:
 
 RENDER_ONLY = (
     "import argparse, sys\n"
-    "from sglab.cli import render\n"
-    "parser = argparse.ArgumentParser(); render.register(parser.add_subparsers())\n"
+    "from sglab.cli import validate\n"
+    "parser = argparse.ArgumentParser(); validate.register(parser.add_subparsers())\n"
     "args = parser.parse_args(sys.argv[1:]); sys.exit(args.func(args))\n"
 )
 

@@ -1,4 +1,5 @@
-"""`sglab` command line: one module per subcommand under sglab/cli/, registered below.
+"""`sglab` command line: one module per subcommand (or per pair of subcommands that belong together) under
+sglab/cli/, registered below.
 
 Every command turns bad input (ConfigError and friends) into one message on stderr and exit code 2.
 """
@@ -14,9 +15,11 @@ from sglab.core.errors import BROKEN_PIPE, INTERRUPTED, USAGE, ConfigError
 from sglab.core.paths import use_stack_file
 from sglab.core.untrusted import printable
 
-# subcommand module names under sglab.cli; a module that is not there yet is skipped.
-COMMANDS = ("init", "render", "validate", "sim", "bench", "results", "compare", "report", "promote", "ui", "probe",
-            "sweep", "rollback", "canary", "watch")
+# subcommand -> the module under sglab.cli whose `register` adds it (with its sibling commands, if any); a module
+# that is not there yet is skipped.
+COMMANDS = {"init": "init", "render": "validate", "validate": "validate", "sim": "sim", "bench": "bench",
+            "results": "results", "compare": "compare", "report": "compare", "promote": "promote",
+            "rollback": "promote", "ui": "ui", "probe": "probe", "sweep": "sweep", "canary": "canary", "watch": "watch"}
 
 
 class UsageError(Exception):
@@ -38,7 +41,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMANDS if only is None else (only,):
+    for name in dict.fromkeys(COMMANDS.values() if only is None else (COMMANDS[only],)):
         try:
             module = importlib.import_module(f"sglab.cli.{name}")
         except ModuleNotFoundError as exc:

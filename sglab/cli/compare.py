@@ -1,7 +1,9 @@
-"""`sglab compare RESULT [RESULT ...]`: recompute and print the verdict (default: the table; `--output` picks a
-format); several results print as one table, with what differs between their conditions.
+"""`sglab compare RESULT [RESULT ...]` and `sglab report RESULT [--out DIR]`: a run's verdict, printed (compare:
+the table by default) or written as files (report: the HTML report and PNG plots by default), with the
+`--output`/`--out` options both share (the formats are sglab/report/outputs.py's). Several results compare as
+one table, with what differs between their conditions.
 
-Before judging, it says whether the result's integrity record holds (sglab/results/integrity.py; an old
+Before judging, compare says whether the result's integrity record holds (sglab/results/integrity.py; an old
 file without one is still compared, and says so) and takes the confounds from the stack's arms when the
 stack still hashes to what was benchmarked; the verdict adds those it recomputes from the launch
 commands the result recorded. Notes go to stderr, so `--json` stays JSON.
@@ -13,7 +15,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from sglab.cli.outputs import add_output_arguments, print_outputs
 from sglab.core.untrusted import printable
 
 
@@ -25,7 +26,48 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "their gains per level and what differs between their conditions")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON (same as --output json)")
     add_output_arguments(p, default="console")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run_compare)
+
+    p = sub.add_parser("report", help="write the HTML report and plots of a benchmark result")
+    p.add_argument("result", type=Path, help="a result.json or its run directory")
+    add_output_arguments(p, default="html")
+    p.set_defaults(func=run_report)
+
+
+def add_output_arguments(p: argparse.ArgumentParser, *, default: str) -> None:
+    p.add_argument("--output", default=default, metavar="FORMAT[,FORMAT]",
+                   help=f"output format(s): console, json, html, plots, csv, or any registered one "
+                        f"(default: {default})")
+    p.add_argument("--out", type=Path, default=None, help="directory for file outputs (default: the run directory)")
+
+
+def print_outputs(args: argparse.Namespace, formats: str, prepare=None) -> int:
+    """`prepare(result) -> result`, if given, runs on the loaded result before it is judged (compare's checks)."""
+    from sglab.analysis.verdict import judge
+    from sglab.cli import UsageError
+    from sglab.report import outputs
+    from sglab.results.store import load_result
+
+    try:
+        chosen = [outputs.get(n.strip()) for n in formats.split(",") if n.strip()]
+    except KeyError as exc:
+        raise UsageError(f"--output: {exc.args[0]}") from None
+    if not chosen:
+        raise UsageError(f"--output: give a format ({', '.join(outputs.names())})")
+    result = load_result(args.result)
+    if prepare is not None:
+        result = prepare(result)
+    run_dir = args.result if args.result.is_dir() else args.result.parent
+    ctx = outputs.OutputContext(result=result, verdict=judge(result), run_dir=run_dir, out_dir=args.out or run_dir)
+    for output in chosen:
+        text = output.render(ctx)
+        if text:  # JSON escapes every control itself (printable's escapes would not be JSON)
+            print(text if output.name == "json" else printable(text, newlines=True, limit=None))
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    return print_outputs(args, args.output)
 
 
 def note(text: str) -> None:
@@ -64,7 +106,7 @@ def prepare(result):
     return with_recomputed_confounds(result)
 
 
-def run(args: argparse.Namespace) -> int:
+def run_compare(args: argparse.Namespace) -> int:
     from sglab.cli import UsageError
 
     formats = "json" if args.json else args.output

@@ -1,4 +1,5 @@
-"""`sglab promote --stack NAME [--to production] [--dry-run] [--result PATH]`: promote on evidence only."""
+"""`sglab promote --stack NAME [--to production] [--dry-run] [--result PATH]`: promote on evidence only; and
+`sglab rollback --stack production [--dry-run] [--reason TEXT]`: restore the config before the newest promotion."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from sglab.core.errors import USAGE
 from sglab.core.untrusted import printable
 from sglab.promotion.promote import PromotionRefused, promote
+from sglab.promotion.rollback import rollback
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +30,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="promote a result sealed with a plain SHA-256 digest (not this machine's HMAC, not a "
                         "pulled cluster record); printed and recorded in promotions.jsonl")
     p.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run_promote)
+
+    p = sub.add_parser("rollback", help="restore a stack's config from before its newest promotion",
+                       description="Undo the newest promotion into the stack still in effect according to "
+                                   "stacks/promotions.jsonl: its promoted keys get back what they held before, "
+                                   "with the same locked, atomic, logged write as `sglab promote`. Then run the "
+                                   "printed `pulumi up` (docs/production.md: what a rollback costs).")
+    p.add_argument("--stack", default="production", help="the target stack to roll back (default: production)")
+    p.add_argument("--dry-run", action="store_true", help="show the diff; change nothing")
+    p.add_argument("--reason", default="", help="why (recorded in the log, e.g. the watch's finding)")
+    p.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
+    p.set_defaults(func=run_rollback)
 
 
 def _say(text: str, *, lines: bool = False, **kwargs) -> None:
@@ -37,7 +50,7 @@ def _say(text: str, *, lines: bool = False, **kwargs) -> None:
     print(printable(text, newlines=lines, limit=None), **kwargs)
 
 
-def run(args: argparse.Namespace) -> int:
+def run_promote(args: argparse.Namespace) -> int:
     try:
         done = promote(args.stack, target=args.target, dry_run=args.dry_run, result_path=args.result,
                        root=args.root, accept_unkeyed_seal=args.accept_unkeyed_seal)
@@ -62,5 +75,25 @@ def run(args: argparse.Namespace) -> int:
         _say(f"next: {done.next_command}")
     else:
         _say(f"dry run: nothing written. Without --dry-run this writes {done.target_path} "
+              f"and then you run: {done.next_command}")
+    return 0
+
+
+def run_rollback(args: argparse.Namespace) -> int:
+    try:
+        done = rollback(args.stack, root=args.root, dry_run=args.dry_run, reason=args.reason[:500])
+    except PromotionRefused as exc:
+        print(f"refused: {printable(exc.why, limit=2000)}", file=sys.stderr)
+        print(f"  fix: {printable(exc.fix, limit=2000)}", file=sys.stderr)
+        return USAGE
+    restored = done.restored.describe() if done.restored else "the config before the first logged promotion"
+    print(f"undoes: {printable(done.undone.describe())}")
+    print(f"restores: {printable(restored)}")
+    print(done.diff, end="" if done.diff.endswith("\n") else "\n")
+    if done.written:
+        print(f"rolled back {done.target}: wrote {done.target_path}, logged in {done.log_path}")
+        print(f"next: {done.next_command}")
+    else:
+        print(f"dry run: nothing written. Without --dry-run this writes {done.target_path} "
               f"and then you run: {done.next_command}")
     return 0
