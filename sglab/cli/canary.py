@@ -100,10 +100,8 @@ def _log_path(args: argparse.Namespace, stack: str) -> Path | None:
 
 def run(args: argparse.Namespace) -> int:
     from sglab.core.untrusted import printable
-    from sglab.serving.judge import decide
-    from sglab.serving.live import DecisionLog, judge_live
-    from sglab.serving.prom_server import PrometheusUnavailable
-    from sglab.serving.prometheus import PrometheusError
+    from sglab.serving.judge import DecisionLog, decide, judge_live
+    from sglab.serving.prometheus import PrometheusError, PrometheusUnavailable
     from sglab.serving.windows import fetch_windows
 
     spec, loaded = _spec_and_stack(args)
@@ -142,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rehearse(args: argparse.Namespace, spec, loaded, log):
-    from sglab.serving.live import judge_live
+    from sglab.serving.judge import judge_live
     from sglab.serving.prometheus import Prometheus
     from sglab.serving.rehearsal import Rehearsal, default_revisions, rehearsal_spec, resolve
 

@@ -65,8 +65,7 @@ def _print_report(report, prefix: str = "watch") -> None:
 def run(args: argparse.Namespace) -> int:
     from sglab.config.loader import load_stack
     from sglab.core.untrusted import printable
-    from sglab.serving.prom_server import PrometheusUnavailable
-    from sglab.serving.prometheus import PrometheusError
+    from sglab.serving.prometheus import PrometheusError, PrometheusUnavailable
     from sglab.serving.spec import spec_from_env, stack_judge_spec
     from sglab.serving.watch import watch_once
 

@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from sglab.serving.prom_server import PrometheusServer, prometheus_binary
-from sglab.serving.prometheus import Prometheus, PrometheusError, selector
+from sglab.serving.prometheus import Prometheus, PrometheusError, PrometheusServer, prometheus_binary, selector
 from sglab.serving.rehearsal import default_revisions
 from sglab.serving.spec import SPEC_ENV, spec_from_env, stack_judge_spec
 from sglab.cli import main

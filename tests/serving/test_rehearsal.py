@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sglab.core.paths import project_root
-from sglab.serving.prom_server import prometheus_binary
+from sglab.serving.prometheus import prometheus_binary
 from sglab.cli import main
 
 pytestmark = pytest.mark.slow

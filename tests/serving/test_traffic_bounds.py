@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sglab.serving import traffic
-from sglab.serving.traffic import Traffic, TrafficPlan
+from sglab.serving import rehearsal
+from sglab.serving.rehearsal import Traffic, TrafficPlan
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,7 +45,7 @@ def _server(body_bytes: int):
 @pytest.mark.parametrize("body_bytes, failing", [(2_000, False), (20_000_000, True)])
 def test_a_reply_past_the_bound_is_a_failure_and_is_not_read_whole(monkeypatch, body_bytes: int,
                                                                    failing: bool) -> None:
-    monkeypatch.setattr(traffic, "MAX_REPLY_BYTES", 100_000, raising=False)
+    monkeypatch.setattr(rehearsal, "MAX_REPLY_BYTES", 100_000, raising=False)
     server = _server(body_bytes)
     try:
         plan = TrafficPlan.suite({"stable": (f"http://127.0.0.1:{server.server_address[1]}", 100.0)})

@@ -8,14 +8,13 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from sglab.serving.prom_server import prometheus_binary
+from sglab.serving.prometheus import Series, prometheus_binary
 from sglab.cli import main
 from sglab.config.loader import load_stack
 from sglab.core.paths import stacks_dir
 from sglab.promotion.promote import apply_promotion, promoted_values
 
 from serving.test_judge import SPEC, arm
-from sglab.serving.prometheus import Series
 from sglab.serving.watch import ArmConfigs, watch_once, watch_report
 from sglab.serving.windows import Window
 
