@@ -11,19 +11,27 @@ pair. Every look is recorded in result.sequential (level -> record; `stop_rule`:
 stopped against, [gain, checks] each: a target may gate with stricter checks, policy.checks) and the level's last look
 is printed with why it stopped; the verdict recomputes all of it
 from the rounds. Other levels run their fixed load.ungated-rounds (and get the fixed-n interval).
+
+A finished run is then judged (`judge_and_report`): its verdict stored, its table printed, its report written,
+a step `sglab bench` and a sweep's confirmation share.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sglab.analysis.accumulate import SequenceError, continue_sequence, key_of
-from sglab.analysis.sequential import SequentialRecord, sequential_test
 from sglab.analysis.nodes import design_of
+from sglab.analysis.sequential import SequentialRecord, sequential_test
 from sglab.analysis.stops import ESTIMATE_UNIT, StopLine, level_log_ratios, line_for, stop_reason, threshold_for
+from sglab.analysis.verdict import judge
+from sglab.core.untrusted import printable
 from sglab.load.request import BenchRequest, RefusedError
+from sglab.report.console import render_console
+from sglab.results.store import write_result
 from sglab.schema.result import LevelResult, RunResult
 
 if TYPE_CHECKING:
@@ -255,3 +263,24 @@ def prepare(request: BenchRequest, *, quick: bool, rounds_given: bool,
     plan.sentence = (f"{plan_sentence(stop_rule(policy, plan.target_policy), policy, target, plan.target_policy)} "
                      f"({policy.confidence:.0%} confidence sequence, stops at its decision, at most {limit} rounds)")
     return request, plan
+
+
+# The judged end of a run.
+
+def judge_and_report(result: RunResult, run_dir: Path) -> str | None:
+    """Store the verdict in the result, write the report, print what `sglab compare` prints; returns the
+    outcome. A sweep's confirmation (result.sweep) is promoted only by naming it, so its next step names this
+    run's directory."""
+    verdict = judge(result)
+    if result.sweep is not None:
+        verdict.promote_result = str(run_dir)
+    result.verdict = verdict.model_dump(mode="json")
+    write_result(result, run_dir, overwrite=True)
+    try:
+        from sglab.report import write_report
+    except ImportError:
+        write_report = None
+    report = write_report(result, run_dir, verdict) if write_report is not None else None
+    # what `sglab compare` prints: the table, what served the arms (and the simulator label), the report
+    print(printable(render_console(result, verdict, report), newlines=True, limit=None))
+    return verdict.outcome

@@ -470,7 +470,7 @@ def run(args: argparse.Namespace) -> int:
     if sequential:
         for line in stop_lines(result, "c" if profile.name == "concurrency" else "level"):
             print(f"sequential {line}")
-    from sglab.bench.judged import judge_and_report
+    from sglab.bench.sequential import judge_and_report
 
     judge_and_report(result, run_dir)
     if args.result_configmap:

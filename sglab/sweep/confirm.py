@@ -62,7 +62,7 @@ def run_confirmation(loaded: LoadedStack, state: SweepState, grid: Grid, *, out:
     """Run and judge the confirmation of the pick, the grid's arm of that name (never sweep.json's record of it);
     returns (result, run_dir) with result.sweep recorded."""
     from sglab.load.runner import run_bench
-    from sglab.bench.judged import judge_and_report
+    from sglab.bench.sequential import judge_and_report
 
     picked = grid.arm(state.winner or "")
     if picked is None:

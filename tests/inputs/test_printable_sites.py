@@ -137,7 +137,7 @@ def test_probe_show_prints_no_raw_variant_name_or_error(tmp_path, capsys):
 
 def test_the_bench_table_prints_a_runs_fields_escaped(tmp_path, capsys):
     """The bench prints the verdict table of the run (arm lints, live mismatches from the servers)."""
-    from sglab.bench.judged import judge_and_report
+    from sglab.bench.sequential import judge_and_report
     from sglab.schema.result import RunResult
 
     document = json.loads(_tampered_result(tmp_path).joinpath("result.json").read_text())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sglab.analysis.synthetic import synthetic_result
-from sglab.bench.judged import judge_and_report
+from sglab.bench.sequential import judge_and_report
 from sglab.cli import main
 from sglab.core.paths import project_root
 from sglab.analysis.verdict import judge

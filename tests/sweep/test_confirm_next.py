@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sglab.analysis.synthetic import synthetic_result
-from sglab.bench.judged import judge_and_report
+from sglab.bench.sequential import judge_and_report
 
 
 def confirmation(sweep: dict | None, producer: str = "sglang"):
