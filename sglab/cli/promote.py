@@ -9,8 +9,7 @@ from pathlib import Path
 
 from sglab.core.errors import USAGE
 from sglab.core.untrusted import printable
-from sglab.promotion.promote import PromotionRefused, promote
-from sglab.promotion.rollback import rollback
+from sglab.promotion.promote import PromotionRefused, promote, rollback
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,7 +1,7 @@
 """Reading stacks/promotions.jsonl: which promotion a target runs now, and what it replaced.
 
-`sglab promote` appends one entry per promotion (sglab/promotion/promote.py), `sglab rollback` one per rollback
-(sglab/promotion/rollback.py); both under the target's lock. A rollback undoes the newest promotion not yet undone,
+`sglab promote` appends one entry per promotion, `sglab rollback` one per rollback (both in
+sglab/promotion/promote.py), under the target's lock. A rollback undoes the newest promotion not yet undone,
 so the log reads as a stack: a promotion pushes, a rollback pops. Entries name their target, so one log
 serves every target stack.
 

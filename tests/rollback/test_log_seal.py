@@ -11,8 +11,7 @@ import pytest
 from sglab.cli import main
 from sglab.core.errors import ConfigError
 from sglab.promotion.log import LogEntry, break_even, read_log, sealed
-from sglab.promotion.promote import PromotionRefused, promote
-from sglab.promotion.rollback import rollback
+from sglab.promotion.promote import PromotionRefused, promote, rollback
 
 from tests.rollback.test_rollback import _result_key, bench, root  # noqa: F401  (fixtures)
 

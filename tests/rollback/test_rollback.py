@@ -14,11 +14,10 @@ from sglab.analysis.synthetic import synthetic_result
 from sglab.cli import main
 from sglab.config import baseline_arm, candidate_arm, load_stack
 from sglab.core.paths import project_root
-from sglab.promotion.promote import PromotionRefused, promote
+from sglab.promotion.promote import PromotionRefused, promote, rollback
 from sglab.results.integrity import planned
 from sglab.results.store import create_run_dir, write_result
 from sglab.promotion.log import sealed
-from sglab.promotion.rollback import rollback
 
 REPO_STACKS = project_root() / "stacks"
 
