@@ -30,8 +30,7 @@ from sglab.analysis.attribution import attribute, category_gains
 from sglab.analysis.checks import blockers as _blockers
 from sglab.analysis.checks import guards as _guards
 from sglab.analysis.checks import UNMEASURABLE, unable_to_measure
-from sglab.analysis.parity import output_parity, parity_guard
-from sglab.analysis.provenance import producer_of
+from sglab.analysis.provenance import output_parity, parity_guard, producer_of
 from sglab.analysis.operating_point import (crossover, effective_policy, level_economics, level_label, level_phrase,
                                             operating_point, slo_targets)
 from sglab.analysis.guards import p99_ratio
@@ -173,7 +172,7 @@ def judge(result: RunResult, policy: PromotionPolicy | None = None) -> Verdict:
     levels = {lv.concurrency: _level(lv, base, cand, policy, earlier.get(lv.concurrency))
               for lv in sorted(result.levels, key=lambda x: x.concurrency)}
     blockers = _blockers(result, levels, policy, earlier)
-    parity = output_parity(result)  # sglab/analysis/parity.py: temperature-0 answers, candidate vs baseline
+    parity = output_parity(result)  # sglab/analysis/provenance.py: temperature-0 answers, candidate vs baseline
     guards = _guards(levels, policy, level_label(result))
     guards.append(parity_guard(parity, policy.output_parity_margin, UNMEASURABLE,
                                  lossless=producer_of(result).kind == "simulator"))

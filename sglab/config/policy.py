@@ -102,7 +102,7 @@ class PromotionPolicy(Model):
     # switchback: one node, the arms take turns in ABBA blocks; parallel: both at once on their own node, and
     # the gain includes any difference between the nodes (never promotable where a balanced design is asked).
     design: Literal["crossover", "switchback", "parallel"] = "crossover"
-    # Output parity gates (sglab/analysis/parity.py): the share of temperature-0 answers the candidate gives
+    # Output parity gates (sglab/analysis/provenance.py): the share of temperature-0 answers the candidate gives
     # exactly as the baseline does must reach the baseline's own A/A parity (real GPUs differ a little by
     # themselves; 100% on the simulator, which is lossless) minus this margin. Speculative decoding is lossless,
     # so a candidate below that changed what the model answers. A run without such answers cannot promote.

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sglab.analysis.parity import parity_phrase
-from sglab.analysis.provenance import Producer, machine_facts, producer_of
+from sglab.analysis.provenance import Producer, machine_facts, parity_phrase, producer_of
 from sglab.analysis.verdict import next_step
 from sglab.schema.result import ArmMachine, RunResult
 from sglab.schema.verdict import OutputParity, Verdict

@@ -296,7 +296,7 @@ class RunResult(Schema):
     sweep: dict | None = Field(None, description="a sweep's confirmation A/B: the sweep run and the arm it confirms "
                                "(sglab/sweep/confirm.py); promote rebuilds that arm from the stack")
     output_texts: dict[str, str] = Field(default_factory=dict, description="output_sha256 -> text of every distinct "
-                                         "output of the request samples: output parity (sglab/analysis/parity.py)")
+                                         "output of the request samples: output parity (sglab/analysis/provenance.py)")
     integrity: IntegrityRecord | None = Field(None, description="digest (or HMAC) over the document and the "
                                               "planned schedule, set on every save (sglab/results/integrity.py)")
 

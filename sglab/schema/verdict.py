@@ -191,7 +191,8 @@ class LevelVerdict(BaseModel):
 
 
 class ParityCount(BaseModel):
-    """Pairs of temperature-0 answers to the same request, and how many are the same text (sglab/analysis/parity.py)."""
+    """Pairs of temperature-0 answers to the same request, and how many are the same text
+    (sglab/analysis/provenance.py)."""
 
     pairs: int = 0
     equal: int = 0

@@ -1,5 +1,5 @@
 """Distributed runs keep the answers: a worker forwards each request sample with its answer's text (output parity,
-sglab/analysis/parity.py), and the master's collector keeps both. In a subprocess: the collector imports Locust,
+sglab/analysis/provenance.py), and the master's collector keeps both. In a subprocess: the collector imports Locust,
 whose gevent patching stays out of the pytest process."""
 
 from __future__ import annotations

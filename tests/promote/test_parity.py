@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sglab.analysis.parity import first_difference, output_parity
+from sglab.analysis.provenance import first_difference, output_parity
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
 from sglab.config.policy import PromotionPolicy
