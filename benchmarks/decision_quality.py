@@ -18,7 +18,7 @@ rounds and rounds saved against the fixed-n t of the same power; (c) re-running 
 times at a true gain equal to min-gain, fresh sequences vs one continued sequence
 (sglab/analysis/accumulate.py), and (c') one continued sequence whose re-runs replay the rounds before them
 (one load seed for all, rho 0.95 and 0.99) against runs that draw their own seed; (d) the TTFT p99 guard at +5%
-and +35% against a +20% cap (sglab/analysis/guards.py); (e) the trade-off at the first looks; (f) the shipped
+and +35% against a +20% cap (sglab/analysis/checks.py); (e) the trade-off at the first looks; (f) the shipped
 checks against later promotion floors (sglab/analysis/assumptions.py: policy.checks standard and strict). Rates
 come with 95% Wilson intervals. `--mode sweep` (needs a real run's noise, --from-result) compares the retired
 successive elimination (benchmarks/retired_rules.py) with the exhaustive grid.
@@ -40,7 +40,7 @@ from scipy import stats
 
 from sglab.analysis import judge
 from sglab.analysis.assumptions import STANDARD, STRICT, Checks
-from sglab.analysis.guards import ratio_interval
+from sglab.analysis.checks import ratio_interval
 from sglab.analysis.samples import comparison_arms, paired
 from sglab.analysis.sequential import FUTILE, NONE, PROMOTE, REJECT, look_codes
 from sglab.analysis.synthetic import synthetic_result

@@ -29,11 +29,10 @@ from sglab.analysis.assumptions import checks_named
 from sglab.analysis.attribution import attribute, category_gains
 from sglab.analysis.checks import blockers as _blockers
 from sglab.analysis.checks import guards as _guards
-from sglab.analysis.checks import UNMEASURABLE, unable_to_measure
+from sglab.analysis.checks import UNMEASURABLE, p99_ratio, unable_to_measure
 from sglab.analysis.provenance import output_parity, parity_guard, producer_of
 from sglab.analysis.operating_point import (crossover, effective_policy, level_economics, level_label, level_phrase,
                                             operating_point, slo_targets)
-from sglab.analysis.guards import p99_ratio
 from sglab.analysis.sequential import rounds_to_decide
 from sglab.analysis.nodes import PARALLEL_NOTE, DesignEstimates
 from sglab.analysis.samples import ArmLevelStats, arm_stats, comparison_arms, mean_ci, paired, per_round, relative_delta
@@ -115,7 +114,7 @@ def _level_outcome(gain: Gain, threshold: float) -> LevelOutcome:
 
 def _latency(level: LevelResult, base_arm: str, cand_arm: str, which: str, base: float | None, cand: float | None,
              policy: PromotionPolicy, interval: bool) -> LatencyDelta:
-    """The p99 change; with `interval`, its round-bootstrap interval (sglab/analysis/guards.py)."""
+    """The p99 change; with `interval`, its round-bootstrap interval (sglab/analysis/checks.py)."""
     delta = LatencyDelta(baseline_p99_ms=base, candidate_p99_ms=cand, increase=relative_delta(base, cand))
     if interval and level.requests:
         ratio = p99_ratio(level, base_arm, cand_arm, which, confidence=policy.confidence)

@@ -43,7 +43,7 @@ class LatencyDelta(BaseModel):
     candidate_p99_ms: float | None = None
     increase: float | None = None  # candidate / baseline - 1
     low: float | None = Field(None, description="interval of the increase: round-level bootstrap of the p99 ratio "
-                              "(sglab/analysis/guards.py)")
+                              "(sglab/analysis/checks.py)")
     high: float | None = None
     confidence: float | None = None
 

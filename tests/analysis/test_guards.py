@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from sglab.analysis.guards import p99_ratio, ratio_interval
+from sglab.analysis.checks import p99_ratio, ratio_interval
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
 from sglab.config.policy import PromotionPolicy
