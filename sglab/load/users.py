@@ -246,10 +246,10 @@ class StreamingUser(FastHttpUser):
         finally:
             timeout.close()
         sample = _sample(ticket, prompt.index, metrics, expected, error, self.collector)
-        sample.category = prompt.category  # per-category results (sglab/analysis/categories.py)
+        sample.category = prompt.category  # per-category results (sglab/analysis/attribution.py)
         sample.temperature = settings.temperature
         text = metrics.text if not error else None
-        if text is not None:  # output parity (sglab/analysis/parity.py)
+        if text is not None:  # output parity (sglab/analysis/provenance.py)
             sample.output_sha256 = text_sha256(text)
         if not error and not ticket.warmup:
             self._fire_token_rows(ticket.arm, metrics)
