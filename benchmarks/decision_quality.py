@@ -19,7 +19,7 @@ times at a true gain equal to min-gain, fresh sequences vs one continued sequenc
 (sglab/analysis/accumulate.py), and (c') one continued sequence whose re-runs replay the rounds before them
 (one load seed for all, rho 0.95 and 0.99) against runs that draw their own seed; (d) the TTFT p99 guard at +5%
 and +35% against a +20% cap (sglab/analysis/checks.py); (e) the trade-off at the first looks; (f) the shipped
-checks against later promotion floors (sglab/analysis/assumptions.py: policy.checks standard and strict). Rates
+checks against later promotion floors (sglab/analysis/sequential.py: policy.checks standard and strict). Rates
 come with 95% Wilson intervals. `--mode sweep` (needs a real run's noise, --from-result) compares the retired
 successive elimination (benchmarks/retired_rules.py) with the exhaustive grid.
 
@@ -39,10 +39,9 @@ import numpy as np
 from scipy import stats
 
 from sglab.analysis import judge
-from sglab.analysis.assumptions import STANDARD, STRICT, Checks
+from sglab.analysis.sequential import FUTILE, NONE, PROMOTE, REJECT, STANDARD, STRICT, Checks, look_codes
 from sglab.analysis.checks import ratio_interval
 from sglab.analysis.samples import comparison_arms, paired
-from sglab.analysis.sequential import FUTILE, NONE, PROMOTE, REJECT, look_codes
 from sglab.analysis.synthetic import synthetic_result
 from sglab.config.loadplan import LoadPlan
 from sglab.config.policy import PromotionPolicy
@@ -329,7 +328,7 @@ def fixed_power(x: np.ndarray, threshold: float, policy: PromotionPolicy) -> np.
 def fixed_checked_power(x: np.ndarray, threshold: float, policy: PromotionPolicy) -> np.ndarray:
     """The same for a fixed-n design with this rule's checks (the t quantile in place of the sequence's bound:
     widened for dependence, lowered for skew, held by the same holds): the equally robust fixed design."""
-    from sglab.analysis.assumptions import HELD_NONE, round_stats
+    from sglab.analysis.sequential import HELD_NONE, round_stats
 
     st = round_stats(x)
     q = stats.t.ppf((1 + policy.confidence) / 2, np.maximum(st.n - 1, 1))
@@ -535,7 +534,7 @@ def tradeoff_table(policy: PromotionPolicy, trials: int, seed: int) -> list[str]
              f"{'skew -2 A/A promoted by 7':>27}"]
 
     def t_of(x: np.ndarray) -> np.ndarray:
-        from sglab.analysis.assumptions import round_stats
+        from sglab.analysis.sequential import round_stats
 
         st = round_stats(x)
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -27,9 +27,8 @@ import time
 
 import numpy as np
 
-from sglab.analysis.assumptions import checks_named
+from sglab.analysis.sequential import PROMOTE, checks_named, look_codes
 from sglab.analysis.nodes import design_estimates
-from sglab.analysis.sequential import PROMOTE, look_codes
 from sglab.config.policy import PromotionPolicy
 from sglab.schema.result import LevelResult, RoundSample
 

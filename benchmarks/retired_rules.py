@@ -15,8 +15,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
-from sglab.analysis.assumptions import round_stats
-from sglab.analysis.sequential import _finite_rounds, _spread
+from sglab.analysis.sequential import _finite_rounds, _spread, round_stats
 
 DEFAULT_MIXTURE_G = 1.0
 LAI_METHOD = "t-mixture-cs"

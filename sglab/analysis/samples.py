@@ -21,8 +21,7 @@ import numpy as np
 from scipy import stats
 
 from sglab import metrics
-from sglab.analysis import assumptions
-from sglab.analysis.sequential import bounds
+from sglab.analysis.sequential import HELD_NAMES, STANDARD, bounds, checks_named, held_sentence, widen_sentence
 from sglab.schema.result import ArmLevelSummary, LevelResult, RequestSample, RunResult
 
 RoundMetric = str  # a registered metric name (sglab.metrics)
@@ -220,7 +219,7 @@ def log_ratio_ci(baseline: np.ndarray, candidate: np.ndarray, *, confidence: flo
 def mean_ci(values: np.ndarray, *, confidence: float = 0.95, method: CiMethod = "paired-t",
             seed: int = 0, checks: str | None = None) -> MeanCI:
     """Interval for the mean of per-round values (already differences or log-ratios). `checks`: the sequence's
-    floor and holds (policy.checks; None: assumptions.STANDARD), for method sequential."""
+    floor and holds (policy.checks; None: sequential.STANDARD), for method sequential."""
     d = np.asarray(values, dtype=float)
     n = int(d.size)
     if n == 0:
@@ -255,14 +254,14 @@ def _sequence_ci(d: np.ndarray, confidence: float, checks: str | None) -> MeanCI
     """The bench's confidence sequence at its last look, checks applied; a side the sequence cannot bound yet
     is None (a zero-spread run too: no spread is no evidence of bounds before the sequence has any)."""
     stats, lower, upper = bounds(d, confidence=confidence)
-    rule = assumptions.checks_named(checks or assumptions.STANDARD)
+    rule = checks_named(checks or STANDARD)
     held = int(rule.held(stats)[-1])
-    notes = tuple(s for s in (assumptions.held_sentence(held, stats, checks=rule), assumptions.widen_sentence(stats))
+    notes = tuple(s for s in (held_sentence(held, stats, checks=rule), widen_sentence(stats))
                   if s)
     low, high = float(lower[-1]), float(upper[-1])
     return MeanCI(int(d.size), float(stats.mean[-1]), float(stats.sd[-1]), low if math.isfinite(low) else None,
                   high if math.isfinite(high) else None, confidence, "sequential",
-                  held=assumptions.HELD_NAMES.get(held), notes=notes)
+                  held=HELD_NAMES.get(held), notes=notes)
 
 
 def relative_delta(baseline: float | None, candidate: float | None) -> float | None:

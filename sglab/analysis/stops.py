@@ -12,9 +12,8 @@ import math
 from typing import NamedTuple
 
 from sglab.analysis.operating_point import slo_targets
-from sglab.analysis.assumptions import CHECKS, STANDARD
+from sglab.analysis.sequential import CHECKS, STANDARD, Look, SequentialRecord, sequential_test
 from sglab.analysis.nodes import ARMS, DesignEstimates, design_estimates, design_of
-from sglab.analysis.sequential import Look, SequentialRecord, sequential_test
 from sglab.schema.result import LevelResult, RunResult
 
 

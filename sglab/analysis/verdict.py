@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from sglab import metrics
 from sglab.analysis.accumulate import earlier_log_ratios, recorded
-from sglab.analysis.assumptions import checks_named
+from sglab.analysis.sequential import checks_named, rounds_to_decide
 from sglab.analysis.attribution import attribute, category_gains
 from sglab.analysis.checks import blockers as _blockers
 from sglab.analysis.checks import guards as _guards
@@ -33,7 +33,6 @@ from sglab.analysis.checks import UNMEASURABLE, p99_ratio, unable_to_measure
 from sglab.analysis.provenance import output_parity, parity_guard, producer_of
 from sglab.analysis.operating_point import (crossover, effective_policy, level_economics, level_label, level_phrase,
                                             operating_point, slo_targets)
-from sglab.analysis.sequential import rounds_to_decide
 from sglab.analysis.nodes import PARALLEL_NOTE, DesignEstimates
 from sglab.analysis.samples import ArmLevelStats, arm_stats, comparison_arms, mean_ci, paired, per_round, relative_delta
 from sglab.analysis.stops import level_estimates
@@ -102,7 +101,7 @@ def _arm_means(level: LevelResult, metric: str, base: str, cand: str, policy: Pr
 
 def _level_outcome(gain: Gain, threshold: float) -> LevelOutcome:
     """Win when the interval clears the threshold (min-gain, or -margin at a non-inferiority level) and no check
-    of the sequence holds it (sglab/analysis/assumptions.py: too few rounds, dependent rounds, a falling gain)."""
+    of the sequence holds it (sglab/analysis/sequential.py: too few rounds, dependent rounds, a falling gain)."""
     if gain.rounds == 0 or gain.estimate is None:
         return "no-data"
     if gain.low is not None and gain.low >= threshold:

@@ -92,7 +92,7 @@ class PromotionPolicy(Model):
     # measures them). sequential: the anytime-valid confidence sequence, and `sglab bench` stops a gated
     # level once it decides (at most the bench's --rounds); paired-t / bootstrap: fixed-n intervals, read once.
     method: Literal["paired-t", "bootstrap", "sequential"] = "sequential"
-    # The sequence's floor and holds (sglab/analysis/assumptions.py CHECKS; docs/verdict.md (f) measures both).
+    # The sequence's floor and holds (sglab/analysis/sequential.py CHECKS; docs/verdict.md (f) measures both).
     # standard: promotion from round 10, fast, but 6% of A/A runs on strongly dependent rounds (AR(1) rho 0.8)
     # promote; strict: promotion from round 20 and a stricter dependence hold, <= 2% on every measured noise
     # model, at the price of every early stop. A gate that installs into serving wants strict.

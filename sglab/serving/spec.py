@@ -48,7 +48,7 @@ class JudgeSpec(BaseModel):
     min_gain: float
     confidence: float
     futility: bool
-    checks: str  # sglab:serving.canary.checks (sglab/analysis/assumptions.py CHECKS)
+    checks: str  # sglab:serving.canary.checks (sglab/analysis/sequential.py CHECKS)
     ttft_p99_max_increase: float | None
     itl_p99_max_increase: float | None
     error_rate_max_increase: float

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from sglab.analysis import accumulate
-from sglab.analysis.assumptions import CHECKS, STANDARD, STRICT, checks_named
-from sglab.analysis.sequential import sequential_test
+from sglab.analysis.sequential import CHECKS, STANDARD, STRICT, checks_named, sequential_test
 from sglab.analysis.stops import StopLine, recorded_line, stop_thresholds
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge

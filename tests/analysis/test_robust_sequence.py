@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from sglab.analysis.assumptions import STANDARD, STRICT, round_stats
-from sglab.analysis.sequential import FUTILE, PROMOTE, REJECT, first_decision, sequential_test
+from sglab.analysis.sequential import (FUTILE, PROMOTE, REJECT, STANDARD, STRICT, first_decision, round_stats,
+                                       sequential_test)
 from sglab.analysis.samples import mean_ci
 
 SD = 0.029  # per-round spread of the log-ratio measured on the simulator (docs/verdict.md)
@@ -96,8 +96,7 @@ def test_the_sequence_covers_iid_rounds_at_every_look(sigma: float) -> None:
 
 def test_the_checks_only_widen() -> None:
     """Every check moves a bound outwards or holds a promotion; none ever narrows the i.i.d. bounds."""
-    from sglab.analysis.sequential import radius_factor
-    from sglab.analysis.sequential import bounds
+    from sglab.analysis.sequential import bounds, radius_factor
 
     rng = np.random.default_rng(6)
     x = np.concatenate([_ar1(rng, 0.6, (200, 32)), SD * (1 - rng.exponential(1.0, (200, 32)))])
@@ -121,7 +120,7 @@ def test_a_held_promotion_says_why() -> None:
 
 
 def test_the_strict_checks_hold_a_promotion_the_shipped_ones_allow() -> None:
-    """assumptions.STRICT (the design that meets AR(0.8), docs/verdict.md (f)) promotes from round 20 and refuses
+    """sequential.STRICT (the design that meets AR(0.8), docs/verdict.md (f)) promotes from round 20 and refuses
     dependence on weaker evidence; the shipped checks promote this run at round 10."""
     clear = np.tile([0.05, 0.051, 0.049, 0.05, 0.0505, 0.0502, 0.0499, 0.05, 0.0501, 0.0498], 3)[None, :]
     rounds, code = first_decision(clear, threshold_log=math.log1p(0.005), checks=STANDARD)

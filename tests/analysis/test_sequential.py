@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from sglab.analysis.assumptions import PROMOTE_MIN_ROUNDS
-from sglab.analysis.sequential import (FUTILE, PROMOTE, SequentialRecord, bounds, first_decision, radius_factor,
-                                       sequential_test)
+from sglab.analysis.sequential import (FUTILE, PROMOTE, PROMOTE_MIN_ROUNDS, SequentialRecord, bounds, first_decision,
+                                       radius_factor, sequential_test)
 
 ALPHA = 0.05
 TOLERANCE = 0.01  # Monte Carlo slack: sd of a 5% rate over 4000 sequences is 0.34%
