@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds .venv-sglang/: the exact SGLang release sglab pins (sglab/sglang/version.py), from PyPI, for the
+# Builds .venv-sglang/: the exact SGLang release sglab pins (sglab/sglang/flags.py), from PyPI, for the
 # real-parser contract test (tests/sglang_contract/). Reused while its stamp matches the version and this
 # script; rebuilt otherwise. Needs no GPU.
 #
@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 DIR=${SGLANG_CONTRACT_VENV:-.venv-sglang}
-VERSION=$(.venv/bin/python -c 'from sglab.sglang.version import SGLANG_VERSION; print(SGLANG_VERSION)')
+VERSION=$(.venv/bin/python -c 'from sglab.sglang.flags import SGLANG_VERSION; print(SGLANG_VERSION)')
 WANT="sglang==$VERSION $(sha256sum "$0" | cut -c1-16)"
 if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$WANT" ]; then
   exit 0

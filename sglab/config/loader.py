@@ -5,7 +5,7 @@ The message always names the file, the key path (as written in the file), the pr
 callers print it and exit 2. No traceback reaches a user for bad input.
 
 The contract checks: each arm's flags against its image's release, --speculative-adaptive's rules, and what UNO
-asks of the server. sglab's flag table is SGLang 0.5.23's (sglab/sglang/version.py). An image that names another
+asks of the server. sglab's flag table is SGLang 0.5.23's (sglab/sglang/flags.py). An image that names another
 release gets its flags checked against what sglab knows of that release: a flag or algorithm newer than it
 (`since` in sglab/sglang/flags.py and rules.py) is refused with the image named. An image whose release sglab
 cannot tell (a digest alone, `latest`, a custom tag) or does not know gets a warning that says so.
@@ -31,7 +31,7 @@ from sglab.core.paths import list_stacks, project_root, stack_path, stacks_dir
 from sglab.sglang.secret_names import has_url_credentials, is_secret_name
 from sglab.core.untrusted import is_control, printable
 from sglab.sglang import flags, rules
-from sglab.sglang.version import DEFAULT_IMAGE, OLDEST_KNOWN, SGLANG_VERSION, at_least, parse_image, version_key
+from sglab.sglang.flags import DEFAULT_IMAGE, OLDEST_KNOWN, SGLANG_VERSION, at_least, parse_image, version_key
 
 
 NAMESPACE = "sglab"

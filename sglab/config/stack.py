@@ -18,7 +18,7 @@ from sglab.config.server import CandidateSpec, ModelSpec, ServerFlags, SimSpec
 from sglab.config.serving import Serving, serving_checks
 from sglab.config.sweep import SweepSpec
 from sglab.sglang import rules
-from sglab.sglang.version import DEFAULT_IMAGE
+from sglab.sglang.flags import DEFAULT_IMAGE
 
 
 # The lint codes a stack may accept (`sglab:accept-lints`), declared with the stack model that names them
@@ -41,7 +41,7 @@ class StackConfig(Model):
     image_pull_secrets: list[str] = Field(default_factory=list)  # on every pod sglab renders
     hf_cache: HfCache | None = None
     preflight: PreflightSpec = Field(default_factory=PreflightSpec)
-    image: str = DEFAULT_IMAGE  # the pinned SGLang release (sglab/sglang/version.py); a digest may follow
+    image: str = DEFAULT_IMAGE  # the pinned SGLang release (sglab/sglang/flags.py); a digest may follow
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     backend: Literal["sglang", "sim"] = "sglang"
     model: ModelSpec

@@ -1,6 +1,6 @@
 """What SGLang does around NCCL on the tensor-parallel path: its custom all-reduce and the NCCL variables it owns.
 
-From SGLang's source (python/sglang/srt/...), read in the pinned release, 0.5.23 (sglab/sglang/version.py):
+From SGLang's source (python/sglang/srt/...), read in the pinned release, 0.5.23 (sglab/sglang/flags.py):
 - distributed/device_communicators/custom_all_reduce.py: `CustomAllreduce._MAX_CAR_SIZE = 8192 * 1024`;
   `should_custom_ar` takes an all-reduce below that size when the TP group is on one node, 2 GPUs or fully
   NVLinked, of world size 2, 4, 6 or 8. It is on unless `--disable-custom-all-reduce`; decode all-reduces

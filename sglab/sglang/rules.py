@@ -1,6 +1,6 @@
 """What SGLang's ServerArgs does with the speculative flags, including what it changes without saying so.
 
-Read from SGLang 0.5.23 (sglab/sglang/version.py): the `--speculative-algorithm` builtins are listed in
+Read from SGLang 0.5.23 (sglab/sglang/flags.py): the `--speculative-algorithm` builtins are listed in
 `srt/arg_groups/fields/spec.py`; `srt/arg_groups/speculative_hook.py` resolves each one
 (`_handle_eagle_family`, `_handle_ngram`, `_handle_dflash`, `_handle_dspark`, `_handle_uno`).
 - EAGLE, EAGLE3, NEXTN, STANDALONE (the EAGLE family; NEXTN runs as EAGLE): with none of
@@ -34,7 +34,7 @@ DraftModel = Literal["required", "optional", "none"]
 @dataclass(frozen=True)
 class Algorithm:
     """One `--speculative-algorithm` builtin of the pinned SGLang; since: the first release that has it
-    (None: every release sglab knows, version.OLDEST_KNOWN on)."""
+    (None: every release sglab knows, flags.OLDEST_KNOWN on)."""
 
     name: str
     family: Family

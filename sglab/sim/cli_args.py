@@ -19,7 +19,7 @@ from typing import Any
 from sglab.core.errors import USAGE
 from sglab.sglang import flags, rules, sim_knobs
 from sglab.sglang.env import nccl_env as nccl_part
-from sglab.sglang.version import SGLANG_VERSION
+from sglab.sglang.flags import SGLANG_VERSION
 from sglab.sim.adaptive import AdaptiveConfig, AdaptiveConfigError, AdaptiveController, load_adaptive_config
 from sglab.sim.faults import FaultSpec
 from sglab.sim.profile import ProfileError, SimProfile, load_profile, parse_overrides

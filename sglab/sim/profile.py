@@ -1,7 +1,7 @@
 """Timing profiles: every constant of the simulator's timing model, named, documented and overridable.
 
 A profile is a `SimProfile`; `default` is calibrated to the article (Kimi-K2.5 int4, TP 8, see
-docs/simulator.md for the derivation) and reports the SGLang release sglab pins (sglab/sglang/version.py). Any field can
+docs/simulator.md for the derivation) and reports the SGLang release sglab pins (sglab/sglang/flags.py). Any field can
 be overridden from a JSON/YAML file
 (`--sim-profile path.yaml`, keys = field names, unknown keys refused) or one by one
 (`--sim-set NAME=VALUE`, `SGLAB_SIM_SET="NAME=VALUE,NAME=VALUE"`).
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sglab.sglang.version import SGLANG_VERSION
+from sglab.sglang.flags import SGLANG_VERSION
 
 Ms = Annotated[float, Field(ge=0)]
 Probability = Annotated[float, Field(ge=0, le=1)]

@@ -20,7 +20,7 @@ from ruamel.yaml import YAML
 from sglab.config.arms import candidate_arm
 from sglab.core.paths import list_stacks, project_root
 from sglab.sglang import flags, rules
-from sglab.sglang.version import SGLANG_VERSION
+from sglab.sglang.flags import SGLANG_VERSION
 from sglab.sweep.grid import expand
 from .conftest import FIXTURES, command
 

@@ -1,4 +1,4 @@
-"""One SGLang version, declared once (sglab/sglang/version.py), named the same everywhere; flags checked against
+"""One SGLang version, declared once (sglab/sglang/flags.py), named the same everywhere; flags checked against
 the image's own release by `sglab validate`."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from sglab.config import load_stack
 from sglab.core.errors import ConfigError
 from sglab.config.stack import StackConfig
 from sglab.core.paths import list_stacks, project_root
-from sglab.sglang.version import DEFAULT_IMAGE, SGLANG_VERSION, parse_image
+from sglab.sglang.flags import DEFAULT_IMAGE, SGLANG_VERSION, parse_image
 from sglab.sim.profile import SimProfile
 
 ROOT = project_root()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from sglab.sglang.version import SGLANG_VERSION
+from sglab.sglang.flags import SGLANG_VERSION
 from sglab.sim.testing import running_sim
 
 from .helpers import CHART_COMMON, FAST, TUNED_NCCL
