@@ -50,7 +50,7 @@ class SweepSpec(Model):
     confirm_rounds: Annotated[int, Field(ge=2, le=MAX_ROUNDS)] | None = None
     # Simulated slot nodes (--target sim with two or more sim.nodes): rounds of the baseline config on every slot
     # node beside the baseline before each gated level's race, which then compares arms net of their node's offset
-    # (sglab/sweep/calibration.py); 0: no calibration (node differences stay inside every gap, and the sweep says so).
+    # (sglab/sweep/race.py); 0: no calibration (node differences stay inside every gap, and the sweep says so).
     calibration_rounds: Annotated[int, Field(ge=0, le=MAX_ROUNDS)] = 8
     # `sglab sweep --quick`: these arm names only (after expansion); empty: the whole grid.
     quick_arms: list[str] = Field(default_factory=list)

@@ -9,7 +9,7 @@ A node's speed adds the same offset to every round its arm runs there, which int
 - switchback: one node; one arm per round, periods in ABBA blocks (4b+1 and 4b+4 the baseline, 4b+2 and 4b+3
   the candidate); a server starts on the node when its turn comes and stops when it ends.
 A sweep places its arms by name (BenchRequest.arm_nodes: the baseline on the first node, the arms on the others,
-the slots; sglab/sweep/calibration.py corrects for them).
+the slots; sglab/sweep/race.py corrects for them).
 An A/B (or A/A) moves where sglab starts the servers (`--target sim`) or may move them (the benchmark Job,
 `--deployment ARM=NAME`: sglab/load/moves.py; its nodes are the ones the arms run on when it starts); servers
 given by URL, attribution runs (four arms) and a sweep's race run parallel, and their DesignRecord says why.

@@ -13,7 +13,7 @@ goes to a confirmation A/B (sglab/sweep/confirm.py): the sweep's own rounds are 
 On simulators with two or more sim.nodes the baseline runs on the first node and the arms on the others (the
 slots); each gated level starts with a calibration block (sweep.calibration-rounds rounds of the baseline config on
 every slot node beside the baseline), and its race compares the arms net of their node's offset
-(sglab/sweep/calibration.py).
+(sglab/sweep/race.py).
 
 The sweep's saved state (sweep.json beside its result.json, `SweepState`) is written after every round. The
 measurements themselves are the run's result.json (kind `sweep`, sealed); sweep.json is not sealed, so nothing
@@ -47,9 +47,8 @@ from sglab.core.untrusted import printable
 from sglab.core.untrusted_json import read_json
 from sglab.results.store import RESULT_LIMITS, create_run_dir, new_run_id, write_json_atomic
 from sglab.schema.result import LevelResult, RunResult
-from sglab.sweep.calibration import PREFIX, calibration_arm, node_offsets
+from sglab.sweep.race import PREFIX, RaceRecord, calibration_arm, node_offsets, race_record
 from sglab.sweep.grid import Grid
-from sglab.sweep.race import RaceRecord, race_record
 
 # The saved state.
 

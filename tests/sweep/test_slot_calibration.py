@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sglab.sweep.calibration import CALIBRATION_ALPHA_SHARE, arm_corrections, node_offsets
-from sglab.sweep.race import Race, race_record
+from sglab.sweep.race import CALIBRATION_ALPHA_SHARE, Race, arm_corrections, node_offsets, race_record
 
 SLOW, FAST = math.log(0.92), math.log(1.03)  # two slot nodes against the baseline's node
 NOISE = 0.015  # per server and round, beside a noise the round shares (drift, neighbours)
