@@ -27,15 +27,13 @@ __all__ = ["Crossover", "Economics", "crossover", "effective_policy", "level_eco
 
 
 def effective_policy(policy: PromotionPolicy) -> PromotionPolicy:
-    """The gate as judged: with traffic declared, its levels (and SLO) are the policy's."""
+    """The gate as judged: with traffic declared, its levels are the policy's."""
     traffic = policy.traffic
     if traffic is None:
         return policy
     update = {}
     if policy.levels != traffic.levels:
         update["levels"] = list(traffic.levels)
-    if traffic.slo is not None and policy.slo != traffic.slo:
-        update["slo"] = traffic.slo
     return policy.model_copy(update=update) if update else policy
 
 

@@ -298,6 +298,10 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
+# Keys a user may look for in one section that are declared once, in another (key -> where, and why).
+DECLARED_ELSEWHERE = {"traffic.slo": "policy.slo: the SLO is the gate's, declared once with or without sglab:traffic"}
+
+
 def _from_validation(exc: ValidationError, path: Path, namespaced: dict[str, Any]) -> ConfigError:
     """The first (most specific) pydantic error as a ConfigError with a key path and a fix."""
     err = exc.errors(include_url=False)[0]
@@ -320,6 +324,9 @@ def _from_validation(exc: ValidationError, path: Path, namespaced: dict[str, Any
         problem = f"unknown key '{printable(loc[-1], limit=80)}'"
         fix = f"did you mean '{guess}'?" if guess else (f"valid keys here: {', '.join(options)}" if options else
                                                        "remove it")
+        elsewhere = DECLARED_ELSEWHERE.get(".".join(str(p) for p in loc))
+        if elsewhere:
+            fix = f"move it to {elsewhere}"
         if len(loc) == 1:
             problem = f"unknown key '{printable(loc[0], limit=80)}' (not a sglab setting)"
         return ConfigError(path, key, problem, fix, line)

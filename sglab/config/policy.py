@@ -2,8 +2,8 @@
 at (`sglab:traffic`).
 
 A stack that declares traffic is gated at every one of its levels (each must be a win, or non-inferior where
-`non-inferiority` gives that level a margin), instead of only at `policy.levels`. The SLO (`traffic.slo`, or
-`policy.slo`) defines the good requests counted by the goodput metrics (sglab/metrics/builtin.py).
+`non-inferiority` gives that level a margin), instead of only at `policy.levels`. The SLO (`policy.slo`, with or
+without traffic) defines the good requests counted by the goodput metrics (sglab/metrics/builtin.py).
 docs/verdict.md describes the gate.
 """
 
@@ -46,7 +46,6 @@ class Traffic(Model):
     levels: list[Level] = Field(min_length=1, max_length=MAX_LEVELS)
     # Share of production traffic at each level (same order as levels); a weighted gain is reported.
     weights: list[Bound] | None = None
-    slo: Slo | None = None
     # level -> margin: at that level the candidate may be at most `margin` worse (gain low >= -margin)
     # instead of having to win by policy.min-gain.
     non_inferiority: dict[int, Annotated[float, Field(ge=0, lt=1)]] = Field(default_factory=dict)

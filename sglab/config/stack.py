@@ -231,22 +231,19 @@ class StackConfig(Model):
         return self
 
     def _gate_on_traffic(self) -> None:
-        """With sglab:traffic the policy gates at its levels (policy.levels, policy.slo and policy.traffic
-        follow from it), so the runner, --quick, the recorded policy and promote all see one gate."""
+        """With sglab:traffic the policy gates at its levels (policy.levels and policy.traffic follow from it),
+        so the runner, --quick, the recorded policy and promote all see one gate."""
         policy, traffic = self.policy, self.traffic
         if traffic is None:
             if policy.traffic is not None:
                 raise KeyedValueError("policy.traffic", "policy.traffic is set from sglab:traffic; "
-                                      "declare the traffic there (sglab:traffic: {profile, levels, slo})")
+                                      "declare the traffic there (sglab:traffic: {profile, levels})")
             self._check_slo_metric(policy)
             return
         if "levels" in policy.model_fields_set and policy.levels != traffic.levels:
             raise KeyedValueError("policy.levels", f"policy.levels {policy.levels} and traffic.levels "
                                   f"{traffic.levels} disagree: with sglab:traffic the gate runs at the traffic's "
                                   "levels; remove policy.levels")
-        if policy.slo is not None and traffic.slo is not None and policy.slo != traffic.slo:
-            raise KeyedValueError("traffic.slo", "policy.slo and traffic.slo disagree; declare the SLO once "
-                                  "(traffic.slo)")
         load_profile = getattr(self.load, "profile", "concurrency")
         if traffic.profile != load_profile:
             raise KeyedValueError("traffic.profile", f"traffic.profile is {traffic.profile} but load.profile is "
@@ -260,8 +257,7 @@ class StackConfig(Model):
             where = "load.concurrency" if traffic.profile == "concurrency" else "load.rate.levels"
             raise KeyedValueError("traffic.levels", f"traffic.levels names {missing}, which {where} {measured} "
                                   f"never runs; add them to {where}")
-        gate = policy.model_copy(update={"levels": list(traffic.levels), "slo": traffic.slo or policy.slo,
-                                         "traffic": traffic})
+        gate = policy.model_copy(update={"levels": list(traffic.levels), "traffic": traffic})
         self._check_slo_metric(gate)
         object.__setattr__(self, "policy", gate)  # frozen model: set once, here, at validation
 
@@ -269,5 +265,4 @@ class StackConfig(Model):
     def _check_slo_metric(policy: PromotionPolicy) -> None:
         if metrics.get(policy.metric).uses_slo and policy.slo is None:
             raise KeyedValueError("policy.metric", f"policy.metric {policy.metric} counts the requests that meet "
-                                  "the SLO, but no SLO is declared; set policy.slo (ttft-ms, tpot-ms) or "
-                                  "traffic.slo")
+                                  "the SLO, but no SLO is declared; set policy.slo (ttft-ms, tpot-ms)")

@@ -6,7 +6,7 @@ RoundSample.decode_tok_per_s_mean and RoundSample.output_tok_per_s), so result f
 docs/results-schema.md describes them.
 
 Goodput counts only the requests meeting the policy's SLO. A request is good when it succeeded and meets every
-bound of the SLO (`policy.slo` or `sglab:traffic.slo`): TTFT ≤ ttft-ms, TPOT = (e2e − TTFT) / (output tokens − 1)
+bound of the SLO (`policy.slo`): TTFT ≤ ttft-ms, TPOT = (e2e − TTFT) / (output tokens − 1)
 ≤ tpot-ms, and the itl-quantile of its own inter-token gaps ≤ itl-ms. Both goodput metrics depend on the SLO, so
 the verdict recomputes them from the request samples with the SLO it judges under (`uses_slo`).
 """

@@ -86,7 +86,7 @@ def _load(tmp_path: Path, extra: str):
 
 
 def test_traffic_in_the_stack_becomes_the_gate(tmp_path: Path) -> None:
-    loaded = _load(tmp_path, "  sglab:traffic: {levels: [1, 16], slo: {ttft-ms: 500, tpot-ms: 40}}")
+    loaded = _load(tmp_path, "  sglab:traffic: {levels: [1, 16]}\n  sglab:policy: {slo: {ttft-ms: 500, tpot-ms: 40}}")
     policy = loaded.config.policy
     assert policy.levels == [1, 16] and policy.traffic.levels == [1, 16] and policy.slo.ttft_ms == 500
     recorded = policy.model_dump(mode="json", by_alias=False)
@@ -99,11 +99,15 @@ def test_traffic_in_the_stack_becomes_the_gate(tmp_path: Path) -> None:
     ("  sglab:traffic: {profile: rate, levels: [1]}", "traffic.profile"),
     ("  sglab:policy: {metric: goodput_tok_per_s}", "policy.metric"),
     ("  sglab:traffic: {levels: [1, 4], weights: [1]}", "traffic"),
+    # the SLO is the gate's, declared once in policy.slo, with or without sglab:traffic
+    ("  sglab:traffic: {levels: [1], slo: {ttft-ms: 500}}", "traffic.slo"),
 ])
 def test_bad_traffic_is_refused_with_its_key(tmp_path: Path, extra: str, key: str) -> None:
     with pytest.raises(ConfigError) as info:
         _load(tmp_path, extra)
     assert info.value.key.startswith("sglab:" + key), str(info.value)
+    if key == "traffic.slo":
+        assert "move it to policy.slo" in str(info.value)
 
 
 def test_the_recorded_traffic_judges_the_same_after_the_result_file() -> None:
