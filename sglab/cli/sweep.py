@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -33,8 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--list", action="store_true",
                    help="print the expanded grid (arms, skipped with reasons); run nothing")
     p.add_argument("--resume", metavar="RUN", help="continue the interrupted sweep RUN (its run id or directory)")
-    p.add_argument("--max-rounds", type=model_option(SweepSpec, "max_rounds", "sweep.max-rounds"),
-                   help="rounds at most per gated level (default: sweep.max-rounds)")
+    p.add_argument("--rounds", type=model_option(SweepSpec, "max_rounds", "sweep.max-rounds"),
+                   help="rounds at most per gated level, as bench's --rounds (default: sweep.max-rounds)")
     p.add_argument("--round-s", type=model_option(LoadPlan, "round_duration_s", "load.round-duration-s"),
                    help="seconds per arm per round")
     p.add_argument("--probe", metavar="RUN", help="an NCCL probe run: skip variants it shows slower than the default")
@@ -204,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
                 state, result, run_dir = resume_sweep(loaded, grid, run_dir, result, state, urls=urls,
                                                       progress=progress)
         else:
+            loaded = _with_rounds(loaded, args.rounds)
             plan, sim_env = _plan(loaded, args)
             if target == "sim":
                 check_streams(loaded, plan, sim_env)
@@ -261,6 +263,14 @@ def _gpus(loaded) -> int | None:
     return p.gpus_per_node * p.nodes or None
 
 
+def _with_rounds(loaded, rounds: int | None):
+    """The stack as this run judges it: --rounds (bounded like sweep.max-rounds by its option) replaces it."""
+    if rounds is None:
+        return loaded
+    sweep = loaded.config.sweep.model_copy(update={"max_rounds": rounds})
+    return dataclasses.replace(loaded, config=loaded.config.model_copy(update={"sweep": sweep}))
+
+
 def _plan(loaded, args):
     from pydantic import ValidationError
 
@@ -275,10 +285,6 @@ def _plan(loaded, args):
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         raise ConfigError(loaded.path, "load." + ".".join(str(p) for p in err["loc"]), err["msg"]) from None
-    if args.max_rounds is not None:
-        if args.max_rounds < 2:
-            raise UsageError("--max-rounds must be >= 2")
-        object.__setattr__(loaded.config.sweep, "max_rounds", args.max_rounds)
     sim_env = {}
     if args.time_scale is not None:  # bounded by its option's type
         sim_env["SGLAB_SIM_TIME_SCALE"] = f"{args.time_scale:g}"

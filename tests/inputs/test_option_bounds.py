@@ -43,7 +43,7 @@ REFUSED = [
     (BENCH + ["--prompt-limit", "10000000"], ["--prompt-limit", "at most 1000000"]),
     (BENCH + ["--seed", "-1"], ["--seed", "at least 0", "load.seed"]),
     (BENCH + ["--seed", str(2 ** 64)], ["--seed", "at most 4294967295"]),
-    (["sweep", "--stack", "eagle-sweep", "--max-rounds", "1000000000"], ["--max-rounds", "sweep.max-rounds"]),
+    (["sweep", "--stack", "eagle-sweep", "--rounds", "1000000000"], ["--rounds", "sweep.max-rounds"]),
     (["sweep", "--stack", "eagle-sweep", "--round-s", "inf"], ["--round-s", "finite number"]),
     (["ui", "--stack", "eagle-nccl-ll", "--users", "100000"], ["--users", "at most 4096"]),
     (["ui", "--stack", "eagle-nccl-ll", "--spawn-rate", "inf"], ["--spawn-rate", "at most 4096"]),
@@ -152,3 +152,17 @@ def test_a_datasets_token_counts_are_bounded(tmp_path):
     share.write_text('[{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "%s"}]}]' % reply)
     with pytest.raises(ConfigError, match=r"about 260000 tokens .200000 words., over the 131072"):
         load_sharegpt(share)
+
+
+def test_sweep_rounds_caps_the_gated_levels_without_changing_the_loaded_stack():
+    """`sweep --rounds N` is bench's `--rounds`: the most rounds per gated level, in place of sweep.max-rounds."""
+    from sglab.cli.sweep import _with_rounds
+
+    args = build_parser().parse_args(["sweep", "--stack", "eagle-sweep", "--rounds", "5"])
+    loaded = load_stack("eagle-sweep")
+    judged = _with_rounds(loaded, args.rounds)
+    assert judged.config.sweep.max_rounds == 5
+    assert loaded.config.sweep.max_rounds != 5  # the stack as loaded is left as the file says
+    assert _with_rounds(loaded, None) is loaded
+    with pytest.raises(UsageError, match="--max-rounds"):  # one name for it, in every command
+        build_parser().parse_args(["sweep", "--stack", "eagle-sweep", "--max-rounds", "5"])
