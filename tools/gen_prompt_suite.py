@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate sglab's bundled prompt suite (sglab/load/datasets/data/prompt_suite.jsonl).
+"""Generate sglab's bundled prompt suite (sglab/load/data/prompt_suite.jsonl).
 
 Every prompt is assembled from this file's own templates and word lists (no dataset text is copied),
 seeded, so the output is byte-identical on every run. Categories: chat, code, maths, summarisation,
@@ -20,7 +20,7 @@ import random
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "sglab" / "load" / "datasets" / "data" / "prompt_suite.jsonl"
+OUT = Path(__file__).resolve().parents[1] / "sglab" / "load" / "data" / "prompt_suite.jsonl"
 SEED = 20261201
 PER_CATEGORY = {"chat": 45, "code": 45, "maths": 45, "summarisation": 45, "extraction": 45,
                 "translation": 45, "long-context": 40}

@@ -139,7 +139,8 @@ def _yaml(config: dict[str, Any], baseline: Any, candidate: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from sglab.config import baseline_arm, candidate_arm
     from sglab.config.loader import load_stack
-    from sglab.load.server_info import ServerInfoError, get_server_info, live_mismatches
+    from sglab.load.targets import live_mismatches
+    from sglab.sglang.client import ServerInfoError, get_server_info
 
     out = Path(args.out)
     if out.exists():

@@ -103,7 +103,7 @@ class TraceSpec(Model):
 class LoadPlan(Model):
     """What the A/B benchmark sends: same prompts, same load, both arms, interleaved rounds."""
 
-    # How much load and when (sglab/load/profiles/): concurrency (closed loop), rate, trace.
+    # How much load and when (sglab/load/profiles.py): concurrency (closed loop), rate, trace.
     profile: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")] = "concurrency"
     concurrency: Annotated[list[Level], Field(min_length=1, max_length=MAX_LEVELS)] = Field(
         default_factory=lambda: [1, 4, 16])

@@ -93,7 +93,7 @@ def scaled_arms(stack: StackConfig, releases: list[str]) -> list[str]:
 
 
 def moved_arms(stack: StackConfig, releases: list[str]) -> list[str]:
-    """The arms' Deployments the Job pins to a node or stops to carry out policy.design (sglab/load/moves.py):
+    """The arms' Deployments the Job pins to a node or stops to carry out policy.design (sglab/load/design.py):
     an A/B of single-node servers outside serving (production traffic never moves); none for `parallel`."""
     movable = stack.serving is None and stack.placement.nodes == 1 and stack.policy.design != "parallel"
     return list(releases) if movable else []
@@ -361,7 +361,7 @@ class BenchmarkPlan:
 
 
 def arm_read_rules(services: list[str]) -> list[dict[str, Any]]:
-    """For the machine in the evidence (sglab/load/machine.py): get the arms' Services by name and list the pods
+    """For the machine in the evidence (sglab/load/targets.py): get the arms' Services by name and list the pods
     they select; no other verb, no other resource."""
     return [{"apiGroups": [""], "resources": ["services"], "resourceNames": list(services), "verbs": ["get"]},
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]

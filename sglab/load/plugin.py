@@ -1,11 +1,19 @@
-"""Locust event listeners the locustfile installs: custom arguments, the collector, worker messages."""
+"""The locustfile's plugin: its custom arguments (shown in Locust's web-UI form), the settings built from them, and
+the Locust event listeners it installs (the arguments, the collector, worker messages, quitting with its starter).
+
+--baseline-url / --candidate-url (or SGLAB_BASELINE_URL / SGLAB_CANDIDATE_URL), --endpoint,
+--max-new-tokens, --request-timeout-s, --model and --stack (take prompts, endpoint and
+max_new_tokens from that stack's load plan; explicit options still win).
+"""
 
 from __future__ import annotations
 
 import os
 
-from sglab.load.collector import get_collector
-from sglab.load.options import add_arguments
+from pydantic import ValidationError
+
+from sglab.config.loadplan import LoadPlan
+from sglab.load.settings import LoadSettings
 
 RUNNER_ENV = "SGLAB_BENCH_WORKER"
 
@@ -21,8 +29,12 @@ def install(events) -> None:
 
 
 def _on_init(environment, **_kw) -> None:
-    get_collector(environment)
+    # Locust's side only here: the `sglab ui` launcher, which never imports Locust, reads the arguments below
+    # (sglab/ui/session.py); Locust imported after ssl ends in a RecursionError (tools/run-tests.sh)
     from sglab.load import distributed
+    from sglab.load.collector import get_collector
+
+    get_collector(environment)
 
     distributed.on_init(environment)
     _quit_with_parent(environment)
@@ -46,3 +58,108 @@ def _quit_with_parent(environment) -> None:
         os._exit(1)
 
     gevent.spawn(watch)
+
+
+# ---- the custom arguments and the settings built from them ----------------------------------------------------------
+URL_ENV = {"baseline": "SGLAB_BASELINE_URL", "candidate": "SGLAB_CANDIDATE_URL"}
+
+
+def add_arguments(parser) -> None:
+    # The arm URLs and the stack go through Locust's own add_argument so they show in the web-UI form
+    # (argument-group options are not marked include_in_web_ui); the rest stay command-line only.
+    parser.add_argument("--baseline-url", default=os.environ.get(URL_ENV["baseline"], ""),
+                        help="baseline server URL (env SGLAB_BASELINE_URL)")
+    parser.add_argument("--candidate-url", default=os.environ.get(URL_ENV["candidate"], ""),
+                        help="candidate server URL (env SGLAB_CANDIDATE_URL)")
+    parser.add_argument("--stack", default="", help="take prompts and request shape from this stack's load plan")
+    group = parser.add_argument_group("sglab", "A/B target and request shape")
+    group.add_argument("--endpoint", choices=["generate", "chat"], default=None,
+                       help="SGLang native /generate (default) or OpenAI /v1/chat/completions")
+    group.add_argument("--max-new-tokens", type=int, default=None,
+                       help="tokens generated per request (ignore_eos); default from the stack's load plan")
+    group.add_argument("--request-timeout-s", type=float, default=None, help="per-request timeout")
+    group.add_argument("--model", default="default", help="model name sent to the chat endpoint")
+
+
+# The options above that shape a request (their plan fields, where the load plan has one). Locust's /swarm form
+# may carry any of them, and copies a value whose option defaults to None as a raw string: form_shape_problem
+# types them first.
+SHAPE_OPTIONS = {"endpoint": "endpoint", "max_new_tokens": "max_new_tokens", "request_timeout_s": "request_timeout_s",
+                 "model": None}
+MAX_MODEL_NAME = 256
+
+
+def form_shape_value(key: str, raw: str) -> object:
+    """A form's value of a SHAPE_OPTIONS key as the option holds it ("" is unset: None, or the model's default)."""
+    raw = raw.strip()
+    if key == "model":
+        return raw or "default"
+    if not raw:
+        return None
+    return {"max_new_tokens": int, "request_timeout_s": float}.get(key, str)(raw)
+
+
+def form_shape_problem(form) -> str | None:
+    """Why a /swarm form's request-shape values cannot reach the users (None: they can): each typed as its option
+    and checked by the load plan's own fields, so a number that is not one is refused before a user sends it."""
+    updates = {}
+    for key, field in SHAPE_OPTIONS.items():
+        if key not in form:
+            continue
+        raw = str(form[key])
+        try:
+            value = form_shape_value(key, raw)
+        except ValueError:
+            return f"{key} {raw[:40]!r} is not a {'whole number' if key == 'max_new_tokens' else 'number'}"
+        if key == "model" and (len(raw) > MAX_MODEL_NAME or not raw.isprintable()):
+            return f"model must be at most {MAX_MODEL_NAME} printable characters"
+        if field is not None and value is not None:
+            updates[field] = value
+    if updates:
+        try:
+            LoadPlan.model_validate({**LoadPlan().model_dump(), **updates})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            return f"{'.'.join(str(part) for part in first['loc']) or 'the form'}: {first['msg']}"
+    return None
+
+
+def url_from_options(environment, arm: str) -> str | None:
+    options = getattr(environment, "parsed_options", None)
+    value = getattr(options, f"{arm}_url", None) if options is not None else None
+    return value or os.environ.get(URL_ENV.get(arm, ""), "") or None
+
+
+def _plan(options) -> tuple[LoadPlan, str | None]:
+    stack = getattr(options, "stack", "") if options is not None else ""
+    if stack:
+        from sglab.config.loader import load_stack
+
+        plan = load_stack(stack).config.load
+    else:
+        plan = LoadPlan()
+    updates = {}
+    for option, field in (("endpoint", "endpoint"), ("max_new_tokens", "max_new_tokens"),
+                          ("request_timeout_s", "request_timeout_s")):
+        value = getattr(options, option, None) if options is not None else None
+        if value is not None:
+            updates[field] = value
+    if updates:
+        plan = LoadPlan.model_validate({**plan.model_dump(), **updates})
+    return plan, stack or None
+
+
+def settings_from_options(environment) -> LoadSettings:
+    """Settings for a plain locust run; rebuilt when the web-UI form changes the options."""
+    options = getattr(environment, "parsed_options", None)
+    key = tuple(getattr(options, name, None) for name in
+                ("stack", "endpoint", "max_new_tokens", "request_timeout_s", "model", "baseline_url", "candidate_url"))
+    cached = getattr(environment, "_sglab_options_settings", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    plan, stack = _plan(options)
+    urls = {arm: url for arm in URL_ENV if (url := url_from_options(environment, arm))}
+    settings = LoadSettings.from_plan(plan, urls=urls, model=getattr(options, "model", None) or "default",
+                                      stack=stack)
+    environment._sglab_options_settings = (key, settings)
+    return settings

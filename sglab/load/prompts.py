@@ -3,7 +3,7 @@
 `random` draws prompt lengths uniformly from [input_len * range_ratio, input_len] (bench_serving's
 convention) and fills them with words from a fixed vocabulary, so the same seed gives the same bytes
 on every machine. `file` reads JSONL with one {"prompt": ...} (or {"text": ...}) object per line.
-`suite`, `sharegpt` and `openai` read a dataset (sglab/load/datasets/): chat messages with a category, an
+`suite`, `sharegpt` and `openai` read a dataset (sglab/load/datasets.py): chat messages with a category, an
 output length and a natural-stop cap per prompt. The suite is interleaved across its categories so every
 round holds a mix; imports keep their file order.
 """
@@ -17,9 +17,8 @@ from pathlib import Path
 from sglab.core.errors import ConfigError
 from sglab.core.paths import project_root
 from sglab.config.loadplan import PromptSpec
-from sglab.load.datasets import CategorySource, PromptRecord, load_openai_jsonl, load_sharegpt, load_suite
-from sglab.load.datasets.suite import SUITE_CATEGORIES
-from sglab.load.jsonl import jsonl_rows
+from sglab.load.datasets import (SUITE_CATEGORIES, CategorySource, PromptRecord, jsonl_rows, load_openai_jsonl,
+                                 load_sharegpt, load_suite)
 
 # Short common English words: each is about one token for most tokenizers.
 _VOCABULARY = (

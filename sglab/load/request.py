@@ -10,9 +10,11 @@ from pathlib import Path
 from sglab.config.arms import ArmSpec, attribution_arms, baseline_arm, candidate_arm
 from sglab.config.loader import LoadedStack
 from sglab.config.loadplan import LoadPlan
-from sglab.load.design import Joined
-from sglab.load.server_info import ServerInfoError, get_server_info, live_mismatches, unverified
+from sglab.load.design import Joined, placement_for
+from sglab.load.targets import (arm_machine, given_urls, live_mismatches, start_sims, stop_signals_interrupt,
+                                unverified)
 from sglab.schema.result import ArmInfo
+from sglab.sglang.client import ServerInfoError, get_server_info
 
 
 class RefusedError(Exception):
@@ -78,9 +80,7 @@ def check_live_flags(request: BenchRequest, urls: dict[str, str], infos: list[Ar
 
 
 def record_machines(request: BenchRequest, urls: dict[str, str], infos: list[ArmInfo]) -> None:
-    """What served each arm (sglab/load/machine.py), on its ArmInfo: the evidence says which machine produced it."""
-    from sglab.load.machine import arm_machine
-
+    """What served each arm (arm_machine), on its ArmInfo: the evidence says which machine produced it."""
     for arm, info in zip(request.arms, infos):
         url = urls.get(arm.name)
         live, error = None, None
@@ -115,12 +115,8 @@ def sim_start_env(request: BenchRequest) -> dict[str, str]:
 def reached_arms(request: BenchRequest, log_dir: Path) -> Iterator[tuple[object, list[ArmInfo], list[str]]]:
     """Start (or reach) the arms and check their live flags; yields (targets, arm infos, mismatches) while the
     arms are up. A live server that differs from the stack is refused before any request is sent."""
-    from sglab.load.targets import given_urls, start_sims, stop_signals_interrupt
-
     with stop_signals_interrupt():  # until the run's own handlers take over (BenchRun.execute)
         if request.target_kind == "sim":
-            from sglab.load.design import placement_for
-
             targets = start_sims(request.arms, extra_env=sim_start_env(request), log_dir=log_dir,
                                  arm_env=placement_for(request).start_env())
         else:

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Protocol
 
 from sglab.config.arms import ArmSpec
-from sglab.load.progress import BenchProgress
 from sglab.load.request import BenchRequest, reached_arms
-from sglab.load.runner import BenchRun
+from sglab.load.runner import BenchProgress, BenchRun
 from sglab.load.schedule import round_orders
 from sglab.load.summary import arm_level_summary
 from sglab.schema.result import LevelResult, RunResult

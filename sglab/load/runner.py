@@ -1,19 +1,22 @@
 """The same-run A/B benchmark: every arm, the same prompts and load, interleaved rounds.
 
-For each level of the plan's load profile (sglab/load/profiles/; default: closed-loop concurrency,
+For each level of the plan's load profile (sglab/load/profiles.py; default: closed-loop concurrency,
 level N = N users): keep the profile's Locust users running, give each arm a discarded warm-up, then
 R rounds; inside a round every arm gets one segment (a fixed duration or request count), in an order
 shuffled per round from the seed. Between segments the gate closes and in-flight requests finish,
 so arms never overlap and a round's wall time is exactly its requests' span. Before measuring it
 checks each server's live flags against the stack and refuses on any difference. The result is
 saved after every level, so an interrupted or crashed run still leaves what it measured. An arm that
-dies or freezes (sglab/load/watchdog.py) ends the run at once as invalid, with the reason.
+dies or freezes (the watchdog, sglab/load/targets.py) ends the run at once as invalid, with the reason. A rich
+progress bar per level shows where it is; Locust's own CSV and HTML reports go into the run directory.
 """
 
 from __future__ import annotations
 
+import csv
 import secrets
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -21,25 +24,26 @@ import gevent
 from locust import __version__ as locust_version
 from locust.env import Environment
 from locust.event import Events
+from locust.html import get_html_report
+from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sglab import __version__ as sglab_version
 from sglab.config.arms import confounds
 from sglab.config.lints import lint_arms
-from sglab.load import reports
+from sglab.core.untrusted import printable
 from sglab.load.collector import Phase, SampleCollector, get_collector
 from sglab.load.owner import this_process
 from sglab.load.profiles import LoadProfile, profile_for
-from sglab.load.progress import BenchProgress
 from sglab.load.schedule import prompt_offset, round_orders
 from sglab.load.request import (BenchRequest, RefusedError, arm_infos, check_live_flags, reached_arms, stack_sim_env)
-from sglab.load.accept_window import AcceptWindow, accept_method
-from sglab.load.design import Node, Placement, placement_for
-from sglab.load.moves import CannotMove, MoveFailed, Mover, mover_for
+from sglab.load.design import CannotMove, MoveFailed, Mover, Node, Placement, mover_for, placement_for
 from sglab.load.settings import LoadSettings
 from sglab.load.summary import arm_level_summary, round_sample
-from sglab.load.targets import Targets, free_port
+from sglab.load.targets import (AcceptWindow, ArmWatch, Targets, accept_method, free_port, stall_timeout_s, touch,
+                                wire_count)
 from sglab.load.users import ArmUser, SegmentPacing, get_pacing, set_pacing, set_settings
-from sglab.load.watchdog import ArmWatch, stall_timeout_s, touch, wire_count
 from sglab.results.integrity import planned
 from sglab.schema.result import ArmInfo, DesignRecord, LevelResult, LoadGen, RunResult, Target
 from sglab.results.store import create_run_dir, git_commit, new_run_id, utc_now_iso, write_result
@@ -152,7 +156,7 @@ class BenchRun:
         set_settings(env, settings)
         token = secrets.token_hex(16)  # only the workers started here may report to this master
         if self.request.workers > 0:
-            from sglab.load.workers import LocalWorkers
+            from sglab.load.distributed import LocalWorkers
 
             env.create_master_runner("127.0.0.1", free_port())
             self.workers = LocalWorkers(self.request.workers, env, token)
@@ -319,7 +323,7 @@ class BenchRun:
                 nodes[index] = node[0] if node else None
 
     def _move(self, wanted: dict[str, Node | None]) -> list[str]:
-        """Move every server whose node changes (sglab/load/moves.py) and wait until all serve again. Returns the
+        """Move every server whose node changes (sglab/load/design.py) and wait until all serve again. Returns the
         arms started; a server that does not come back ends the run invalid."""
         assert self.mover is not None
         moving = {arm: wanted.get(arm) for arm in self.arm_names if wanted.get(arm) != self.where.get(arm)}
@@ -444,7 +448,7 @@ class BenchRun:
                 self.env.runner.quit()
             except Exception:
                 pass
-            reports.write_locust_reports(self.env, self.run_dir)
+            write_locust_reports(self.env, self.run_dir)
         if self.workers is not None:
             self.workers.stop()
             self.workers = None
@@ -473,3 +477,67 @@ def run_bench(request: BenchRequest) -> tuple[RunResult, Path]:
         if not started:
             shutil.rmtree(run_dir, ignore_errors=True)  # our own fresh directory: nothing was measured
     return result, run_dir
+
+
+# ---- progress: one rich bar per level -------------------------------------------------------------------------------
+class BenchProgress:
+    """One rich bar per level, advanced per arm segment (nothing shown when disabled)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._progress: Progress | None = None
+        self._task = None
+        self.console = Console(file=sys.stderr)
+
+    def __enter__(self) -> "BenchProgress":
+        if self.enabled:
+            self._progress = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("{task.fields[status]}"), console=self.console, transient=False,
+            )
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def level(self, concurrency: int, segments: int) -> None:
+        if self._progress is not None:
+            self._task = self._progress.add_task(f"c={concurrency:<3}", total=segments, status="")
+
+    def segment(self, status: str) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, status=status)
+
+    def advance(self, status: str = "") -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, advance=1, status=status)
+
+    def note(self, message: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(printable(message, limit=None), markup=False, highlight=False)
+        else:
+            print(printable(message, limit=None), file=sys.stderr)
+
+
+# ---- Locust's own CSV and HTML reports, in the run directory (one row per arm and metric) ---------------------------
+CSV_PREFIX = "locust"
+HTML_FILE = "locust_report.html"
+
+
+def write_locust_reports(environment, run_dir: Path | None) -> list[Path]:
+    if run_dir is None or environment.runner is None:
+        return []
+    stats_csv = StatsCSV(environment, PERCENTILES_TO_REPORT)
+    paths = []
+    for suffix, write in (("stats", stats_csv.requests_csv), ("failures", stats_csv.failures_csv),
+                          ("exceptions", stats_csv.exceptions_csv)):
+        path = run_dir / f"{CSV_PREFIX}_{suffix}.csv"
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            write(csv.writer(fh))
+        paths.append(path)
+    html = run_dir / HTML_FILE
+    html.write_text(get_html_report(environment), encoding="utf-8")
+    paths.append(html)
+    return paths

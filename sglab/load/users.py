@@ -9,7 +9,7 @@ Locust's `response_time` of each request is the full stream time; TTFT, ITL and 
 as extra Locust request rows (request_type "TOKENS") so they show in Locust's stats, CSV and HTML,
 and every request also becomes a raw `RequestSample` in the collector.
 
-How many users run and when each sends is the run's load profile (sglab/load/profiles/): the runner
+How many users run and when each sends is the run's load profile (sglab/load/profiles.py): the runner
 sets the users per level, and `SegmentPacing` tells a user when the n-th request of a segment may start
 (closed loop: at once).
 """
@@ -33,7 +33,7 @@ from sglab.load.collector import SampleCollector, Ticket, get_collector, text_sh
 from sglab.load.profiles import CLOSED_LOOP, Pacing
 from sglab.load.settings import LoadSettings
 from sglab.load.stream_parser import StreamMetrics, StreamParser
-from sglab.load.watchdog import on_wire, touch
+from sglab.load.targets import on_wire, touch
 from sglab.schema.result import RequestSample
 from sglab.sglang.client import auth_headers
 
@@ -66,10 +66,10 @@ class RequestTimeout(Exception):
 
 
 def get_settings(environment) -> LoadSettings:
-    """The run's settings: set by the runner, or built from the locustfile's options (see options.py)."""
+    """The run's settings: set by the runner, or built from the locustfile's options (see plugin.py)."""
     settings = getattr(environment, "sglab_settings", None)
     if settings is None:
-        from sglab.load.options import settings_from_options
+        from sglab.load.plugin import settings_from_options
 
         settings = settings_from_options(environment)
     return settings
@@ -102,7 +102,7 @@ def get_pacing(environment) -> SegmentPacing | None:
 
 
 def arm_url(environment, arm: str) -> str | None:
-    from sglab.load.options import url_from_options
+    from sglab.load.plugin import url_from_options
 
     settings = get_settings(environment)
     return settings.urls.get(arm) or url_from_options(environment, arm)

@@ -9,7 +9,7 @@ plug-in; `--output NAME` picks it.
 each metric's gain with its interval, outcome), for spreadsheets and notebooks. Both end with `producer` and
 `time_scale` columns: simulator rows' tok/s and durations are at that time scale, and simulator evidence promotes
 no GPU stack. Locust's own per-endpoint CSVs are written at bench time from the live Locust run
-(sglab/load/reports.py). `json` is the recomputed verdict (sglab.schema.verdict.Verdict) with an `evidence`
+(sglab/load/runner.py). `json` is the recomputed verdict (sglab.schema.verdict.Verdict) with an `evidence`
 field: what produced the numbers, at which time scale, and whether they can promote a GPU stack.
 """
 

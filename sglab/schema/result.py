@@ -148,7 +148,7 @@ ProducerKind = Literal["simulator", "sglang"]
 
 class ArmMachine(Schema):
     """What served one arm: as the server described itself (/get_server_info) and, in the cluster, as the
-    Kubernetes API saw its pod and node (sglab/load/machine.py). None: not known to the run."""
+    Kubernetes API saw its pod and node (sglab/load/targets.py). None: not known to the run."""
 
     producer: ProducerKind | None = Field(None, description="'simulator' when the server's info carries the "
                                           "simulator's sglab_sim block (or sglab started it), else 'sglang'")
@@ -221,7 +221,7 @@ class LoadGen(Schema):
     user_class: str | None = None
     workers: int = Field(0, ge=0, description="Locust worker processes (0: one local process)")
     endpoint: str | None = None
-    profile: str | None = Field(None, description="the load profile (sglab/load/profiles/)")
+    profile: str | None = Field(None, description="the load profile (sglab/load/profiles.py)")
     pid: int | None = Field(None, ge=1, description="the bench process that wrote the run")
     host: str | None = None
     process_started: str | None = Field(None, description="its start time in clock ticks (Linux), to tell a "

@@ -36,8 +36,7 @@ from locust.env import Environment
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm
 from sglab.config.loader import LoadedStack, load_stack
 from sglab.core.errors import ConfigError
-from sglab.load.datasets import load_suite
-from sglab.load.datasets.model import PromptRecord
+from sglab.load.datasets import PromptRecord, load_suite
 from sglab.load.request import stack_sim_env
 from sglab.load.targets import Targets, start_sims
 from sglab.promotion.log import LOG_NAME, current_promotion

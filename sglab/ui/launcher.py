@@ -85,7 +85,7 @@ def check_open_loop(opts: "UiOptions", plan, profile: str) -> None:
         raise LaunchError(f"profile trace needs a trace to replay: pass --trace FILE (JSONL) or set load.trace.file "
                           f"in stacks/Pulumi.{opts.stack}.yaml")
     from sglab.core.errors import ConfigError
-    from sglab.load.profiles.trace import read_trace
+    from sglab.load.profiles import read_trace
 
     path = Path(trace) if Path(trace).is_absolute() else project_root() / trace
     try:

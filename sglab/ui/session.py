@@ -20,13 +20,13 @@ from pathlib import Path
 
 from sglab.analysis.verdict import Verdict, judge
 from sglab.core.errors import ConfigError
-from sglab.load.server_info import read_accept_length
 from sglab.schema.result import ArmInfo, RequestSample, RunResult
 from sglab.results.store import git_commit, new_run_id, utc_now_iso
 from sglab.ui.live import BASELINE, CANDIDATE, DEFAULT_WINDOW_S, LiveRun, OpenLoopRun
 from sglab.ui.views import category_rows, gain_series, open_loop_rows, table_rows
 from sglab.core.untrusted import printable, printable_logger
-from sglab.load.options import SHAPE_OPTIONS, form_shape_value
+from sglab.load.plugin import SHAPE_OPTIONS, form_shape_value
+from sglab.sglang.client import read_accept_length
 
 logger = printable_logger("sglab.ui")  # form values and server errors reach the console
 
@@ -170,7 +170,7 @@ class UiSession:
     # ---- arms and users ------------------------------------------------------------------
 
     def arm_urls(self) -> dict[str, str | None]:
-        from sglab.load.options import url_from_options
+        from sglab.load.plugin import url_from_options
 
         return {arm: url_from_options(self.environment, arm) for arm in self.stack.arms}
 
@@ -288,8 +288,8 @@ class UiSession:
 
     def check_live_flags(self, run: LiveRun) -> None:
         """Compare each server's live flags with the stack (as `sglab bench` does); mismatches block promotion."""
-        from sglab.load.machine import arm_machine
-        from sglab.load.server_info import ServerInfoError, get_server_info, live_mismatches
+        from sglab.load.targets import arm_machine, live_mismatches
+        from sglab.sglang.client import ServerInfoError, get_server_info
 
         for index, arm in enumerate(run.arms):
             spec = self.stack.specs.get(arm.name)

@@ -29,7 +29,7 @@ from sglab.config.loadplan import MAX_CONCURRENCY
 from sglab.core.errors import USAGE
 from sglab.core.untrusted import printable, printable_logger
 from sglab.load.collector import get_collector
-from sglab.load.options import form_shape_problem
+from sglab.load.plugin import form_shape_problem
 from sglab.schema.result import RequestSample
 from sglab.sglang.sim_knobs import MAX_STREAMS_X_TIME_SCALE
 from sglab.ui import auth

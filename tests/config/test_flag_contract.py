@@ -96,7 +96,8 @@ def test_extra_args_cannot_reach_a_managed_flag_by_another_spelling(case, arm, s
 
 def test_the_live_check_compares_whole_lists_under_the_canonical_name(stacks):
     from sglab.config import candidate_arm
-    from sglab.load.server_info import ServerInfo, live_mismatches
+    from sglab.load.targets import live_mismatches
+    from sglab.sglang.client import ServerInfo
     from sglab.sglang.flags import decode, flag_key
 
     stack = stack_of(stacks,

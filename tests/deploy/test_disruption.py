@@ -77,8 +77,8 @@ def test_no_hold_no_guard_and_no_rights(budget):
                        **{"benchmark-job": {"scale-arms-to-zero": False}}).config
     plan = benchmark_plan(stack, "eagle-nccl-ll")
     assert "initContainers" not in plan.job["spec"]["template"]["spec"]
-    # no rights over budgets (the Services and pods: the machine in the evidence, sglab/load/machine.py; the
-    # Deployments: the crossover's moves, sglab/load/moves.py)
+    # no rights over budgets (the Services and pods: the machine in the evidence, sglab/load/targets.py; the
+    # Deployments: the crossover's moves, sglab/load/design.py)
     assert [r["resources"] for r in plan.role["rules"]] == [["configmaps"], ["deployments"], ["services"], ["pods"]]
     if budget.get("enabled") is False:
         assert not [o for o in render_stack(stack_with("eagle-nccl-ll", **{"disruption-budget": budget})).objects

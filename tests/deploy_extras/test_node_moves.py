@@ -9,7 +9,7 @@ import pytest
 
 from sglab.config.loader import load_stack
 from sglab.deploy.benchmark_job import benchmark_plan
-from sglab.load.moves import FIELD_MANAGER, HOSTNAME_LABEL, PINNED_BY, CannotMove, ClusterMover, MoveFailed
+from sglab.load.design import FIELD_MANAGER, HOSTNAME_LABEL, PINNED_BY, CannotMove, ClusterMover, MoveFailed
 from .fake_cluster import FakeCluster
 
 ARMS = {"baseline": "sglang-baseline", "candidate": "sglang-candidate"}
@@ -176,7 +176,7 @@ def test_production_traffic_is_never_moved():
 _RUN = """
 import locust, json, sys
 from pathlib import Path
-import sglab.load.moves as moves
+import sglab.load.design as design
 from kubernetes import client
 from sglab.config.loader import load_stack
 from sglab.load.request import BenchRequest
@@ -187,10 +187,10 @@ from sglab.load.targets import start_sims
 configuration = client.Configuration()
 configuration.host = sys.argv[1]
 api = client.ApiClient(configuration)
-moves.cluster_apis = lambda: (client.AppsV1Api(api), client.CoreV1Api(api), "lab")
+design.cluster_apis = lambda: (client.AppsV1Api(api), client.CoreV1Api(api), "lab")
 if len(sys.argv) > 4:  # a startup timeout shorter than the stack's (an hour at least)
-    stack_timeout = moves.ClusterMover
-    moves.ClusterMover = lambda *args, **kw: stack_timeout(*args, **{**kw, "ready_timeout_s": float(sys.argv[4])})
+    stack_timeout = design.ClusterMover
+    design.ClusterMover = lambda *args, **kw: stack_timeout(*args, **{**kw, "ready_timeout_s": float(sys.argv[4])})
 loaded = load_stack(sys.argv[2])
 plan = plan_for(loaded, overrides={"concurrency": [1], "rounds": 4, "round_duration_s": 1, "period_rounds": 1,
                                    "warmup_requests": 1, "max_new_tokens": 16, "prompts": {"source": "random"}})

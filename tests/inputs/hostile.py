@@ -124,7 +124,7 @@ def _result(path: Path) -> Any:
 
 
 def _trace(path: Path) -> Any:
-    from sglab.load.profiles.trace import read_trace
+    from sglab.load.profiles import read_trace
 
     return read_trace(path)
 
@@ -203,9 +203,8 @@ def _adaptive_config(path: Path) -> Any:
 
 # name -> (file name the reader looks for, the reader, a valid example, the reader's size limit)
 def _limits() -> dict[str, int]:
-    from sglab.load.datasets.model import SHAREGPT_LIMITS
-    from sglab.load.jsonl import JSONL_LIMITS
-    from sglab.load.profiles.trace import TRACE_LIMITS
+    from sglab.load.datasets import JSONL_LIMITS, SHAREGPT_LIMITS
+    from sglab.load.profiles import TRACE_LIMITS
     from sglab.results.pull import PROVENANCE_LIMITS
     from sglab.results.store import RESULT_LIMITS
 

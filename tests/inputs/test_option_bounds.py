@@ -130,7 +130,7 @@ def test_the_same_values_in_a_stack_file_are_refused_naming_the_key(stack, secti
     ('{"timestamp_s": 1e12, "prompt": "hi", "output_tokens": 4}', ["timestamp_s", "a day"]),
 ])
 def test_a_traces_token_count_and_span_are_refused_at_its_line(tmp_path, row, words):
-    from sglab.load.profiles.trace import read_trace
+    from sglab.load.profiles import read_trace
 
     path = tmp_path / "trace.jsonl"
     path.write_text('{"timestamp_s": 0, "prompt": "first", "output_tokens": 4}\n' + row + "\n")

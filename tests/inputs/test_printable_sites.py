@@ -155,7 +155,7 @@ def test_a_category_that_is_not_a_label_is_refused_where_it_enters(tmp_path, cap
     one would add a line to the tables, which printable keeps for the table's own rows."""
     from sglab.core.errors import ConfigError
     from sglab.load.datasets import CategorySource, load_openai_jsonl
-    from sglab.load.profiles.trace import read_trace
+    from sglab.load.profiles import read_trace
 
     logs = tmp_path / "logs.jsonl"
     logs.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}], "route": category}) + "\n")

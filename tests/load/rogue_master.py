@@ -15,7 +15,7 @@ from sglab.load.collector import Phase, get_collector
 from sglab.load.distributed import MasterControl
 from sglab.load.targets import free_port
 from sglab.load.users import ArmUser
-from sglab.load.workers import LocalWorkers
+from sglab.load.distributed import LocalWorkers
 
 env = Environment(user_classes=[ArmUser], events=Events())
 env.create_master_runner("127.0.0.1", free_port())

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sglab.load.accept_window import AcceptWindow, accept_method
+from sglab.load.targets import AcceptWindow, accept_method
 from sglab.sglang.client import counter_totals
 
 from .conftest import ROOT, bench, child_env, load, run_dirs

@@ -47,7 +47,7 @@ def test_suite_file_is_what_the_generator_writes():
 
 def test_suite_is_shipped_as_package_data():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    patterns = config["tool"]["setuptools"]["package-data"]["sglab.load.datasets"]
+    patterns = config["tool"]["setuptools"]["package-data"]["sglab.load"]
     assert any(fnmatch.fnmatch("data/prompt_suite.jsonl", p) for p in patterns)
 
 

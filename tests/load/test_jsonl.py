@@ -9,9 +9,8 @@ import pytest
 
 from sglab.core.errors import ConfigError
 from sglab.config.loadplan import PromptSpec
-from sglab.load.datasets import load_openai_jsonl
-from sglab.load.jsonl import jsonl_rows
-from sglab.load.profiles.trace import read_trace
+from sglab.load.datasets import jsonl_rows, load_openai_jsonl
+from sglab.load.profiles import read_trace
 from sglab.load.prompts import build_prompts
 
 

@@ -1,8 +1,10 @@
-"""Load profiles: the closed-loop default, the registry, and 'a new profile is one new file'."""
+"""Load profiles: the closed-loop default, the registry, and 'a new profile is one class in profiles.py'."""
 
 from __future__ import annotations
 
+import importlib.util
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -27,14 +29,14 @@ def test_unknown_profile_names_the_known_ones():
         profile_for(LoadPlan(), "nope")
 
 
-def test_a_new_profile_is_one_new_module(tmp_path, monkeypatch):
-    (tmp_path / "every_other.py").write_text(textwrap.dedent('''
-        from sglab.load.profiles.base import LoadProfile, Pacing
-        from sglab.load.profiles.registry import register
+def test_a_new_profile_is_one_class_in_profiles_py(tmp_path):
+    """profiles.py with one more `@register`ed class appended, and nothing else: the class is found by name."""
+    addition = textwrap.dedent('''
 
         class Tick(Pacing):
             def start_offset_s(self, index):
                 return 0.5 * index
+
 
         @register
         class EveryOther(LoadProfile):
@@ -49,13 +51,14 @@ def test_a_new_profile_is_one_new_module(tmp_path, monkeypatch):
 
             def pacing(self, level, round_index):
                 return Tick()
-    '''))
-    monkeypatch.setattr(profiles, "__path__", [*profiles.__path__, str(tmp_path)])
-    profiles._discover()
-    try:
-        assert "test-every-other" in profile_names()
-        profile = profile_for(LoadPlan(concurrency=[1, 3]), "test-every-other")
-        assert profile.levels() == [2, 6] and profile.users_for(6) == 3
-        assert profile.pacing(2, 0).start_offset_s(3) == 1.5
-    finally:
-        PROFILES.pop("test-every-other", None)
+    ''')
+    copy = tmp_path / "profiles_plus_one.py"
+    copy.write_text(Path(profiles.__file__).read_text(encoding="utf-8") + addition, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("profiles_plus_one", copy)
+    extended = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extended)
+    assert extended.profile_names() == sorted([*profile_names(), "test-every-other"])
+    profile = extended.profile_for(LoadPlan(concurrency=[1, 3]), "test-every-other")
+    assert profile.levels() == [2, 6] and profile.users_for(6) == 3
+    assert profile.pacing(2, 0).start_offset_s(3) == 1.5
+    assert "test-every-other" not in PROFILES  # the shipped registry is untouched

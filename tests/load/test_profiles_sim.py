@@ -12,9 +12,7 @@ import pytest
 
 from sglab.config.loadplan import LoadPlan
 from sglab.core.errors import ConfigError
-from sglab.load.profiles import profile_for
-from sglab.load.profiles.rate import Arrivals
-from sglab.load.profiles.trace import read_trace
+from sglab.load.profiles import Arrivals, profile_for, read_trace
 
 from .conftest import ROOT, bench, child_env, load, run_dirs
 

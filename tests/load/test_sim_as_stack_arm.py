@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from sglab.config import baseline_arm, candidate_arm, load_stack
-from sglab.load.server_info import get_server_info, live_mismatches
+from sglab.load.targets import live_mismatches
+from sglab.sglang.client import get_server_info
 from sglab.sim.testing import free_port
 
 from .conftest import ROOT, bench, child_env, load, run_dirs

@@ -11,9 +11,11 @@ from sglab.config.loader import load_stack
 from sglab.config.loadplan import PromptSpec
 from sglab.load.prompts import build_prompts
 from sglab.load.schedule import QUICK_PLAN, plan_for, prompt_offset, round_orders
-from sglab.load.server_info import ServerInfo, flag_key, live_mismatches
+from sglab.load.targets import live_mismatches
 from sglab.load.summary import arm_level_summary, percentiles, round_sample
 from sglab.schema.result import RequestSample
+from sglab.sglang.client import ServerInfo
+from sglab.sglang.flags import flag_key
 
 
 def test_round_orders_are_seeded_and_balanced():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sglab.analysis.synthetic import synthetic_result
 from sglab.config import baseline_arm, load_stack
-from sglab.load.server_info import unverified
+from sglab.load.targets import unverified
 from sglab.report.provenance import machine_lines
 from sglab.sglang.client import ServerInfo
 

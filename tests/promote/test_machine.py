@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from sglab.analysis.provenance import machine_confounds, producer_of
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
-from sglab.load.machine import arm_machine, cluster_placement, image_digest, server_identity
+from sglab.load.targets import arm_machine, cluster_placement, image_digest, server_identity
 from sglab.schema.result import ArmMachine
 from sglab.sglang.client import ServerInfo
 

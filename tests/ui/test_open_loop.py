@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from sglab.cli import main
-from sglab.load.profiles.rate import Arrivals
+from sglab.load.profiles import Arrivals
 from sglab.load.schedule import prompt_offset
 from sglab.results.store import list_runs, load_result
 from sglab.ui.live import LATE_MS
@@ -186,7 +186,7 @@ def test_rate_profile_through_the_ui(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_trace_profile_through_the_ui(tmp_path, monkeypatch):
     """`--profile trace --trace FILE` on a concurrency stack: every round of both arms replays the trace."""
-    from sglab.load.profiles.trace import read_trace
+    from sglab.load.profiles import read_trace
 
     rows_of_trace = read_trace(TRACE)
     offsets = [stamp - rows_of_trace[0][0] for stamp, _ in rows_of_trace]
