@@ -6,7 +6,7 @@
     sglab sweep --stack eagle-sweep --probe PROBE_RUN  # leave out NCCL variants the probe shows slower
     sglab sweep --stack S --target urls --baseline-url U --arm-url NAME=URL ...   # deployed arms (a wave)
     sglab sweep --stack S --target in-cluster ... --result-configmap NAME        # the same, as a wave's Job
-    sglab sweep --stack S --target cluster --next      # the next wave, the confirmation, or a resume (pulumi)
+    sglab sweep --stack S --next                       # on a cluster: the next wave, the confirmation, or a resume
 """
 
 from __future__ import annotations
@@ -39,18 +39,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--round-s", type=model_option(LoadPlan, "round_duration_s", "load.round-duration-s"),
                    help="seconds per arm per round")
     p.add_argument("--probe", metavar="RUN", help="an NCCL probe run: skip variants it shows slower than the default")
-    p.add_argument("--no-prune", action="store_true", help="with --probe: keep every NCCL variant (opt out)")
     p.add_argument("--no-confirm", action="store_true", help="stop after the sweep (no confirmation A/B)")
     p.add_argument("--time-scale", type=time_scale_option,
                    help="simulator time scale (default: the stack's; --quick: 10)")
     p.add_argument("--out", help="results root (default: results/ or $SGLAB_RESULTS_DIR)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--target", choices=["sim", "urls", "in-cluster", "cluster"], default=None,
+    p.add_argument("--target", choices=["sim", "urls", "in-cluster"], default=None,
                    help="sim (default): one `sglab sim` per arm; urls: deployed servers (--baseline-url, --arm-url); "
-                        "in-cluster: a wave's benchmark Job against its slots (with --result-configmap); "
-                        "cluster: run the in-cluster waves from here, with --next")
-    p.add_argument("--next", action="store_true", help="with --target cluster: print and run the sweep's next step "
-                   "(pulumi config + pulumi up: wave 1, the next wave, the confirmation, or a resume)")
+                        "in-cluster: a wave's benchmark Job against its slots (with --result-configmap)")
+    p.add_argument("--next", action="store_true", help="a sweep on a cluster, run from here: print and run its next "
+                   "step (pulumi config + pulumi up: wave 1, the next wave, the confirmation, or a resume)"),
     p.add_argument("--dry-run", action="store_true", help="with --next: print the commands, run none")
     p.add_argument("--yes", action="store_true", help="with --next: pulumi up --yes (no interactive confirmation)")
     p.add_argument("--rerun", action="store_true", help="with --next: a new benchmark Job for a step being resumed")
@@ -72,7 +70,7 @@ from sglab.sweep.grid import QUICK_REASON  # noqa: E402
 
 
 def _skip_variants(loaded, args) -> dict[str, str]:
-    if not args.probe or args.no_prune:
+    if not args.probe:  # without a probe run, every NCCL variant is swept
         return {}
     from sglab.probe.result import load_probe, prune_variants
 
@@ -157,9 +155,10 @@ def run(args: argparse.Namespace) -> int:
     if loaded.config.sweep is None:
         raise UsageError(f"{loaded.path}: stack '{loaded.name}' has no sglab:sweep section; declare the grid "
                          "(see stacks/Pulumi.eagle-sweep.yaml and docs/sweep.md)")
-    if args.next or args.target == "cluster":  # in the cluster: sglab/sweep/next_wave.py
-        if not (args.next and args.target == "cluster"):
-            raise UsageError("the in-cluster sweep advances with --target cluster --next")
+    if args.next:  # on a cluster: sglab/sweep/next_wave.py
+        if args.target is not None:
+            raise UsageError(f"--next advances the sweep on the cluster from here (its waves run as benchmark Jobs); "
+                             f"give it no --target (--target {args.target} runs a sweep here)")
         if args.max_nodes is not None and args.max_nodes < 1:
             raise UsageError("--max-nodes must be at least 1")
         from sglab.sweep.next_wave import run_next

@@ -209,7 +209,7 @@ def summarize_sweep(summary_json: str | None) -> dict[str, Any]:
 
 
 def next_command(stack_name: str) -> str:
-    return f"sglab sweep --stack {stack_name} --target cluster --next"
+    return f"sglab sweep --stack {stack_name} --next"
 
 
 def next_step(wave: Wave, sweep: dict[str, Any], stack_name: str) -> str:

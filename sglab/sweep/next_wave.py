@@ -1,4 +1,4 @@
-"""`sglab sweep --stack S --target cluster --next`: the next step of an in-cluster sweep, as one command.
+"""`sglab sweep --stack S --next`: the next step of an in-cluster sweep, as one command.
 
 It reads where the sweep is (the stack's Pulumi outputs: `pulumi stack output --json`, and the stack file, where
 `pulumi config set` writes), prints what it will run and why, checks the plan against the cluster's capacity

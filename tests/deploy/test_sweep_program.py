@@ -184,7 +184,7 @@ def test_the_waves_ranking_and_leader_are_stack_outputs():
     assert out["sweep_status"] == "swept" and out["sweep_leader"] == arms[2]
     assert out["sweep_leader_config_hash"] == "f" * 64
     assert out["sweep_ranking"] == wire(ranking) or out["sweep_ranking"] == ranking
-    assert out["sweep_next"] == (f"sglab sweep --stack {STACK} --target cluster --next  (runs: pulumi config set "
+    assert out["sweep_next"] == (f"sglab sweep --stack {STACK} --next  (runs: pulumi config set "
                                  f"--path sglab:sweep.wave 3 && pulumi config set --path sglab:sweep.carry-arm "
                                  f"{arms[2]} && pulumi up)")
     assert "benchmark_verdict" not in out  # a sweep is no A/B verdict

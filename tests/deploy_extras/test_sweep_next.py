@@ -1,4 +1,4 @@
-"""`sglab sweep --stack S --target cluster --next`: advancing a wave, confirming the leader and
+"""`sglab sweep --stack S --next`: advancing a wave, confirming the leader and
 resuming an interrupted step are one command each. The Pulumi CLI cannot run here: a stand-in `pulumi` (a small
 script) answers `stack output --json` from a file, applies `config set/rm --path` to the stack file as the real CLI
 does (stackConfigDir), and records every call."""
@@ -89,7 +89,7 @@ def cluster(tmp_path, monkeypatch):
 
 
 def next_(*extra: str) -> int:
-    return sglab(["sweep", "--stack", STACK, "--target", "cluster", "--next", *extra])
+    return sglab(["sweep", "--stack", STACK, "--next", *extra])
 
 
 def changes(calls: list[list[str]]) -> list[list[str]]:
@@ -177,6 +177,10 @@ def test_a_failing_pulumi_up_stops_with_its_status(cluster, capsys, monkeypatch)
     assert "run the same --next again" in capsys.readouterr().err
 
 
-def test_next_goes_with_target_cluster(cluster, capsys):
-    assert sglab(["sweep", "--stack", STACK, "--next"]) == 2
-    assert "--target cluster --next" in capsys.readouterr().err
+def test_next_is_the_in_cluster_sweep_and_takes_no_target(cluster, capsys):
+    """One way to say it: `--next` advances the sweep on the cluster; a --target beside it is refused, and
+    `cluster` (which only went with --next) is no target of its own."""
+    assert sglab(["sweep", "--stack", STACK, "--target", "in-cluster", "--next"]) == 2
+    assert "give it no --target" in capsys.readouterr().err
+    assert sglab(["sweep", "--stack", STACK, "--target", "cluster"]) == 2
+    assert "invalid choice: 'cluster'" in capsys.readouterr().err
