@@ -25,13 +25,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--namespace", help="pull: namespace of the result ConfigMaps (default: the stack's)")
     p.add_argument("--context", help="pull: kubeconfig context")
     p.add_argument("--kubeconfig", help="pull: kubeconfig file")
-    p.add_argument("--keep", type=model_option(BenchmarkJob, "keep_results", "benchmark-job.keep-results"),
-                   metavar="N", help="pull: runs left in the cluster; older ones that are now "
-                   "on disk are deleted from it (default: the stack's benchmark-job.keep-results); prune (required): "
-                   "the newest runs kept on disk, besides every run they, a promotion or a running bench need")
-    p.add_argument("--keep-all", action="store_true", help="pull: delete nothing from the cluster")
+    p.add_argument("--keep", type=_keep_option(), metavar="N|all", help="pull: runs left in the cluster; older ones "
+                   "that are now on disk are deleted from it (default: the stack's benchmark-job.keep-results; all: "
+                   "delete nothing); prune (required): the newest runs kept on disk, besides every run they, a "
+                   "promotion or a running bench need")
     p.add_argument("--yes", action="store_true", help="prune: delete (without it, list what would be deleted)")
     p.set_defaults(func=run)
+
+
+KEEP_ALL = "all"
+
+
+def _keep_option():
+    """--keep N (bounded as benchmark-job.keep-results) or --keep all."""
+    count = model_option(BenchmarkJob, "keep_results", "benchmark-job.keep-results")
+
+    def parse(text: str):
+        return KEEP_ALL if text.strip().lower() == KEEP_ALL else count(text)
+    return parse
 
 
 def _level_name(label: str, level: int) -> str:
@@ -143,7 +154,7 @@ def _pull(args: argparse.Namespace, base: Path | None) -> int:
     pulled = sorted(report.written)
     for path in pulled:
         print(f"pulled: {printable(path)}")
-    if not args.keep_all:
+    if args.keep != KEEP_ALL:
         _prune(args, base, report, prune_results)
     from sglab.probe.store import pull_probe_results
 
@@ -231,6 +242,9 @@ def _size_bytes(run_dir: Path) -> int:
 def _prune_disk(args: argparse.Namespace, base: Path | None) -> int:
     from sglab.cli import UsageError
 
+    if args.keep == KEEP_ALL:
+        print("--keep all: nothing to prune")
+        return 0
     if args.keep is None or args.keep < 1:
         raise UsageError("results prune needs --keep N, N at least 1: the newest N runs stay (with every run they, a "
                          "promotion or a running bench need)")

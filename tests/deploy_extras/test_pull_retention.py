@@ -67,6 +67,6 @@ def test_keep_all_deletes_nothing(tmp_path):
         seed(api, 3)
         kubeconfig = str(api.kubeconfig(tmp_path / "kubeconfig"))
         assert sglab(["results", "pull", "--stack", STACK, "--kubeconfig", kubeconfig, "--out", str(tmp_path / "r"),
-                      "--keep-all"]) == 0
+                      "--keep", "all"]) == 0
         assert len(result_names(api)) == 3
         assert [m for m, *_ in api.requests] == ["GET"] * len(api.requests)
