@@ -41,7 +41,7 @@ def offenders(directory: str, forbidden: tuple[str, ...], allowed: tuple[str, ..
 FEATURES = ("sglab.bench", "sglab.sweep", "sglab.serving", "sglab.probe", "sglab.promotion", "sglab.ui",
             "sglab.cli", "sglab.program")
 # deploy/'s assembly: the modules that put the features' objects into one Pulumi program. Every other deploy
-# module is a primitive the features build on (names, jobs, objects, namespaces, images).
+# module is a primitive the features build on (names and the image, objects and Jobs, the namespace).
 DEPLOY_ASSEMBLY = ("plan.py", "render.py", "values.py", "capacity.py", "benchmark_job.py")
 
 
