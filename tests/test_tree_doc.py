@@ -75,7 +75,7 @@ def cli_option_count() -> int:
 def test_the_tree_names_every_module_and_only_modules_that_exist() -> None:
     documented = documented_modules(tree_block(DOC.read_text()))
     actual = actual_modules()
-    assert not actual - documented, f"modules the tree in docs/architecture.md leaves out: {sorted(actual - documented)}"
+    assert not actual - documented, f"modules the tree (docs/architecture.md) omits: {sorted(actual - documented)}"
     assert not documented - actual, f"modules the tree names that do not exist: {sorted(documented - actual)}"
 
 
