@@ -68,8 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     rehearsal.add_argument("--max-windows", type=model_option(CanaryJudge, "max_windows", "serving.canary.max-windows"),
                            default=30)
     rehearsal.add_argument("--scrape-interval-s", type=_positive(float, 60), default=1.0)
-    rehearsal.add_argument("--max-tokens", type=model_option(LoadPlan, "max_new_tokens", "load.max-new-tokens"),
-                           default=128, help="reply length cap per request")
+    rehearsal.add_argument("--max-new-tokens", type=model_option(LoadPlan, "max_new_tokens", "load.max-new-tokens"),
+                           default=128, help="reply length cap per request, as bench's --max-new-tokens")
     p.add_argument("--log", type=Path, help="the decision log (JSONL; default results/canary/<stack>/<time>.jsonl)")
     p.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
@@ -163,7 +163,7 @@ def _rehearse(args: argparse.Namespace, spec, loaded, log):
           f"(Prometheus scraping every {spec.scrape_interval_s:g} s)")
     print(http_line)
     with Rehearsal(spec, [stable, canary], {"stable": 100 - args.weight, "canary": args.weight}, args.users,
-                   args.time_scale, max_tokens=args.max_tokens) as rehearsal:
+                   args.time_scale, max_tokens=args.max_new_tokens) as rehearsal:
         print(f"prometheus: {rehearsal.prometheus_url} (real, scraping both simulators)")
         with Prometheus(rehearsal.prometheus_url) as prom:
             decision, windows = judge_live(prom, spec, rehearsal.selectors, start=rehearsal.started_at + 1.0, log=log)

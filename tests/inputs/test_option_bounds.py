@@ -56,6 +56,8 @@ REFUSED = [
     (["canary", "--stack", "production", "--target", "sim", "--users", "100000"], ["--users", "at most 4096"]),
     (["canary", "--stack", "production", "--target", "sim", "--max-windows", "1e9"], ["--max-windows"]),
     (["canary", "--stack", "production", "--target", "sim", "--window-s", "nan"], ["--window-s", "at most 3600"]),
+    (["canary", "--stack", "production", "--target", "sim", "--max-new-tokens", "0"],
+     ["--max-new-tokens", "load.max-new-tokens"]),
     (["watch", "--stack", "production", "--horizon-windows", "1000000"], ["--horizon-windows", "at most 1000"]),
     (["watch", "--stack", "production", "--target", "sim", "--window-s", "inf"], ["--window-s"]),
 ]
