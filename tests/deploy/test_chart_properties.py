@@ -12,6 +12,7 @@ from sglab.config.stack import StackConfig
 from sglab.deploy.naming import chart_dir
 from sglab.deploy.render import render_chart
 from sglab.deploy.values import chart_values
+from sglab.sglang.secret_names import secret_word
 
 VERSIONS = ("1.31", kubernetes_validate.latest_version())
 label_part = st.from_regex(r"[a-z0-9]([a-z0-9._-]{0,10}[a-z0-9])?", fullmatch=True)
@@ -41,8 +42,9 @@ def stacks(draw) -> StackConfig:
     data["server"]["extra-args"] = draw(st.lists(st.sampled_from(
         ["--log-level", "debug", "--chunked-prefill-size", "8192", "--json-model-override-args", '{"a": [1, "b"]}',
          "--enable-cache-report"]), max_size=4))
-    data["env"] = {**data["env"], **draw(st.dictionaries(st.from_regex(r"SGLANG_[A-Z]{1,8}", fullmatch=True),
-                                                          env_value, max_size=3))}
+    # names the stack refuses as secret-shaped (SGLANG_DSN, SGLANG_PASS...) are not stacks it accepts
+    env_name = st.from_regex(r"SGLANG_[A-Z]{1,8}", fullmatch=True).filter(lambda name: secret_word(name) is None)
+    data["env"] = {**data["env"], **draw(st.dictionaries(env_name, env_value, max_size=3))}
     data["placement"] = {
         "gpus-per-node": gpus, "nodes": nodes, "node-selector": draw(labels),
         "tolerations": draw(st.lists(toleration, max_size=2)),
