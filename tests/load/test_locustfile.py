@@ -77,6 +77,7 @@ def test_chat_endpoint_counts_tokens_exactly(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(open(f"{prefix}_stats.csv"))}
     main = rows[("POST", "candidate /v1/chat/completions")]
-    # a wrong token count would be a failure: every chat stream carried exactly 12 tokens
-    assert int(main["Request Count"]) >= 3 and int(main["Failure Count"]) == 0
+    # a wrong token count would be a failure: every chat stream carried exactly 12 tokens (how many streams a 3 s run
+    # completes depends on how busy the machine is; one is enough to show it)
+    assert int(main["Request Count"]) >= 1 and int(main["Failure Count"]) == 0
     assert ("TOKENS", "candidate decode tok/s") in rows
