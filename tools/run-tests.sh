@@ -4,7 +4,7 @@
 #   pulumi  the tests that run the Pulumi program: Pulumi's mocks deadlock in a process where Locust's gevent
 #           monkey-patching ran, so they get a process of their own (tests/pulumi_harness.py refuses otherwise);
 #   e2e     the directories whose tests start simulators and Locust (the long ones), split in two of about the
-#   e2e2    same length: the bench and the UI; the canary rehearsals, sweeps and the bench's outcomes end to end;
+#   e2e2    same length: the bench and the UI; the canary rehearsals and sweeps;
 #   rest    everything else under tests/ (a new directory lands here by itself).
 # The last three import Locust before pytest starts: its gevent monkey-patching must come before anything imports
 # ssl (httpx, urllib3), or importing Locust later in the process ends in a RecursionError.
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 PULUMI="tests/deploy tests/deploy_extras tests/probe"
 E2E="tests/load tests/ui"
-E2E2="tests/serving tests/sweep tests/promote/test_e2e_outcomes.py"
+E2E2="tests/serving tests/sweep"
 ignore() { for d in "$@"; do printf -- '--ignore=%s ' "$d"; done; }
 
 logs=$(mktemp -d)
