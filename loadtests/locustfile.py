@@ -13,6 +13,7 @@ import sys
 from locust import events
 
 from sglab.load import plugin
+from sglab.load.settings import RUNNER_ENV
 from sglab.load.users import BaselineUser, CandidateUser
 
 plugin.install(events)
@@ -29,7 +30,7 @@ def _login_needs_the_ui_plugin(environment, **_kwargs) -> None:
                          "locust -f loadtests/locustfile.py,sglab/ui/locust_plugin.py ...\n")
         sys.exit(2)
 
-if os.environ.get(plugin.RUNNER_ENV):
+if os.environ.get(RUNNER_ENV):
     # distributed `sglab bench` workers: one user class follows the master's phase (arm, level, round)
     from sglab.load.users import ArmUser  # noqa: F401
 

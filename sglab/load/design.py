@@ -408,12 +408,11 @@ def cluster_apis() -> tuple[Any, Any, str]:
     return client.AppsV1Api(), client.CoreV1Api(), current_namespace()
 
 
-def mover_for(request: Any, targets: Targets, placement: Any) -> Mover:
-    """The backend for a run whose design moves its arms (placement_for said it can)."""
+def mover_for(request: Any, targets: Targets, placement: Any, sim_env: dict[str, str]) -> Mover:
+    """The backend for a run whose design moves its arms (placement_for said it can); `sim_env`: the env a
+    simulator restarts with (sglab.load.request.sim_start_env)."""
     if request.target_kind == "sim":
-        from sglab.load.request import sim_start_env
-
-        return SimMover(targets, placement.start_nodes(), sim_start_env(request))
+        return SimMover(targets, placement.start_nodes(), sim_env)
     try:
         apps, core, namespace = cluster_apis()
     except Exception as exc:  # not in a pod, or no credentials

@@ -33,7 +33,7 @@ from sglab.core.children import spawn, stop_all, worker_count_problem
 from sglab.core.paths import project_root
 from sglab.load.collector import (IDLE_MESSAGE, PHASE_MESSAGE, SETTINGS_MESSAGE, Phase, get_collector,
                                   is_worker)
-from sglab.load.plugin import RUNNER_ENV
+from sglab.load.settings import RUNNER_ENV
 from sglab.load.settings import LoadSettings
 
 WATCH_INTERVAL_S = 0.02

@@ -13,9 +13,8 @@ import os
 from pydantic import ValidationError
 
 from sglab.config.loadplan import LoadPlan
-from sglab.load.settings import LoadSettings
+from sglab.load.settings import URL_ENV
 
-RUNNER_ENV = "SGLAB_BENCH_WORKER"
 
 _installed: set[int] = set()
 
@@ -61,7 +60,6 @@ def _quit_with_parent(environment) -> None:
 
 
 # ---- the custom arguments and the settings built from them ----------------------------------------------------------
-URL_ENV = {"baseline": "SGLAB_BASELINE_URL", "candidate": "SGLAB_CANDIDATE_URL"}
 
 
 def add_arguments(parser) -> None:
@@ -122,44 +120,3 @@ def form_shape_problem(form) -> str | None:
             first = exc.errors()[0]
             return f"{'.'.join(str(part) for part in first['loc']) or 'the form'}: {first['msg']}"
     return None
-
-
-def url_from_options(environment, arm: str) -> str | None:
-    options = getattr(environment, "parsed_options", None)
-    value = getattr(options, f"{arm}_url", None) if options is not None else None
-    return value or os.environ.get(URL_ENV.get(arm, ""), "") or None
-
-
-def _plan(options) -> tuple[LoadPlan, str | None]:
-    stack = getattr(options, "stack", "") if options is not None else ""
-    if stack:
-        from sglab.config.loader import load_stack
-
-        plan = load_stack(stack).config.load
-    else:
-        plan = LoadPlan()
-    updates = {}
-    for option, field in (("endpoint", "endpoint"), ("max_new_tokens", "max_new_tokens"),
-                          ("request_timeout_s", "request_timeout_s")):
-        value = getattr(options, option, None) if options is not None else None
-        if value is not None:
-            updates[field] = value
-    if updates:
-        plan = LoadPlan.model_validate({**plan.model_dump(), **updates})
-    return plan, stack or None
-
-
-def settings_from_options(environment) -> LoadSettings:
-    """Settings for a plain locust run; rebuilt when the web-UI form changes the options."""
-    options = getattr(environment, "parsed_options", None)
-    key = tuple(getattr(options, name, None) for name in
-                ("stack", "endpoint", "max_new_tokens", "request_timeout_s", "model", "baseline_url", "candidate_url"))
-    cached = getattr(environment, "_sglab_options_settings", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    plan, stack = _plan(options)
-    urls = {arm: url for arm in URL_ENV if (url := url_from_options(environment, arm))}
-    settings = LoadSettings.from_plan(plan, urls=urls, model=getattr(options, "model", None) or "default",
-                                      stack=stack)
-    environment._sglab_options_settings = (key, settings)
-    return settings

@@ -37,7 +37,8 @@ from sglab.load.collector import Phase, SampleCollector, get_collector
 from sglab.load.owner import this_process
 from sglab.load.profiles import LoadProfile, profile_for
 from sglab.load.schedule import prompt_offset, round_orders
-from sglab.load.request import (BenchRequest, RefusedError, arm_infos, check_live_flags, reached_arms, stack_sim_env)
+from sglab.load.request import (BenchRequest, RefusedError, arm_infos, check_live_flags, reached_arms, sim_start_env,
+                                stack_sim_env)
 from sglab.load.design import CannotMove, MoveFailed, Mover, Node, Placement, mover_for, placement_for
 from sglab.load.settings import LoadSettings
 from sglab.load.summary import arm_level_summary, round_sample
@@ -103,7 +104,7 @@ class BenchRun:
         (the cluster does not let the Job move its arms) runs parallel and says why, before anything is measured."""
         placement = self.placement
         try:
-            self.mover = mover_for(self.request, self.targets, placement)
+            self.mover = mover_for(self.request, self.targets, placement, sim_start_env(self.request))
             self.where = self.mover.start()
         except CannotMove as exc:
             self.mover = None

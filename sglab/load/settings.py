@@ -6,6 +6,7 @@ so the locustfile, the bench runner, the web UI and distributed workers all send
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,3 +104,49 @@ class LoadSettings:
     def from_message(cls, data: dict) -> "LoadSettings":
         return cls.from_plan(LoadPlan.model_validate(data["plan"]), urls=data.get("urls"),
                              model=data.get("model", "default"), stack=data.get("stack"))
+
+
+# ---- the settings of a plain locust run, from the locustfile's options (sglab/load/plugin.py declares them) --------
+RUNNER_ENV = "SGLAB_BENCH_WORKER"  # set in a Locust worker that sglab bench starts
+URL_ENV = {"baseline": "SGLAB_BASELINE_URL", "candidate": "SGLAB_CANDIDATE_URL"}
+
+
+def url_from_options(environment, arm: str) -> str | None:
+    options = getattr(environment, "parsed_options", None)
+    value = getattr(options, f"{arm}_url", None) if options is not None else None
+    return value or os.environ.get(URL_ENV.get(arm, ""), "") or None
+
+
+def _plan(options) -> tuple[LoadPlan, str | None]:
+    stack = getattr(options, "stack", "") if options is not None else ""
+    if stack:
+        from sglab.config.loader import load_stack
+
+        plan = load_stack(stack).config.load
+    else:
+        plan = LoadPlan()
+    updates = {}
+    for option, name in (("endpoint", "endpoint"), ("max_new_tokens", "max_new_tokens"),
+                          ("request_timeout_s", "request_timeout_s")):
+        value = getattr(options, option, None) if options is not None else None
+        if value is not None:
+            updates[name] = value
+    if updates:
+        plan = LoadPlan.model_validate({**plan.model_dump(), **updates})
+    return plan, stack or None
+
+
+def settings_from_options(environment) -> LoadSettings:
+    """Settings for a plain locust run; rebuilt when the web-UI form changes the options."""
+    options = getattr(environment, "parsed_options", None)
+    key = tuple(getattr(options, name, None) for name in
+                ("stack", "endpoint", "max_new_tokens", "request_timeout_s", "model", "baseline_url", "candidate_url"))
+    cached = getattr(environment, "_sglab_options_settings", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    plan, stack = _plan(options)
+    urls = {arm: url for arm in URL_ENV if (url := url_from_options(environment, arm))}
+    settings = LoadSettings.from_plan(plan, urls=urls, model=getattr(options, "model", None) or "default",
+                                      stack=stack)
+    environment._sglab_options_settings = (key, settings)
+    return settings

@@ -69,7 +69,7 @@ def get_settings(environment) -> LoadSettings:
     """The run's settings: set by the runner, or built from the locustfile's options (see plugin.py)."""
     settings = getattr(environment, "sglab_settings", None)
     if settings is None:
-        from sglab.load.plugin import settings_from_options
+        from sglab.load.settings import settings_from_options
 
         settings = settings_from_options(environment)
     return settings
@@ -102,7 +102,7 @@ def get_pacing(environment) -> SegmentPacing | None:
 
 
 def arm_url(environment, arm: str) -> str | None:
-    from sglab.load.plugin import url_from_options
+    from sglab.load.settings import url_from_options
 
     settings = get_settings(environment)
     return settings.urls.get(arm) or url_from_options(environment, arm)

@@ -170,7 +170,7 @@ class UiSession:
     # ---- arms and users ------------------------------------------------------------------
 
     def arm_urls(self) -> dict[str, str | None]:
-        from sglab.load.plugin import url_from_options
+        from sglab.load.settings import url_from_options
 
         return {arm: url_from_options(self.environment, arm) for arm in self.stack.arms}
 

@@ -16,7 +16,7 @@ from sglab.core.paths import project_root
 from sglab.deploy.locust import (LOGIN_SECRET, MASTER_PORT, RELEASE, UI_PLUGIN, WEB_PORT, main, port_forward_command,
                                  values_yaml_text)
 from sglab.deploy.naming import chart_dir
-from sglab.load.plugin import URL_ENV
+from sglab.load.settings import URL_ENV
 from sglab.ui.auth import PASSWORD_ENV, USERNAME_ENV
 
 from pulumi_harness import run_program
