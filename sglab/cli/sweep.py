@@ -129,7 +129,14 @@ def _deployed(grid, urls: dict[str, str]):
         return grid
     from sglab.sweep.grid import Grid, SkippedArm
 
+    from sglab.sweep.race import PREFIX
+
     named = set(urls) - {"baseline"}
+    calibrating = {name for name in named if name.startswith(PREFIX)}
+    if calibrating and calibrating != named:
+        raise UsageError(f"--arm-url names calibration servers ({', '.join(sorted(calibrating))}) beside arms of the "
+                         "grid; a cluster sweep's calibration step runs only the baseline's config in every slot")
+    named -= calibrating
     unknown = sorted(named - {a.name for a in grid.arms})
     if unknown:
         raise UsageError(f"--arm-url names {unknown}, which are not arms of this stack's grid (see --list)")
@@ -179,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         for a in grid.arms:
             print(f"{a.name}  {a.config_hash[:12]}" + (f"  wave {waves[a.name]}" if a.name in waves else ""))
         return 0
-    if not grid.arms:
+    if not grid.arms and not any(name.startswith("baseline@") for name in _urls(args)):  # not a calibration step
         raise UsageError(f"{loaded.path}: sweep: every combination of the grid was skipped (see above)")
     import locust  # noqa: F401  (gevent monkey-patching before the runner's imports)
 
@@ -187,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
     from sglab.load.targets import TargetError
     from sglab.results.store import write_result
     from sglab.sweep.confirm import run_confirmation
+    from sglab.schema.verdict import SweepVerdict
     from sglab.sweep.outputs import chance_phrase, pick_record, ranking_table, sweep_verdict, write_outputs
     from sglab.sweep.run import load_resume, load_state, resume_sweep, run_sweep
 
@@ -225,11 +233,12 @@ def run(args: argparse.Namespace) -> int:
         state.save(run_dir)
         print(f"confirmation: {confirm_dir / 'result.json'}")
     write_outputs(state, result, run_dir, gpus_per_arm=_gpus(loaded))
-    result.verdict = sweep_verdict(state)  # the pick and its P(correct selection) in result.json (never A/B evidence)
+    # the pick and its P(correct selection) in result.json (never A/B evidence)
+    result.verdict = SweepVerdict.model_validate(sweep_verdict(state))
     write_result(result, run_dir, overwrite=True)
     print(printable(ranking_table(state), newlines=True, limit=None))  # names and reasons from sweep.json
     print(f"sweep: {run_dir}")
-    print(printable(result.verdict["sentence"], limit=None))
+    print(printable(result.verdict.sentence, limit=None))
     if args.result_configmap and _store(result, run_dir, args.result_configmap) != 0:
         return USAGE
     if state.status == "confirmed":

@@ -107,6 +107,8 @@ def ranking_table(state: SweepState) -> str:
         if raw.get("off_plan"):
             lines.append(f"  note: rounds {raw['off_plan']} measured other arms than the race asked for (a segment "
                          "without a value, or a resumed round); the decisions use what was measured")
+    if state.status == "calibrated":
+        lines.append(sweep_verdict(state)["sentence"])
     quick = [s for s in state.skipped if s["reason"].endswith("(--quick)")]
     rest = [s for s in state.skipped if s not in quick]
     if rest:
@@ -128,7 +130,12 @@ def sweep_verdict(state: SweepState) -> dict:
     winner = state.arm(state.winner) if state.winner else None
     rows = ranking_rows(state)
     last = pick_record(state)
-    if winner is None:
+    if state.status == "calibrated":  # a cluster sweep's calibration step: the slot nodes, no arms
+        sentence = "calibration of the slot nodes (the baseline's config in every slot): " + "; ".join(
+            f"c={level}: " + ", ".join(NodeOffset.model_validate(o).describe(cal.get("baseline_node") or "-")
+                                       for o in cal.get("offsets") or [])
+            for level, cal in sorted(state.calibration.items(), key=lambda kv: int(kv[0])))
+    elif winner is None:
         sentence = (f"sweep of {len(state.arms)} arms: no arm beat the baseline by policy.min-gain; nothing to "
                     "confirm" if state.status == "no-winner" else f"sweep of {len(state.arms)} arms: {state.status}")
     else:

@@ -47,7 +47,8 @@ from sglab.core.untrusted import printable
 from sglab.core.untrusted_json import read_json
 from sglab.results.store import RESULT_LIMITS, create_run_dir, new_run_id, write_json_atomic
 from sglab.schema.result import LevelResult, RunResult
-from sglab.sweep.race import PREFIX, RaceRecord, calibration_arm, node_offsets, race_record
+from sglab.sweep.race import (PREFIX, NodeOffset, RaceRecord, calibrated_node, calibration_arm, node_offsets,
+                              race_record)
 from sglab.sweep.grid import Grid
 
 # The saved state.
@@ -57,7 +58,8 @@ STATE_LIMITS = replace(RESULT_LIMITS, what="a sweep state",
                        fix="give a sweep.json sglab wrote")
 BASELINE = "baseline"  # the arm every candidate is compared with
 MAX_ARMS = 4096  # arms of one sweep (a grid is a product of short lists; no sweep runs this many)
-Status = Literal["running", "interrupted", "swept", "no-winner", "confirming", "confirmed", "not-confirmed"]
+Status = Literal["running", "interrupted", "swept", "no-winner", "confirming", "confirmed", "not-confirmed",
+                 "calibrated"]  # calibrated: a cluster sweep's calibration step (no arms, docs/sweep.md)
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Text = Annotated[str, Field(max_length=4000)]
 Count = Annotated[int, Field(ge=0, le=MAX_CONCURRENCY)]
@@ -129,6 +131,9 @@ class SweepState(BaseModel):
     # block's length: what to start and run, never what decides (the result's rounds record the nodes).
     arm_nodes: Annotated[dict[Name, Name], Field(max_length=MAX_ARMS + 16)] = Field(default_factory=dict)
     calibration_rounds: Annotated[int, Field(ge=0, le=MAX_ROUNDS)] = 0
+    # A cluster sweep's calibration step (no arms): per gated level, the baseline's node and each slot node's offset
+    # (NodeOffset); for the outputs only: `sweep --next` recomputes them from the sealed result.
+    calibration: Annotated[dict[Name, dict[str, Any]], Field(max_length=MAX_LEVELS)] = Field(default_factory=dict)
 
     def arm(self, name: str) -> dict[str, Any] | None:
         return next((a for a in self.arms if a["name"] == name), None)
@@ -190,6 +195,85 @@ def round_values(level: LevelResult, metric: str, arms: list[str], policy=None) 
     return out
 
 
+def calibration_block(measured: LevelResult, metric: str, policy) -> tuple[list[NodeOffset], str | None]:
+    """(each slot node's offset, the baseline's node) of a level that is only a calibration block (a cluster sweep's
+    calibration step): the same computation as level_race's block."""
+    return _level(measured, [], metric, policy, 0)  # type: ignore[return-value]
+
+
+def level_race(measured: LevelResult, arms: list[str], metric: str, policy, max_rounds: int
+               ) -> tuple[RaceRecord, int]:
+    """See _level."""
+    return _level(measured, arms, metric, policy, max_rounds)  # type: ignore[return-value]
+
+
+def _level(measured: LevelResult, arms: list[str], metric: str, policy, max_rounds: int):
+    """(the race of one gated level over all its rounds, the rounds of its calibration block): the leading rounds that
+    ran no arm of `arms` are the calibration block (the baseline config on every slot node, `baseline@<node>`), the
+    rest the race; the nodes are the ones the rounds record. The one race rule of a sweep on simulators, of a wave's
+    Job and of `sweep --next`'s calibrated replay of a wave (with_calibration)."""
+    calibrating = [a for a in dict.fromkeys(r.arm for r in measured.rounds) if a.startswith(PREFIX)]
+    values = round_values(measured, metric, [*calibrating, *arms], policy)
+    ran: dict[int, set[str]] = {}
+    node_of: dict[str, set[str | None]] = {}
+    for r in measured.rounds:
+        if r.round_index >= 0 and not r.warmup:
+            ran.setdefault(r.round_index, set()).add(r.arm)
+            node_of.setdefault(r.arm, set()).add(r.node)
+    block = 0
+    while block < len(values) and not ran.get(block, set()) & set(arms):
+        block += 1
+
+    def node(arm: str) -> str | None:  # an arm recorded on two nodes has no one offset: never corrected
+        found = node_of.get(arm, set())
+        return next(iter(found)) if len(found) == 1 else ("several nodes" if found else None)
+
+    c = len(calibrating)
+    offsets = node_offsets(values[:block, : 1 + c], [node(a) or a for a in calibrating],
+                           confidence=policy.confidence) if block and c else []
+    if not arms:
+        return offsets, node(BASELINE)
+    race_values = np.concatenate([values[block:, :1], values[block:, 1 + c:]], axis=1)
+    rec = race_record(arms, race_values, min_gain=policy.min_gain, confidence=policy.confidence,
+                      min_rounds=policy.min_rounds, max_rounds=max_rounds,
+                      arm_nodes=[node(a) for a in arms], baseline_node=node(BASELINE),
+                      calibration=offsets, calibration_rounds=block)
+    return rec, block
+
+
+def _nodes(level: LevelResult, arms: set[str] | None = None) -> dict[str, set[str | None]]:
+    out: dict[str, set[str | None]] = {}
+    for r in level.rounds:
+        if r.round_index >= 0 and not r.warmup and (arms is None or r.arm in arms):
+            out.setdefault(r.arm, set()).add(r.node)
+    return out
+
+
+def with_calibration(calibration: LevelResult, wave: LevelResult) -> tuple[LevelResult, list[str]]:
+    """A cluster wave's rounds after the calibration step's block (its own run, before wave 1: the baseline config
+    in every slot beside the baseline), renumbered, so level_race takes the block's offsets out of the wave's race;
+    both come from sealed results. (the wave as it is, why) where the offsets do not apply: the baseline ran on
+    another node than in the calibration step. An arm on a node the step did not measure is named (its bounds stay
+    unbounded: level_race never decides on it)."""
+    block = complete_rounds(calibration)
+    kept = [r for r in calibration.rounds if 0 <= r.round_index < block and not r.warmup
+            and (r.arm == BASELINE or r.arm.startswith(PREFIX))]
+    cal_nodes, wave_nodes = _nodes(calibration), _nodes(wave)
+    base_then, base_now = cal_nodes.get(BASELINE, set()), wave_nodes.get(BASELINE, set())
+    if base_then != base_now:
+        def shown(nodes: set[str | None]) -> str:
+            return ", ".join(sorted(str(n) for n in nodes)) or "no node"
+        return wave, [f"the baseline ran on {shown(base_now)} in this wave and on {shown(base_then)} in the "
+                      "calibration step: the slot nodes' offsets are against another node, so this wave is compared "
+                      "uncorrected"]
+    measured = {n for arm, nodes in cal_nodes.items() if arm.startswith(PREFIX) for n in nodes} | base_then
+    notes = [f"{arm} ran on {', '.join(sorted(str(n) for n in nodes))}, which the calibration step did not measure: "
+             "its interval against the baseline and the other arms stays unbounded (never decided on)"
+             for arm, nodes in wave_nodes.items() if arm != BASELINE and not nodes <= measured]
+    shifted = [r.model_copy(update={"round_index": r.round_index + block}) for r in wave.rounds if r.round_index >= 0]
+    return wave.model_copy(update={"rounds": [*kept, *shifted]}), notes
+
+
 class SweepController:
     """Which arms run each round, from the race's record; saves the state after every round."""
 
@@ -241,38 +325,19 @@ class SweepController:
         if self.gated(level) and round_index < self.calibration_rounds:
             return [BASELINE, *self.calibration_arms]
         if self.gated(level):
-            return self.racing(level)
+            return self.racing(level) if self.state.contenders else []  # a calibration step has no race
         arms = self.state.finalists or self.state.contenders
         return [BASELINE, *arms] if arms else []
 
-    def update(self, level: int, measured: LevelResult) -> RaceRecord:
-        """Recompute the level's race from all its rounds (also on resume): the leading rounds that ran no arm of
-        the grid are the calibration block, the rest the race; the nodes are the ones the rounds record."""
+    def update(self, level: int, measured: LevelResult) -> RaceRecord | None:
+        """Recompute the level's race from all its rounds (also on resume): level_race."""
         arms = list(self.state.contenders)
-        calibrating = [a for a in dict.fromkeys(r.arm for r in measured.rounds) if a.startswith(PREFIX)]
-        values = round_values(measured, self.state.metric, [*calibrating, *arms], self.policy)
-        ran: dict[int, set[str]] = {}
-        node_of: dict[str, set[str | None]] = {}
-        for r in measured.rounds:
-            if r.round_index >= 0 and not r.warmup:
-                ran.setdefault(r.round_index, set()).add(r.arm)
-                node_of.setdefault(r.arm, set()).add(r.node)
-        block = 0
-        while block < len(values) and not ran.get(block, set()) & set(arms):
-            block += 1
-
-        def node(arm: str) -> str | None:  # an arm recorded on two nodes has no one offset: never corrected
-            found = node_of.get(arm, set())
-            return next(iter(found)) if len(found) == 1 else ("several nodes" if found else None)
-
-        c = len(calibrating)
-        offsets = node_offsets(values[:block, : 1 + c], [node(a) or a for a in calibrating],
-                               confidence=self.policy.confidence) if block and c else []
-        race_values = np.concatenate([values[block:, :1], values[block:, 1 + c:]], axis=1)
-        rec = race_record(arms, race_values, min_gain=self.policy.min_gain, confidence=self.policy.confidence,
-                          min_rounds=self.policy.min_rounds, max_rounds=self.state.max_rounds,
-                          arm_nodes=[node(a) for a in arms], baseline_node=node(BASELINE),
-                          calibration=offsets, calibration_rounds=block)
+        if not arms:  # a cluster sweep's calibration step: the block and nothing else
+            offsets, base = calibration_block(measured, self.state.metric, self.policy)
+            self.state.calibration[str(level)] = {"baseline_node": base,
+                                                  "offsets": [o.model_dump(mode="json") for o in offsets]}
+            return None
+        rec, block = level_race(measured, arms, self.state.metric, self.policy, self.state.max_rounds)
         if block < self.calibration_rounds:
             return rec  # still calibrating: the race has not started
         self.state.records[str(level)] = rec.model_dump(mode="json")
@@ -290,12 +355,17 @@ class SweepController:
         if self.gated(level) and round_index < self.calibration_rounds:
             rec = self.update(level, measured)
             line = f"sweep c={level} calibration round {round_index + 1}/{self.calibration_rounds}"
+            offsets, base = (rec.calibration, rec.baseline_node) if rec is not None else (
+                [NodeOffset.model_validate(o) for o in self.state.calibration[str(level)]["offsets"]],
+                self.state.calibration[str(level)]["baseline_node"])
             if round_index + 1 == self.calibration_rounds:
-                line += ": " + "; ".join(o.describe(f"the baseline's {rec.baseline_node}") for o in rec.calibration)
+                line += ": " + "; ".join(o.describe(f"the baseline's {base}") for o in offsets)
             self.echo(line)
         elif self.gated(level):
             round_index -= self.calibration_rounds
-            self.echo(progress_line(level, round_index, self.state.max_rounds, self.update(level, measured)))
+            rec = self.update(level, measured)
+            if rec is not None:
+                self.echo(progress_line(level, round_index, self.state.max_rounds, rec))
         else:
             self.echo(f"sweep c={level} round {round_index + 1}/{self.ungated_rounds} (ungated)")
         self.state.save(self.run_dir)
@@ -336,10 +406,21 @@ def slot_layout(loaded: LoadedStack, arms: list[str], target: str) -> tuple[dict
     return {BASELINE: nodes[0], **calibration, **placed}, rounds
 
 
+def cluster_layout(loaded: LoadedStack, calibration: list[str]) -> tuple[dict[str, str], int]:
+    """(arm -> slot, rounds) of a cluster sweep's calibration step: the `baseline@<slot>` servers the Job was given
+    by URL (the baseline's config in every slot), for sweep.calibration-rounds rounds; the nodes are the ones the
+    rounds record. ({}, 0) for a wave."""
+    if not calibration:
+        return {}, 0
+    rounds = (loaded.config.sweep or SweepSpec()).calibration_rounds
+    return {arm: calibrated_node(arm) or arm for arm in calibration}, rounds
+
+
 def new_state(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, run_id: str, quick: bool,
-              sim_env: dict[str, str], target: str) -> SweepState:
+              sim_env: dict[str, str], target: str, calibration: list[str] | None = None) -> SweepState:
     stack = loaded.config
-    arm_nodes, calibration_rounds = slot_layout(loaded, [a.name for a in grid.arms], target)
+    arm_nodes, calibration_rounds = (cluster_layout(loaded, calibration) if calibration else
+                                     slot_layout(loaded, [a.name for a in grid.arms], target))
     return SweepState(arm_nodes=arm_nodes, calibration_rounds=calibration_rounds,
         run_id=run_id, stack=loaded.name, quick=quick, metric=stack.policy.metric,
         gated_levels=[c for c in effective_policy(stack.policy).levels if c in plan.concurrency],
@@ -363,14 +444,21 @@ def sweep_request(loaded: LoadedStack, grid: Grid, plan: LoadPlan, state: SweepS
 def run_sweep(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, quick: bool = False, target: str = "sim",
               urls: dict[str, str] | None = None, sim_env: dict[str, str] | None = None, out: Path | None = None,
               progress: bool = False, echo=say) -> tuple[SweepState, RunResult, Path]:
-    """Run the sweep's measurement (no confirmation); the state is saved after every round."""
+    """Run the sweep's measurement (no confirmation); the state is saved after every round. A cluster sweep's
+    calibration step is given no arm of the grid, only `baseline@<slot>` servers by URL (cluster_layout)."""
     from sglab.load.rounds import run_controlled
 
-    if not grid.arms:
+    calibration = [name for name in urls or {} if name.startswith(PREFIX)]
+    if calibration and grid.arms:
+        raise ValueError("a calibration step (baseline@<slot> servers) runs no arm of the grid beside them")
+    if calibration and not (loaded.config.sweep or SweepSpec()).calibration_rounds:
+        raise ValueError("a calibration step needs sweep.calibration-rounds > 0")
+    if not grid.arms and not calibration:
         raise ValueError("the grid has no runnable arm (every combination was skipped)")
     run_id = new_run_id()
     run_dir = create_run_dir(loaded.name, run_id, base=out)
-    state = new_state(loaded, grid, plan, run_id=run_id, quick=quick, sim_env=sim_env or {}, target=target)
+    state = new_state(loaded, grid, plan, run_id=run_id, quick=quick, sim_env=sim_env or {}, target=target,
+                      calibration=calibration)
     state.save(run_dir)
     controller = SweepController(state, plan, loaded.config.policy, run_dir, echo=echo)
     request = sweep_request(loaded, grid, plan, state, target_kind=target, urls=urls or {},
@@ -420,7 +508,9 @@ def rebuild_arms(state: SweepState, grid: Grid, path: Path) -> None:
 def check_layout(loaded: LoadedStack, state: SweepState, path: Path) -> None:
     """The simulated nodes a resume starts the servers on are the stack's layout, as when the sweep started: a
     changed sim.nodes (or an edited sweep.json) would move arms between nodes mid-level."""
-    layout = slot_layout(loaded, [a["name"] for a in state.arms], state.target)
+    calibration = [arm for arm in state.arm_nodes if arm.startswith(PREFIX)] if state.target != "sim" else []
+    layout = (cluster_layout(loaded, calibration) if calibration else
+              slot_layout(loaded, [a["name"] for a in state.arms], state.target))
     if layout != (state.arm_nodes, state.calibration_rounds):
         raise ConfigError(path, "arm_nodes", f"the simulated nodes of stack '{state.stack}' (sim.nodes, "
                           f"sweep.calibration-rounds) are not the ones sweep {state.run_id} started on",
@@ -463,9 +553,9 @@ def _keep_confirmation(loaded: LoadedStack, state: SweepState, where: Path, path
     from sglab.analysis.verdict import judge, policy_of
 
     confirmation = verified_result(where, loaded.name)
-    record = confirmation.sweep or {}
-    arm = record.get("arm") if isinstance(record.get("arm"), dict) else {}
-    if record.get("sweep_run_id") != state.run_id or arm != state.arm(state.winner or ""):
+    record = confirmation.sweep
+    if (record is None or record.sweep_run_id != state.run_id
+            or record.arm.model_dump(mode="json") != state.arm(state.winner or "")):
         raise ConfigError(path, "confirmation", f"names run {confirmation.run_id}, which is not the confirmation of "
                           f"sweep {state.run_id}'s pick {state.winner}", "remove the `confirmation` key from "
                           "sweep.json and resume again (the pick is confirmed afresh)")
@@ -497,6 +587,8 @@ def finish(state: SweepState, result: RunResult, run_dir: Path) -> None:
         state.status = "interrupted"
         print(f"sweep interrupted ({result.incomplete_reason}); continue with: sglab sweep --stack {state.stack} "
               f"--resume {state.run_id}", file=sys.stderr)
+    elif not state.contenders and not state.arms:
+        state.status = "calibrated"
     elif state.status != "no-winner":
         state.status = "swept" if state.winner else "no-winner"
     state.save(run_dir)

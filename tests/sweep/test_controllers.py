@@ -194,3 +194,51 @@ def test_the_evidence_check_accepts_a_sequential_run_only_where_its_sequence_sto
     assert _schedule_problems(cut(stop)) == []  # stopped at its decision: what its plan says
     assert any("is missing" in p for p in _schedule_problems(cut(stop - 1)))  # stopped before it decided
     assert any("beyond the planned" in p for p in _schedule_problems(cut(stop + 2)))  # went on after it
+
+
+def test_a_cluster_calibration_step_runs_only_the_baseline_config_in_every_slot_and_records_the_offsets(
+        tmp_path: Path) -> None:
+    """The calibration step before a cluster sweep's wave 1 (docs/sweep.md, "On a cluster"): every slot serves the
+    baseline's config (`baseline@sglang-slot-<i>`, by URL); its Job runs calibration-rounds rounds of them beside the
+    baseline at each gated level, no race, and ends `calibrated` with each slot node's offset; the nodes are the
+    ones the rounds record (the pods' nodes), never the slot names."""
+    from sglab.sweep.outputs import sweep_verdict
+    from sglab.sweep.run import finish
+
+    loaded = load_stack("eagle-sweep")
+    grid = expand(loaded)
+    grid.arms = []
+    plan = plan_for(loaded, quick=True)
+    slots = ["baseline@sglang-slot-1", "baseline@sglang-slot-2"]
+    state = new_state(loaded, grid, plan, run_id="cal", quick=True, sim_env={}, target="in-cluster",
+                      calibration=slots)
+    ctl = SweepController(state, plan, loaded.config.policy, tmp_path, echo=lambda _: None)
+    assert state.arm_nodes == {s: s.split("@")[1] for s in slots} and state.contenders == []
+    block = ctl.calibration_rounds
+    assert block == loaded.config.sweep.calibration_rounds == 8
+    nodes = {"baseline": ("node-a", 1.0), slots[0]: ("node-b", 0.9), slots[1]: ("node-c", 1.05)}
+    asked: list[list[str]] = []
+    for n in range(ctl.rounds_at(1)):
+        arms = ctl.arms_for_round(1, n)
+        if not arms:
+            break
+        asked.append(arms)
+        ctl.round_done(1, n, rounds_of({s: 0.0 for s in slots}, n + 1, sd=0.005, asked=asked, nodes=nodes))
+    assert asked == [["baseline", *slots]] * block
+    assert ctl.arms_for_round(4, 0) == []  # the ungated levels: nothing to run
+    finish(state, synthetic_complete(), tmp_path)
+    saved = load_state(tmp_path)
+    assert saved.status == "calibrated" and saved.winner is None
+    cal = saved.calibration["1"]
+    assert cal["baseline_node"] == "node-a"
+    assert [(o["node"], o["rounds"]) for o in cal["offsets"]] == [("node-b", 8), ("node-c", 8)]
+    assert cal["offsets"][0]["low"] < -0.1 < cal["offsets"][0]["high"]
+    verdict = sweep_verdict(saved)
+    assert verdict["outcome"] == "calibrated" and verdict["winner"] is None and verdict["ranking"] == []
+    assert "node-b: -10" in verdict["sentence"] and "against node-a" in verdict["sentence"]
+
+
+def synthetic_complete():
+    from sglab.analysis.synthetic import synthetic_result
+
+    return synthetic_result(levels=(1,), rounds=2, stack="eagle-sweep").model_copy(update={"complete": True})

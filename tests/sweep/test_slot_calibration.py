@@ -113,3 +113,55 @@ def test_without_a_calibration_block_nothing_is_corrected_or_widened() -> None:
     assert not offset.any() and not half.any()
     race = Race(1, 2, min_gain=0.02, max_rounds=10, offset_log=offset, halfwidth_log=half)
     assert not race.calibrated and race.arm_confidence == pytest.approx(1 - 0.05 / 2)
+
+
+# A cluster sweep calibrates its slot nodes in a step of its own, before wave 1 (docs/sweep.md, "On a cluster"): the
+# wave's race is the same race over its sealed rounds after the calibration step's sealed block.
+
+def _cluster_levels(baseline_node: str = "base") -> tuple:
+    from sglab.config import load_stack
+
+    from .test_controllers import rounds_of
+
+    cal = {"baseline@sglang-slot-1": ("slow", 0.92), "baseline@sglang-slot-2": ("fast", 1.03)}
+    calibration = rounds_of({arm: 0.0 for arm in cal}, 8, seed=5, nodes={"baseline": ("base", 1.0), **cal})
+    wave = rounds_of({"s5-k1-d6-LL": 0.06, "s1-k1-d2": 0.04}, 24, seed=6,
+                     nodes={"baseline": (baseline_node, 1.0), "s5-k1-d6-LL": ("slow", 0.92),
+                            "s1-k1-d2": ("fast", 1.03)})
+    return calibration, wave, load_stack("eagle-sweep").config.policy
+
+
+def test_a_cluster_waves_race_is_net_of_the_calibration_steps_offsets() -> None:
+    from sglab.sweep.run import level_race, with_calibration
+
+    calibration, wave, policy = _cluster_levels()
+    arms = ["s1-k1-d2", "s5-k1-d6-LL"]
+    plain, _ = level_race(wave, arms, "output_tok_per_s", policy, max_rounds=24)
+    assert plain.leader == "s1-k1-d2" and not plain.calibration  # the fast node crowns the worse arm
+    merged, notes = with_calibration(calibration, wave)
+    corrected, block = level_race(merged, arms, "output_tok_per_s", policy, max_rounds=24)
+    assert block == 8 and notes == []
+    assert corrected.leader == "s5-k1-d6-LL" and {o.node for o in corrected.calibration} == {"slow", "fast"}
+    assert {a.arm: a.node for a in corrected.arms} == {"s5-k1-d6-LL": "slow", "s1-k1-d2": "fast"}
+    assert corrected.baseline_node == "base" and corrected.calibration_rounds == 8
+
+
+def test_a_wave_whose_baseline_moved_since_the_calibration_is_compared_uncorrected_and_says_so() -> None:
+    from sglab.sweep.run import with_calibration
+
+    calibration, wave, _ = _cluster_levels(baseline_node="other")
+    merged, notes = with_calibration(calibration, wave)
+    assert merged is wave
+    assert notes == ["the baseline ran on other in this wave and on base in the calibration step: the slot nodes' "
+                     "offsets are against another node, so this wave is compared uncorrected"]
+
+
+def test_an_arm_on_a_node_the_calibration_step_did_not_measure_is_named() -> None:
+    from .test_controllers import rounds_of
+    from sglab.sweep.run import with_calibration
+
+    calibration, _, _ = _cluster_levels()
+    wave = rounds_of({"s1-k1-d2": 0.04}, 6, nodes={"baseline": ("base", 1.0), "s1-k1-d2": ("new-node", 1.0)})
+    _, notes = with_calibration(calibration, wave)
+    assert notes == ["s1-k1-d2 ran on new-node, which the calibration step did not measure: its interval against "
+                     "the baseline and the other arms stays unbounded (never decided on)"]
