@@ -17,6 +17,8 @@ from sglab.config.nccl import NcclEnv
 from sglab.config.server import SpeculativeAlgorithm
 from sglab.sglang import rules
 
+_NODE_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"  # a Kubernetes node name (DNS subdomain)
+_RUN_ID = r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,99}$"
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9.]{0,30}[A-Za-z0-9])?$")
 DEFAULT_VARIANT = "default"  # the stack's own NCCL settings (sglab:nccl), the baseline's
 STEPS_PLUS_ONE = "steps+1"
@@ -40,8 +42,9 @@ class SweepSpec(Model):
     # Candidate deployments at once on a cluster (the rest in later waves); simulators: processes at once.
     parallel_arms: Annotated[int, Field(ge=1, le=64)] = 4
     # Cluster: the wave of arms `pulumi up` deploys (docs/sweep.md, "On a cluster"); unset: the stack's own A/B
-    # pair. Its upper bound (the number of waves) depends on the expanded grid: sglab/sweep/arms.py.
-    wave: Annotated[int, Field(ge=1)] | None = None
+    # pair; 0: the calibration step (the baseline's config in every slot). Its upper bound (the number of waves)
+    # depends on the expanded grid: sglab/sweep/arms.py.
+    wave: Annotated[int, Field(ge=0)] | None = None
     # Cluster, wave 2 on: the previous wave's leader (its `sweep_leader` output), measured again in this wave.
     carry_arm: str | None = None
     max_rounds: Annotated[int, Field(ge=2, le=MAX_ROUNDS)] = 32
@@ -52,6 +55,11 @@ class SweepSpec(Model):
     # node beside the baseline before each gated level's race, which then compares arms net of their node's offset
     # (sglab/sweep/race.py); 0: no calibration (node differences stay inside every gap, and the sweep says so).
     calibration_rounds: Annotated[int, Field(ge=0, le=MAX_ROUNDS)] = 8
+    # Cluster, written by `sglab sweep --next` from the calibration step's sealed result: the node each slot ran on
+    # (slot 1 first), which waves pin their slots to, and that step's run id (its rounds correct every wave's race).
+    slot_nodes: Annotated[list[Annotated[str, Field(pattern=_NODE_NAME)]], Field(max_length=64)] = Field(
+        default_factory=list)
+    calibration_run: Annotated[str, Field(pattern=_RUN_ID)] | None = None
     # `sglab sweep --quick`: these arm names only (after expansion); empty: the whole grid.
     quick_arms: list[str] = Field(default_factory=list)
 

@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm
 from sglab.config.stack import StackConfig
 from sglab.deploy.naming import arm_release_name, chart_dir, release_host, release_name
-from sglab.sweep.arms import plan_wave
+from sglab.sweep.arms import HOSTNAME_LABEL, plan_wave, slot_node
 from sglab.deploy.values import chart_values
 
 
@@ -64,7 +64,18 @@ def arm_releases(stack: StackConfig, stack_name: str) -> list[ArmRelease]:
         release = arm_release_name(stack, "candidate")
         resource = "candidate" if release == release_name("candidate") else release
         return [base, arm_release(stack, candidate_arm(stack), stack_name, release, resource)]
-    return [base, *(arm_release(stack, a.arm.arm, stack_name, a.release, arm_name=a.arm.name) for a in wave.arms)]
+    return [base, *(_pinned(stack, arm_release(stack, a.arm.arm, stack_name, a.release, arm_name=a.arm.name))
+                    for a in wave.arms)]
+
+
+def _pinned(stack: StackConfig, release: ArmRelease) -> ArmRelease:
+    """A wave's slot on its calibrated node (sweep.slot-nodes): a required node constraint in its chart values."""
+    node = slot_node(stack, release.release)
+    if node is None:
+        return release
+    values = {**release.values, "nodeSelector": {**release.values["nodeSelector"], HOSTNAME_LABEL: node}}
+    return ArmRelease(release.arm, release.release, release.namespace, release.chart, values, release.timeout_min,
+                      release.resource, release.nodes, release.gpus_per_node)
 
 
 class SGLangServer(pulumi.ComponentResource):

@@ -26,7 +26,7 @@ next step it prints.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -42,6 +42,10 @@ from sglab.sweep.grid import Grid, SweepArm, expand, quick_subset
 
 WAVE_KEY = "sweep.wave"
 CARRY_KEY = "sweep.carry-arm"
+SLOT_NODES_KEY = "sweep.slot-nodes"
+CALIBRATION_RUN_KEY = "sweep.calibration-run"
+CALIBRATION_WAVE = 0  # sweep.wave 0: the calibration step, the baseline's config in every slot
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 ARM_URL_FLAG = "--arm-url"  # the Job's `sglab sweep` flag for one arm's URL
 SECRET_STANDIN = {"secure": "<secret>"}  # the arms carry secret env by name only; the value never matters here
 
@@ -139,6 +143,16 @@ def plan_wave(stack: StackConfig, stack_name: str) -> Wave | None:
         raise _refuse(stack_name, WAVE_KEY, f"is {spec.wave}, but the grid's {len(grid.arms)} arms at "
                       f"parallel-arms {spec.parallel_arms} make {count} wave{'s' if count > 1 else ''}",
                       f"set {WAVE_KEY} to 1..{count}")
+    if spec.slot_nodes and len(spec.slot_nodes) != spec.parallel_arms:
+        raise _refuse(stack_name, SLOT_NODES_KEY, f"names {len(spec.slot_nodes)} nodes, but the stack has "
+                      f"{spec.parallel_arms} slots (parallel-arms)", f"let `sglab sweep --stack {stack_name} --next` "
+                      f"write it from the calibration step, or remove it (pulumi config rm --path "
+                      f"sglab:{SLOT_NODES_KEY})")
+    if spec.slot_nodes and stack.placement.nodes != 1:
+        raise _refuse(stack_name, SLOT_NODES_KEY, f"pins each slot to one node, but a server holds "
+                      f"{stack.placement.nodes} nodes (placement.nodes)", f"remove {SLOT_NODES_KEY}")
+    if spec.wave == CALIBRATION_WAVE:
+        return _calibration_wave(stack, stack_name, grid, count)
     start, stop = slices[spec.wave - 1]
     fresh = grid.arms[start:stop]
     arms = [WaveArm(a, slot_release_name(i)) for i, a in enumerate(fresh, 1)]
@@ -154,6 +168,38 @@ def plan_wave(stack: StackConfig, stack_name: str) -> Wave | None:
     if len(set(releases)) != len(releases):  # fresh arms fill slots 1.., the leader the last: never two in one
         raise _refuse(stack_name, "sweep", f"two arms map to one slot: {releases}", "report this as a bug")
     return Wave(spec.wave, count, arms, notes)
+
+
+def _calibration_wave(stack: StackConfig, stack_name: str, grid: Grid, count: int) -> Wave:
+    """The calibration step (sweep.wave 0): every slot serves the baseline's config, as `baseline@<slot>` (a
+    candidate-role server, so nothing of the baseline's selects it), beside the baseline; its Job measures each slot's
+    node against the baseline's (sglab.sweep.run.cluster_layout), and `sweep --next` pins later waves' slots there."""
+    from sglab.sweep.race import calibration_arm
+
+    spec = stack.sweep
+    if not spec.calibration_rounds:
+        raise _refuse(stack_name, WAVE_KEY, "is 0 (the calibration step), but sweep.calibration-rounds is 0",
+                      "set sweep.calibration-rounds (default 8), or start at sweep.wave 1 (uncalibrated)")
+    if spec.carry_arm is not None:
+        raise _refuse(stack_name, CARRY_KEY, f"is {spec.carry_arm!r}, but the calibration step carries no arm",
+                      f"unset {CARRY_KEY}")
+    arms = []
+    for i in range(1, slot_count(stack) + 1):
+        name = calibration_arm(slot_release_name(i))
+        server = replace(grid.baseline, name=name, role="candidate")
+        arms.append(WaveArm(SweepArm(name=name, num_steps=0, eagle_topk=0, num_draft_tokens=0, adaptive=False,
+                                     variant="default", nccl={}, arm=server), slot_release_name(i)))
+    return Wave(CALIBRATION_WAVE, count, arms)
+
+
+def slot_node(stack: StackConfig, release: str) -> str | None:
+    """The node a wave pins slot `release` to (sweep.slot-nodes, from the calibration step); None: unpinned (no
+    calibration, the calibration step itself, or the confirmation, whose crossover moves the arms itself)."""
+    spec = stack.sweep
+    if spec is None or not spec.wave or not spec.slot_nodes:
+        return None
+    slots = {slot_release_name(i): node for i, node in enumerate(spec.slot_nodes, 1)}
+    return slots.get(release)
 
 
 def _carried(stack_name: str, spec, grid: Grid, start: int) -> SweepArm:
@@ -219,6 +265,9 @@ def next_step(wave: Wave, sweep: dict[str, Any], stack_name: str) -> str:
     if sweep.get("status") in (PENDING, "invalid"):
         return (f"wait for the benchmark Job's sweep result; if the Job failed or pulumi up was interrupted, "
                 f"{next_command(stack_name)} resumes this wave")
+    if wave.number == CALIBRATION_WAVE:
+        return (f"sglab results pull --stack {stack_name} && {next_command(stack_name)}  (runs: pulumi config set "
+                f"--path sglab:{SLOT_NODES_KEY} from the calibration's sealed result, sglab:sweep.wave 1 && pulumi up)")
     if wave.number < wave.count:
         carry = (f" && pulumi config set --path sglab:sweep.carry-arm {leader}" if leader
                  else " && pulumi config rm --path sglab:sweep.carry-arm")

@@ -213,9 +213,52 @@ def test_a_bad_wave_stops_pulumi_up_naming_the_key(keys, key, words):
     assert run.of_type(CHART) == []  # nothing is deployed
 
 
-def test_wave_0_is_refused_by_the_model():
+def test_wave_0_is_the_calibration_step_every_slot_serves_the_baselines_config():
+    """The calibration step before wave 1 (docs/sweep.md, "On a cluster"): the same slots, each serving the
+    baseline's config (`baseline@<slot>`, a candidate-role server: not selected by the baseline's objects), and a Job
+    that runs `sglab sweep` against them beside the baseline; nothing pins a slot yet (the step finds the nodes)."""
     run = run_program(STACK, sweep(wave=0))
-    assert run.error is not None and "sweep.wave" in str(run.error)
+    assert run.error is None, run.error
+    stack = stack_with(wave=0)
+    releases = [slot_release_name(i) for i in range(1, 5)]
+    out = run.outputs
+    assert out["sweep_wave"] == 0 and list(out["sweep_arms"]) == [f"baseline@{r}" for r in releases]
+    base = baseline_arm(stack).config_hash
+    assert all(e["config_hash"] == base and not e["carried"] for e in out["sweep_arms"].values())
+    assert [e["release"] for e in out["sweep_arms"].values()] == releases
+    charts = {r.name: r for r in run.of_type(CHART)}
+    for release in releases:
+        values = charts[release].inputs["values"]
+        assert values["configHash"] == base and values["arm"] == "candidate"
+        assert values["nodeSelector"] == dict(stack.placement.node_selector)  # no pin
+    command = benchmark_plan(stack, STACK).job["spec"]["template"]["spec"]["containers"][0]["command"]
+    given = dict(command[i + 1].split("=", 1) for i, part in enumerate(command) if part == ARM_URL_FLAG)
+    assert given == {name: entry["url"] for name, entry in out["sweep_arms"].items()}
+    assert out["sweep_next"].startswith("wait for")
+
+
+def test_a_calibration_step_without_calibration_rounds_is_refused_naming_the_key():
+    run = run_program(STACK, sweep(wave=0, calibration_rounds=0))
+    assert run.error is not None and "sweep.wave" in str(run.error) and "calibration-rounds" in str(run.error)
+
+
+def test_later_waves_pin_each_slot_to_its_calibrated_node_and_the_confirmation_does_not():
+    nodes = ["gpu-a", "gpu-b", "gpu-c", "gpu-d"]
+    run = run_program(STACK, sweep(wave=2, carry_arm=grid_names()[2], slot_nodes=nodes))
+    assert run.error is None, run.error
+    charts = {r.name: r for r in run.of_type(CHART)}
+    pool = dict(stack_with(wave=1).placement.node_selector)
+    for i, node in enumerate(nodes, 1):
+        assert charts[slot_release_name(i)].inputs["values"]["nodeSelector"] == {**pool,
+                                                                                 "kubernetes.io/hostname": node}
+    assert charts["baseline"].inputs["values"]["nodeSelector"] == pool  # the baseline is never restarted to pin it
+    confirmation = run_program(STACK, sweep(slot_nodes=nodes))  # sweep.wave unset: the crossover moves the arms
+    assert all(c.inputs["values"]["nodeSelector"] == pool for c in confirmation.of_type(CHART))
+
+
+def test_slot_nodes_that_do_not_match_the_slots_are_refused_naming_the_key():
+    run = run_program(STACK, sweep(wave=1, slot_nodes=["gpu-a"]))
+    assert run.error is not None and "sweep.slot-nodes" in str(run.error) and "4" in str(run.error)
 
 
 def test_a_wave_without_the_previous_leader_is_deployed_with_a_note():
