@@ -74,6 +74,8 @@ def cluster(tmp_path, monkeypatch):
     monkeypatch.setenv("SGLAB_PULUMI", str(pulumi))
     monkeypatch.setenv("FAKE_PULUMI_LOG", str(log))
     monkeypatch.setenv("FAKE_PULUMI_OUTPUTS", str(outputs))
+    monkeypatch.setenv("SGLAB_RESULTS_DIR", str(tmp_path / "results"))  # where `sglab results pull` puts results
+    monkeypatch.setenv("SGLAB_RESULT_KEY", "a test key")
 
     class Cluster:
         def outputs(self, **values) -> None:
@@ -84,6 +86,13 @@ def cluster(tmp_path, monkeypatch):
 
         def sweep(self) -> dict:
             return load_stack(STACK).raw.get("sweep") or {}
+
+        def set(self, **keys) -> None:
+            """Edit the stack file's sglab:sweep (underscores as dashes), as `pulumi config set --path` would."""
+            file = stacks / f"Pulumi.{STACK}.yaml"
+            doc = yaml.safe_load(file.read_text())
+            doc["config"]["sglab:sweep"].update({k.replace("_", "-"): v for k, v in keys.items()})
+            file.write_text(yaml.safe_dump(doc, sort_keys=False))
 
     return Cluster()
 
@@ -97,6 +106,7 @@ def changes(calls: list[list[str]]) -> list[list[str]]:
 
 
 def test_a_fresh_sweep_starts_wave_1(cluster, capsys):
+    cluster.set(calibration_rounds=0)  # no calibration step (tests below)
     assert next_() == 0
     out = capsys.readouterr().out
     assert "start the sweep: wave 1" in out and "capacity: up to 5 servers" in out
@@ -111,6 +121,7 @@ def test_a_fresh_sweep_starts_wave_1(cluster, capsys):
 
 def test_a_finished_wave_moves_on_carrying_its_leader(cluster, capsys):
     arms = [a.name for a in expand(load_stack(STACK)).arms]
+    cluster.set(calibration_rounds=0)
     next_()
     cluster.outputs(sweep_wave=1, sweep_waves=11, sweep_status="swept", sweep_leader=arms[2])
     assert next_("--yes") == 0
@@ -120,6 +131,7 @@ def test_a_finished_wave_moves_on_carrying_its_leader(cluster, capsys):
 
 
 def test_an_interrupted_wave_is_resumed_and_a_failed_job_rerun(cluster, capsys):
+    cluster.set(calibration_rounds=0)
     next_()
     cluster.outputs(sweep_wave=1, sweep_waves=11, sweep_status="pending", sweep_leader=None)
     before = len(cluster.calls())
@@ -184,3 +196,110 @@ def test_next_is_the_in_cluster_sweep_and_takes_no_target(cluster, capsys):
     assert "give it no --target" in capsys.readouterr().err
     assert sglab(["sweep", "--stack", STACK, "--target", "cluster"]) == 2
     assert "invalid choice: 'cluster'" in capsys.readouterr().err
+
+
+# The slot nodes, calibrated (docs/sweep.md, "On a cluster"): a calibration step before wave 1, the waves' slots
+# pinned to its nodes, and every wave's race recomputed here net of them, from the two sealed results.
+
+GATED = 1  # eagle-sweep's gated level
+SLOTS = [f"baseline@sglang-slot-{i}" for i in range(1, 5)]
+SPEEDS = {"gpu-slow": 0.92, "gpu-fast": 1.03, "gpu-c": 1.0, "gpu-d": 1.0}
+
+
+def sealed(run_id: str, gains: dict[str, float], nodes: dict[str, str], rounds: int, *, seed: int) -> None:
+    """A result as `sglab results pull` leaves it: kind sweep, its rounds (arm -> its node), sealed."""
+    import os
+    from pathlib import Path
+
+    from sglab.analysis.synthetic import synthetic_result
+    from sglab.results.store import write_result
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from sweep.test_controllers import rounds_of
+
+    placed = {arm: (node, SPEEDS.get(node, 1.0)) for arm, node in nodes.items()}
+    level = rounds_of(gains, rounds, seed=seed, nodes={"baseline": ("gpu-base", 1.0), **placed})
+    result = synthetic_result(levels=(GATED,), rounds=2, stack=STACK).model_copy(
+        update={"kind": "sweep", "run_id": run_id, "levels": [level], "complete": True})
+    run_dir = Path(os.environ["SGLAB_RESULTS_DIR"]) / STACK / run_id
+    run_dir.mkdir(parents=True)
+    write_result(result, run_dir)
+
+
+def calibrated(cluster) -> None:
+    """The calibration step has run: slot 1 on a node 8% slower, slot 2 on one 3% faster."""
+    sealed("cal-run", {s: 0.0 for s in SLOTS}, dict(zip(SLOTS, SPEEDS)), 8, seed=1)
+
+
+def test_a_fresh_sweep_first_calibrates_the_slot_nodes(cluster, capsys):
+    assert next_() == 0
+    assert "calibrate the slot nodes" in capsys.readouterr().out
+    assert cluster.sweep()["wave"] == 0 and cluster.calls()[-1] == ["up", "--stack", STACK]
+
+
+def test_after_the_calibration_step_the_slots_are_pinned_to_the_nodes_its_sealed_result_records(cluster, capsys):
+    next_()
+    cluster.outputs(sweep_wave=0, sweep_waves=11, sweep_status="calibrated", sweep_run_id="cal-run")
+    assert next_() == 2  # not pulled yet: nothing unsealed decides where the slots go
+    assert "sglab results pull --stack eagle-sweep" in capsys.readouterr().err
+    assert cluster.sweep()["wave"] == 0
+    calibrated(cluster)
+    assert next_() == 0
+    out = capsys.readouterr().out
+    assert "wave 1/11" in out and "gpu-slow" in out
+    assert cluster.sweep()["slot-nodes"] == list(SPEEDS) and cluster.sweep()["calibration-run"] == "cal-run"
+    assert cluster.sweep()["wave"] == 1 and cluster.calls()[-1][0] == "up"
+
+
+def test_a_calibration_result_whose_seal_fails_is_refused(cluster, capsys):
+    import json as json_
+    import os
+    from pathlib import Path
+
+    next_()
+    cluster.outputs(sweep_wave=0, sweep_waves=11, sweep_status="calibrated", sweep_run_id="cal-run")
+    calibrated(cluster)
+    file = Path(os.environ["SGLAB_RESULTS_DIR"]) / STACK / "cal-run" / "result.json"
+    doc = json_.loads(file.read_text())
+    doc["levels"][0]["rounds"][1]["node"] = "gpu-elsewhere"
+    file.write_text(json_.dumps(doc))
+    assert next_() == 2
+    assert "integrity" in capsys.readouterr().err and cluster.sweep()["wave"] == 0
+
+
+def test_a_waves_leader_is_recomputed_net_of_the_slot_nodes_from_the_sealed_rounds(cluster, capsys):
+    """The best arm (+6%) in the slot on the slow node, a +4% arm in the slot on the fast node: the Job's race (not
+    corrected) leads with the +4% arm; `--next` recomputes the wave net of the calibration and carries the best."""
+    arms = [a.name for a in expand(load_stack(STACK)).arms][:4]
+    calibrated(cluster)
+    cluster.set(wave=1, slot_nodes=list(SPEEDS), calibration_run="cal-run")
+    sealed("wave-1", dict(zip(arms, [0.06, 0.04, -0.05, -0.05])), dict(zip(arms, SPEEDS)), 24, seed=2)
+    import os
+    from pathlib import Path
+
+    from sglab.results.store import load_result
+    from sglab.sweep.run import level_race
+
+    loaded = load_stack(STACK)
+    (level,) = load_result(Path(os.environ["SGLAB_RESULTS_DIR"]) / STACK / "wave-1").levels
+    uncorrected, _ = level_race(level, arms, loaded.config.policy.metric, loaded.config.policy, 32)
+    assert uncorrected.leader == arms[1]  # what the Job's race (its sweep_leader) says
+    cluster.outputs(sweep_wave=1, sweep_waves=11, sweep_status="swept", sweep_leader=arms[1], sweep_run_id="wave-1")
+    assert next_() == 0
+    out = capsys.readouterr().out
+    assert f"carrying wave 1's leader {arms[0]}" in out
+    assert "net of the slot nodes" in out and f"the Job's race (not calibrated) led with {arms[1]}" in out
+    assert cluster.sweep()["carry-arm"] == arms[0]
+
+
+def test_the_confirmation_of_the_pick_is_a_crossover_under_the_lab_default(cluster):
+    """The cluster confirmation is the stack's own A/B with the leader as its candidate: under the lab default
+    (policy.design crossover, single-node servers, no serving) its Job moves both arms between their nodes."""
+    from sglab.deploy.benchmark_job import arm_moved
+    from sglab.sweep.next_wave import applied, confirmation_changes
+
+    loaded = load_stack(STACK)
+    leader = expand(loaded).arms[3].name
+    confirmation = applied(loaded, confirmation_changes(loaded, leader))
+    assert confirmation.config.policy.design == "crossover" and confirmation.config.sweep.wave is None
+    assert sorted(arm_moved(confirmation.config, STACK)) == ["sglang-baseline", "sglang-slot-4"]
