@@ -112,6 +112,52 @@ def test_the_jobs_sweep_of_a_wave_runs_against_urls_and_stores_its_ranking(root,
     assert state["confirmation"] is None  # --no-confirm: the confirmation is its own deployment
 
 
+@pytest.mark.slow
+def test_the_calibration_steps_job_runs_the_baseline_config_in_every_slot_and_ends_calibrated(root, tmp_path):
+    """sweep.wave 0 (docs/sweep.md, "On a cluster"): the Job's own command against simulators standing in for the
+    baseline and the two slots, each slot serving the baseline's config; calibration-rounds rounds of all three at
+    the gated level, no race, the result stored and summarized `calibrated`."""
+    name = wave_stack(root, wave=0, **{"calibration-rounds": 3})
+    loaded = load_stack(name, root)
+    stack = loaded.config
+    wave = plan_wave(stack, name)
+    assert [a.arm.name for a in wave.arms] == ["baseline@sglang-slot-1", "baseline@sglang-slot-2"]
+    plan = benchmark_plan(stack, name)
+    pod_stacks = tmp_path / "pod-stacks"
+    pod_stacks.mkdir()
+    for filename, text in plan.stack_configmap["data"].items():
+        (pod_stacks / filename).write_text(text)
+    grid = expand(loaded)
+    specs = [grid.baseline, *(a.arm.arm for a in wave.arms)]
+    with FakeConfigMapApi() as api:
+        for precreated in plan.result_configmaps:
+            api.add(stack.namespace, precreated)
+        env = {**without_server_env(os.environ), "SGLAB_STACKS_DIR": str(pod_stacks),
+               "SGLAB_RESULTS_DIR": str(tmp_path / "pod-results"), "POD_NAMESPACE": stack.namespace,
+               "KUBECONFIG": str(api.kubeconfig(tmp_path / "kubeconfig"))}
+        with start_sims(specs, extra_env={**stack_sim_env(loaded), "SGLAB_SIM_TIME_SCALE": "10"}) as sims:
+            command = pod_command(plan, {
+                f"http://sglang-baseline.{stack.namespace}.svc.cluster.local:{grid.baseline.port}":
+                    sims.urls["baseline"],
+                **{f"http://{a.release}.{stack.namespace}.svc.cluster.local:{a.arm.arm.port}": sims.urls[a.arm.name]
+                   for a in wave.arms}})
+            done = run_cli(command + ["--round-s", "0.5"], env)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        stored = api.configmaps[(stack.namespace, command[command.index(RESULT_CONFIGMAP_FLAG) + 1])]
+    (result_file,) = (tmp_path / "pod-results").glob(f"{name}/*/result.json")
+    result = json.loads(result_file.read_text())
+    state = json.loads((result_file.parent / "sweep.json").read_text())
+    assert state["status"] == "calibrated" and state["arms"] == [] and state["calibration_rounds"] == 3
+    assert all(a["live_flags_checked"] and not a["live_mismatches"] for a in result["arms"])
+    (level,) = [lv for lv in result["levels"] if lv["rounds"]]
+    measured = [r for r in level["rounds"] if r["round_index"] >= 0]
+    assert sorted({r["round_index"] for r in measured}) == [0, 1, 2]
+    assert sorted(r["arm"] for r in measured if r["round_index"] == 0) == ["baseline", *(a.arm.name for a in wave.arms)]
+    outputs = summarize_sweep(stored["data"][SUMMARY_KEY])
+    assert outputs["status"] == "calibrated" and outputs["leader"] is None and outputs["ranking"] == []
+    assert "calibration of the slot nodes" in outputs["sentence"]
+
+
 def test_a_url_that_serves_another_config_is_refused_before_any_round(root, tmp_path, capfd):
     name = wave_stack(root, wave=1)
     loaded = load_stack(name, root)
