@@ -103,6 +103,7 @@ class Wave:
     count: int
     arms: list[WaveArm]
     notes: list[str] = field(default_factory=list)  # what the program warns about
+    calibration_run: str | None = None  # the calibration step whose sealed rounds correct this wave (sweep --next)
 
     @property
     def carried(self) -> WaveArm | None:
@@ -167,7 +168,7 @@ def plan_wave(stack: StackConfig, stack_name: str) -> Wave | None:
     releases = [a.release for a in arms]
     if len(set(releases)) != len(releases):  # fresh arms fill slots 1.., the leader the last: never two in one
         raise _refuse(stack_name, "sweep", f"two arms map to one slot: {releases}", "report this as a bug")
-    return Wave(spec.wave, count, arms, notes)
+    return Wave(spec.wave, count, arms, notes, spec.calibration_run)
 
 
 def _calibration_wave(stack: StackConfig, stack_name: str, grid: Grid, count: int) -> Wave:
@@ -268,6 +269,14 @@ def next_step(wave: Wave, sweep: dict[str, Any], stack_name: str) -> str:
     if wave.number == CALIBRATION_WAVE:
         return (f"sglab results pull --stack {stack_name} && {next_command(stack_name)}  (runs: pulumi config set "
                 f"--path sglab:{SLOT_NODES_KEY} from the calibration's sealed result, sglab:sweep.wave 1 && pulumi up)")
+    if wave.calibration_run and wave.number < wave.count:
+        return (f"sglab results pull --stack {stack_name} && {next_command(stack_name)}  (recomputes wave "
+                f"{wave.number}'s leader net of the slot nodes from its and the calibration step's sealed results, "
+                f"then runs wave {wave.number + 1} carrying it)")
+    if wave.calibration_run:
+        return (f"sglab results pull --stack {stack_name} && {next_command(stack_name)}  (last wave: recomputes its "
+                "leader net of the slot nodes, makes it the stack's candidate, unsets sglab:sweep.wave and runs pulumi "
+                "up: the confirmation A/B on fresh rounds; then sglab results pull and sglab promote)")
     if wave.number < wave.count:
         carry = (f" && pulumi config set --path sglab:sweep.carry-arm {leader}" if leader
                  else " && pulumi config rm --path sglab:sweep.carry-arm")

@@ -68,8 +68,9 @@ def _node_lines(raw: dict) -> list[str]:
     lines = [f"  nodes: the baseline on {base}; arms on {', '.join(slots)}"]
     calibration = raw.get("calibration") or []
     if not calibration:
-        return lines + ["  not calibrated (sweep.calibration-rounds 0): each gain includes any difference between "
-                        "its arm's node and the baseline's"]
+        return lines + ["  not calibrated in this run: each gain includes any difference between its arm's node and "
+                        "the baseline's (simulators: sweep.calibration-rounds 0; a cluster wave: `sglab sweep --next` "
+                        "recomputes it net of the calibration step)"]
     lines.append(f"  calibration ({raw.get('calibration_rounds', 0)} rounds of the baseline config on every slot "
                  "node beside the baseline); the gains below are net of it, their intervals widened by it:")
     return lines + [f"    {NodeOffset.model_validate(o).describe(base)}" for o in calibration]

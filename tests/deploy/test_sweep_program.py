@@ -313,3 +313,16 @@ def test_a_wave_beyond_the_grid_is_refused_by_render_too():
     raw = {**json.loads(json.dumps(loaded.raw)), **sweep(wave=99)}
     with pytest.raises(ConfigError, match="sweep.wave: is 99"):
         render_stack(load_mapping(STACK, loaded.path, raw))
+
+
+def test_a_calibrated_waves_next_step_recomputes_its_leader_from_the_pulled_results():
+    """After a calibration step the Job's own leader is the uncorrected race's: sweep_next says to pull the results
+    and let `--next` recompute the leader net of the slot nodes, never to carry the Job's leader as it is."""
+    arms = grid_names()
+    keys = dict(wave=2, carry_arm=arms[2], slot_nodes=["gpu-a", "gpu-b", "gpu-c", "gpu-d"], calibration_run="cal-run")
+    stack = stack_with(**keys)
+    run = run_program(STACK, sweep(**keys), reads=sweep_summary(stack, winner=arms[4], ranking=[]))
+    assert run.error is None, run.error
+    assert run.outputs["sweep_next"] == (f"sglab results pull --stack {STACK} && sglab sweep --stack {STACK} --next  "
+                                         "(recomputes wave 2's leader net of the slot nodes from its and the "
+                                         "calibration step's sealed results, then runs wave 3 carrying it)")
