@@ -28,7 +28,7 @@ the levels a promotion target gates at its own, higher min-gain, sglab/bench/seq
 Evidence is recomputed, never trusted: the earlier runs are found in the stack's results by run id, their
 seals verified (sglab/results/integrity.py) and their per-round log-ratios recomputed from their samples.
 The new result records them (run id, seal digest, the recomputed log-ratios per level) under
-result.sequential["sequence"], sealed with it, so `judge` stays a pure function of one document; promotion
+result.sequential.sequence, sealed with it, so `judge` stays a pure function of one document; promotion
 checks every recorded run again against its file (`recheck`).
 """
 
@@ -41,7 +41,7 @@ from pathlib import Path
 from sglab.analysis.stops import level_log_ratios
 from sglab.config.policy import PromotionPolicy
 from sglab.results import integrity
-from sglab.schema.result import RunResult
+from sglab.schema.result import EarlierRun, RunResult, SequenceRecord
 from sglab.core.errors import ConfigError
 from sglab.core.untrusted import printable
 from sglab.results.store import RESULT_FILE, list_runs, load_result, results_root
@@ -87,22 +87,21 @@ def sequence_key(result: RunResult) -> str | None:
                   sim_env=result.target.sim_env, urls=result.target.urls)
 
 
-def recorded(result: RunResult) -> dict | None:
+def recorded(result: RunResult) -> SequenceRecord | None:
     """The sequence a result records (None: it records none)."""
-    seq = (result.sequential or {}).get("sequence") if isinstance(result.sequential, dict) else None
-    return seq if isinstance(seq, dict) else None
+    return result.sequential.sequence if result.sequential is not None else None
 
 
 def earlier_log_ratios(result: RunResult, metric: str, slo=None) -> dict[int, list[float]]:
     """level -> the earlier runs' log-ratios a result's sequence continues (empty for a fresh sequence, or when
     the sequence was measured on another metric than the one judged)."""
     seq = recorded(result)
-    if not seq or seq.get("metric") != metric:
+    if seq is None or seq.metric != metric:
         return {}
     out: dict[int, list[float]] = {}
-    for run in seq.get("runs", []):
-        for level, ratios in (run.get("levels") or {}).items():
-            out.setdefault(int(level), []).extend(float(x) for x in ratios)
+    for run in seq.runs:
+        for level, ratios in run.levels.items():
+            out.setdefault(int(level), []).extend(ratios)
     return out
 
 
@@ -160,12 +159,11 @@ def _seed(result: RunResult) -> int | None:
 
 
 def continue_sequence(stack: str, key: str, policy, *, base: Path | None = None,
-                      fresh_reason: str | None = None, seed: int | None = None) -> dict:
+                      fresh_reason: str | None = None, seed: int | None = None) -> SequenceRecord:
     """The sequence record a new run of the pair starts with: the earlier runs it continues, each verified and
     its log-ratios recomputed (the newest run of the key names its predecessors; each is checked again).
     `seed`: the new run's load seed, refused when a run of the sequence already counted it."""
-    record = {"key": key, "metric": policy.metric, "fresh": fresh_reason is not None, "reason": fresh_reason,
-              "runs": []}
+    record = SequenceRecord(key=key, metric=policy.metric, fresh=fresh_reason is not None, reason=fresh_reason)
     if fresh_reason is not None:
         return record
     runs = _stack_runs(stack, base)
@@ -175,13 +173,16 @@ def continue_sequence(stack: str, key: str, policy, *, base: Path | None = None,
     run_dir, newest = latest
     chain = []
     counted: dict[int | None, str] = {}
-    for entry in (recorded(newest) or {}).get("runs", []) + [{"run_id": newest.run_id, "newest": True}]:
-        earlier_dir = run_dir.parent / str(entry.get("run_id"))
+    before = recorded(newest)
+    # (run id, the digest the sequence recorded for it, is it the newest run: checked by its own seal only)
+    entries = [(r.run_id, r.digest, False) for r in (before.runs if before is not None else [])]
+    for run_id, digest, is_newest in entries + [(newest.run_id, None, True)]:
+        earlier_dir = run_dir.parent / run_id
         if not (earlier_dir / "result.json").is_file():
-            raise SequenceError(f"run {entry.get('run_id')} of this pair's sequence (named by run {newest.run_id}) is "
+            raise SequenceError(f"run {run_id} of this pair's sequence (named by run {newest.run_id}) is "
                                 f"missing from {run_dir.parent}", f"restore it, {FRESH_FIX}")
         found = _trusted(earlier_dir)
-        if not entry.get("newest") and (found.integrity is None or found.integrity.digest != entry.get("digest")):
+        if not is_newest and (found.integrity is None or found.integrity.digest != digest):
             raise SequenceError(f"run {found.run_id} is not the run the sequence recorded (its seal changed)",
                                 f"restore it, {FRESH_FIX}")
         _count_seed(counted, found)
@@ -191,7 +192,7 @@ def continue_sequence(stack: str, key: str, policy, *, base: Path | None = None,
                             "the same seed replays the same prompts, arm order and acceptance draws, so its rounds "
                             "are no new evidence", f"leave load.seed unset (each run draws its own) or give "
                             f"another --seed, {FRESH_FIX}")
-    record["runs"] = chain
+    record.runs = chain
     return record
 
 
@@ -206,10 +207,10 @@ def _count_seed(counted: dict[int | None, str], found: RunResult) -> None:
     counted[seed] = found.run_id
 
 
-def _entry(result: RunResult, policy) -> dict:
+def _entry(result: RunResult, policy) -> EarlierRun:
     record = result.integrity
-    return {"run_id": result.run_id, "algorithm": record.algorithm if record else None,
-            "digest": record.digest if record else None, "levels": _levels(result, policy)}
+    return EarlierRun(run_id=result.run_id, algorithm=record.algorithm if record else None,
+                      digest=record.digest if record else None, levels=_levels(result, policy))
 
 
 GPU_LABEL = "nvidia.com/gpu.product"
@@ -236,12 +237,12 @@ def recheck(result: RunResult, base: Path | None, policy) -> str | None:
     its recomputed log-ratios are the recorded ones, it ran with a load seed of its own and on the machines this
     run ran on; None when all hold, else what is wrong."""
     seq = recorded(result)
-    if not seq or not seq.get("runs"):
+    if seq is None or not seq.runs:
         return None
     folder = (base if base is not None else results_root()) / result.stack
     counted: dict[int | None, str] = {}
-    for entry in seq["runs"]:
-        run_id = str(entry.get("run_id"))
+    for entry in seq.runs:
+        run_id = entry.run_id
         if not (folder / run_id / RESULT_FILE).is_file():
             return f"earlier run {run_id} of its sequence is missing from {folder}"
         try:
@@ -251,9 +252,9 @@ def recheck(result: RunResult, base: Path | None, policy) -> str | None:
             return exc.why
         except ConfigError as exc:
             return f"earlier run {run_id} of its sequence cannot be read: {exc}"
-        if found.integrity is None or found.integrity.digest != entry.get("digest"):
+        if found.integrity is None or found.integrity.digest != entry.digest:
             return f"earlier run {run_id} is not the run its sequence recorded (its seal changed)"
-        if _levels(found, policy) != entry.get("levels"):
+        if _levels(found, policy) != entry.levels:
             return f"earlier run {run_id}'s rounds, recomputed, differ from the ones its sequence recorded"
         if found.stack != result.stack:
             return f"earlier run {run_id} is a run of stack {printable(found.stack, limit=80)}, not {result.stack}"

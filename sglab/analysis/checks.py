@@ -297,7 +297,8 @@ def planned_schedule(result: RunResult) -> tuple[dict[int, int] | None, str | No
         levels = plan.concurrency if profile == "concurrency" else (plan.get("rate") or {}).get("levels") \
             if profile == "rate" else None
         gated = list((result.policy.levels if result.policy is not None else None) or PromotionPolicy().levels)
-        gated += [int(k) for k in ((result.sequential or {}).get("stop_rule") or {})]  # the target's gated levels
+        if result.sequential is not None:
+            gated += [int(k) for k in result.sequential.stop_rule]  # the target's gated levels
         if levels:
             derived = {lv: plan.rounds if plan.ungated_rounds is None or lv in gated else plan.ungated_rounds
                        for lv in levels}

@@ -78,12 +78,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
-
 import numpy as np
-from pydantic import BaseModel
 from scipy import special
 from scipy import stats as scipy_stats
+
+from sglab.schema.result import Decision, Look, SequentialRecord
 
 
 # The boundary of the sequence (see the module docstring): b_n for every n, by bisection.
@@ -301,12 +300,12 @@ def widen_sentence(stats: RoundStats, index: int = -1) -> str | None:
 
 # The rule.
 
-Decision = Literal["promote", "reject", "futile", "continue", "inconclusive"]
-"""promote: the lower bound clears log(1 + min-gain) and no check holds it; reject: the upper bound is below it
-(short of the minimum with confidence: cannot promote); futile (only with `futility` and max-rounds, from
-FUTILITY_MIN_ROUNDS on): even a true gain at the current upper bound would leave the lower bound at max-rounds
-(same spread) short of the minimum, and a reject is not within reach either; continue: none yet;
-inconclusive: none by max-rounds. Stopping early without promoting never raises the false-promotion rate."""
+# A look's Decision (sglab.schema.result, beside the records of the looks): promote: the lower bound clears
+# log(1 + min-gain) and no check holds it; reject: the upper bound is below it (short of the minimum with
+# confidence: cannot promote); futile (only with `futility` and max-rounds, from FUTILITY_MIN_ROUNDS on): even a
+# true gain at the current upper bound would leave the lower bound at max-rounds (same spread) short of the
+# minimum, and a reject is not within reach either; continue: none yet; inconclusive: none by max-rounds.
+# Stopping early without promoting never raises the false-promotion rate.
 PROMOTE, REJECT, FUTILE, NONE = 1, -1, -2, 0
 _NAMES: dict[int, Decision] = {PROMOTE: "promote", REJECT: "reject", FUTILE: "futile"}
 
@@ -368,47 +367,6 @@ def look_codes(values: np.ndarray, *, threshold_log: float, confidence: float = 
             reject_in_reach = stats.mean - REACH_SES * stats.sd / np.sqrt(n) + at_max * stats.sd < threshold_log
         code = np.where((code == NONE) & hopeless & ~reject_in_reach, FUTILE, code)
     return stats, lower, upper, code, held
-
-
-class Look(BaseModel):
-    """One look at the sequence, after `rounds` paired rounds (round_index = rounds - 1)."""
-
-    round_index: int
-    rounds: int
-    mean_log: float
-    lower_log: float | None  # None: unbounded
-    upper_log: float | None
-    estimate: float  # exp(mean_log) - 1
-    low: float | None
-    high: float | None
-    decision: Decision
-    held: str | None = None  # the check that keeps a clearing lower bound from promoting (HELD_NAMES)
-    autocorrelation: float | None = None  # bias-corrected lag-1 (round_stats)
-    widen: float | None = None
-    skewness: float | None = None
-    trend_t: float | None = None
-
-
-class SequentialRecord(BaseModel):
-    """Every look of one sequential test, up to and including the one that decided."""
-
-    method: str = METHOD
-    confidence: float
-    min_gain: float
-    threshold_log: float
-    min_rounds: int
-    max_rounds: int | None
-    futility: bool = False
-    checks: str = STANDARD.name  # CHECKS: the floor and holds it was judged with
-    decision: Decision
-    rounds: int
-    looks: list[Look]
-    earlier_rounds: int = 0  # rounds of earlier runs this sequence continues (sglab/analysis/accumulate.py)
-    notes: list[str] = []  # what the checks did at the last look, in words
-
-    @property
-    def last(self) -> Look | None:
-        return self.looks[-1] if self.looks else None
 
 
 def _finite(x: float) -> float | None:

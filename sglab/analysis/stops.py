@@ -12,7 +12,7 @@ import math
 from typing import NamedTuple
 
 from sglab.analysis.operating_point import slo_targets
-from sglab.analysis.sequential import CHECKS, STANDARD, Look, SequentialRecord, sequential_test
+from sglab.analysis.sequential import STANDARD, Look, SequentialRecord, sequential_test
 from sglab.analysis.nodes import ARMS, DesignEstimates, design_estimates, design_of
 from sglab.schema.result import LevelResult, RunResult
 
@@ -34,18 +34,6 @@ def threshold_for(policy, level: int) -> float:
 
 def line_for(policy, level: int) -> StopLine:
     return StopLine(threshold_for(policy, level), policy.checks)
-
-
-def recorded_line(value) -> StopLine | None:
-    """A line as result.sequential["stop_rule"] records it: [gain, checks], or a bare gain (runs before policy.checks
-    were judged with the standard checks); None for anything else (a tampered record is no line: the schedule
-    check then finds the rounds that do not match)."""
-    pair = isinstance(value, (list, tuple)) and len(value) == 2
-    gain, checks = (value[0], value[1]) if pair else (value, STANDARD.name)
-    if (isinstance(gain, bool) or not isinstance(gain, (int, float)) or not math.isfinite(gain)
-            or not isinstance(checks, str) or checks not in CHECKS):
-        return None
-    return StopLine(float(gain), checks)
 
 
 def level_estimates(level: LevelResult, metric: str, policy=None, arms: tuple[str, str] = ARMS) -> DesignEstimates:
@@ -143,30 +131,26 @@ def decided_rounds(result: RunResult, policy, earlier: dict[int, list[float]] | 
 
 def stop_thresholds(result: RunResult, policy) -> dict[int, list[StopLine]]:
     """level -> the lines a sequentially run level stopped against: the policy's own at its gated levels, plus
-    those the run recorded for its promotion target's gate (result.stop_rule, checked against its policy)."""
+    those the run recorded for its promotion target's gate (result.sequential.stop_rule)."""
     out: dict[int, list[StopLine]] = {lv: [line_for(policy, lv)] for lv in policy.levels}
-    recorded = (result.sequential or {}).get("stop_rule") if isinstance(result.sequential, dict) else None
-    for key, lines in (recorded if isinstance(recorded, dict) else {}).items():
-        try:
-            level = int(key)
-        except ValueError:
-            continue
-        out.setdefault(level, [])
-        for line in map(recorded_line, lines if isinstance(lines, list) else []):
-            if line is not None and line not in out[level]:
-                out[level].append(line)
+    recorded = result.sequential.stop_rule if result.sequential is not None else {}
+    for key, lines in recorded.items():
+        found = out.setdefault(int(key), [])
+        for line in map(StopLine._make, lines):
+            if line not in found:
+                found.append(line)
     return out
 
 
 def stop_lines(result: RunResult, label: str = "c") -> list[str]:
     """The recorded stop of every sequentially run level (for the end of the console output)."""
-    out = []
-    recorded = result.sequential or {}
-    for key, data in sorted(((k, v) for k, v in recorded.items() if k.isdigit()), key=lambda kv: int(kv[0])):
-        level = result.level(int(key))
+    out: list[str] = []
+    if result.sequential is None:
+        return out
+    for concurrency, record in result.sequential.levels.items():
+        level = result.level(concurrency)
         design = design_of(level) if level is not None else "parallel"
         rounds = len({s.round_index for s in level.rounds if not s.warmup and s.round_index >= 0}) if level else None
-        for record in [data, *(recorded.get("others") or {}).get(key, [])]:
-            out.append(stop_reason(int(key), SequentialRecord.model_validate(record), label, design=design,
-                                   measured_rounds=rounds))
+        for each in [record, *result.sequential.others.get(str(concurrency), [])]:
+            out.append(stop_reason(concurrency, each, label, design=design, measured_rounds=rounds))
     return out

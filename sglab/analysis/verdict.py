@@ -240,10 +240,10 @@ def _design(levels: dict[int, LevelVerdict], policy: PromotionPolicy) -> str:
 
 def _sequence_summary(result: RunResult, earlier: dict[int, list[float]]) -> dict | None:
     seq = recorded(result)
-    if not seq:
+    if seq is None:
         return None
-    return {"runs": [r.get("run_id") for r in seq.get("runs", [])], "fresh": bool(seq.get("fresh")),
-            "reason": seq.get("reason"), "earlier_rounds": {str(k): len(v) for k, v in earlier.items()}}
+    return {"runs": [r.run_id for r in seq.runs], "fresh": seq.fresh, "reason": seq.reason,
+            "earlier_rounds": {str(k): len(v) for k, v in earlier.items()}}
 
 
 def next_step(v: Verdict) -> str | None:

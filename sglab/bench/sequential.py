@@ -32,7 +32,7 @@ from sglab.core.untrusted import printable
 from sglab.load.request import BenchRequest, RefusedError
 from sglab.report.console import render_console
 from sglab.results.store import write_result
-from sglab.schema.result import LevelResult, RunResult
+from sglab.schema.result import LevelResult, RunResult, SequenceRecord, SequentialRun
 
 if TYPE_CHECKING:
     from sglab.config.policy import PromotionPolicy
@@ -62,7 +62,7 @@ def stop_rule(policy, target_policy=None) -> dict[int, list[StopLine]]:
 
 class SequentialBench:
     def __init__(self, request: BenchRequest, max_rounds: int, *, echo=None, target_policy=None,
-                 earlier: dict[int, list[float]] | None = None, sequence: dict | None = None) -> None:
+                 earlier: dict[int, list[float]] | None = None, sequence: SequenceRecord | None = None) -> None:
         self.policy = request.loaded.config.policy
         self.plan = request.plan
         self.arms = [a.name for a in request.arms]
@@ -70,8 +70,8 @@ class SequentialBench:
         self.lines = stop_rule(self.policy, target_policy)
         self.earlier = {lv: list(v) for lv, v in (earlier or {}).items()}
         self.sequence = sequence
-        self.records: dict[str, dict] = {}
-        self.others: dict[str, list[dict]] = {}  # a level's records against the target's other gains
+        self.records: dict[str, SequentialRecord] = {}
+        self.others: dict[str, list[SequentialRecord]] = {}  # a level's records against the target's other gains
         self.decided: dict[int, bool] = {}
         self.looked: dict[int, int] = {}  # level -> the looks echoed so far
         self.echo = echo or (lambda text: print(text, file=sys.stderr))
@@ -97,8 +97,8 @@ class SequentialBench:
             return
         records = self.tests(measured)
         main = records[0]
-        self.records[str(level)] = main.model_dump(mode="json")
-        self.others[str(level)] = [r.model_dump(mode="json") for r in records[1:]]
+        self.records[str(level)] = main
+        self.others[str(level)] = records[1:]
         self.decided[level] = all(r.decision != "continue" for r in records)
         look = main.last
         if look is None or (not self.decided[level] and self.looked.get(level) == look.rounds):
@@ -131,15 +131,14 @@ class SequentialBench:
                 for line in self.lines[measured.concurrency]]
 
     def annotate(self, result: RunResult) -> None:
-        result.sequential = {**self.records,
-                             "stop_rule": {str(lv): [list(line) for line in lines] for lv, lines in self.lines.items()},
-                             "others": {k: v for k, v in self.others.items() if v}}
-        if self.sequence is not None:
-            result.sequential["sequence"] = self.sequence
+        stop_rule = {str(lv): [tuple(line) for line in lines] for lv, lines in self.lines.items()}
+        others = {k: v for k, v in self.others.items() if v}
+        result.sequential = SequentialRun.model_validate({**self.records, "stop_rule": stop_rule, "others": others,
+                                                          "sequence": self.sequence})
 
 
 def resolve_sequence(request: BenchRequest, *, fresh_reason: str | None = None
-                     ) -> tuple[dict | None, dict[int, list[float]]]:
+                     ) -> tuple[SequenceRecord | None, dict[int, list[float]]]:
     """The sequence a new run of this pair continues (record, level -> earlier log-ratios), before anything
     starts; (None, {}) for runs that cannot continue one. Refuses (RefusedError) when an earlier run of the
     sequence is missing or changed, any run of the stack's results cannot be trusted, or the run's load seed
@@ -161,14 +160,15 @@ def resolve_sequence(request: BenchRequest, *, fresh_reason: str | None = None
     except SequenceError as exc:
         raise RefusedError(f"{exc.why}; fix: {exc.fix}") from None
     earlier: dict[int, list[float]] = {}
-    for run in record["runs"]:
-        for level, ratios in run["levels"].items():
+    for run in record.runs:
+        for level, ratios in run.levels.items():
             earlier.setdefault(int(level), []).extend(ratios)
     return record, earlier
 
 
 def run_sequential(request: BenchRequest, *, rounds_given: bool = False,
-                   target_policy=None, earlier: dict[int, list[float]] | None = None, sequence: dict | None = None,
+                   target_policy=None, earlier: dict[int, list[float]] | None = None,
+                   sequence: SequenceRecord | None = None,
                    earlier_levels: list | None = None):
     """run_bench with the sequential stop at the sequential levels; returns (result, run_dir).
 
@@ -228,7 +228,7 @@ class SequentialPlan:
     """What a sequential bench runs, decided before anything starts (`prepare`)."""
 
     target_policy: object | None = None
-    sequence: dict | None = None
+    sequence: SequenceRecord | None = None
     earlier: dict[int, list[float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     sentence: str = ""
@@ -252,13 +252,13 @@ def prepare(request: BenchRequest, *, quick: bool, rounds_given: bool,
     policy = request.loaded.config.policy
     reason = fresh if isinstance(fresh, str) else "--fresh-sequence" if fresh else None  # a string: why afresh
     plan.sequence, plan.earlier = resolve_sequence(request, fresh_reason=reason)
-    if plan.sequence is not None and plan.sequence["runs"]:
-        runs = ", ".join(r["run_id"] for r in plan.sequence["runs"])
+    if plan.sequence is not None and plan.sequence.runs:
+        runs = ", ".join(r.run_id for r in plan.sequence.runs)
         rounds = ", ".join(f"{len(v)} rounds at {lv}" for lv, v in sorted(plan.earlier.items()))
         plan.notes.append(f"continues the sequence of runs {runs} ({rounds}): re-running this pair keeps the "
                           "sequence's error rate")
-    elif plan.sequence is not None and plan.sequence.get("reason"):
-        plan.notes.append(f"a new sequence for this pair: {plan.sequence['reason']}")
+    elif plan.sequence is not None and plan.sequence.reason:
+        plan.notes.append(f"a new sequence for this pair: {plan.sequence.reason}")
     limit = max_rounds_for(request.plan.rounds, rounds_given=rounds_given)
     plan.sentence = (f"{plan_sentence(stop_rule(policy, plan.target_policy), policy, target, plan.target_policy)} "
                      f"({policy.confidence:.0%} confidence sequence, stops at its decision, at most {limit} rounds)")
@@ -274,7 +274,7 @@ def judge_and_report(result: RunResult, run_dir: Path) -> str | None:
     verdict = judge(result)
     if result.sweep is not None:
         verdict.promote_result = str(run_dir)
-    result.verdict = verdict.model_dump(mode="json")
+    result.verdict = verdict
     write_result(result, run_dir, overwrite=True)
     try:
         from sglab.report import write_report

@@ -13,6 +13,7 @@ from sglab.cli.bounds import model_option
 from sglab.config.cluster import BenchmarkJob
 from sglab.core.errors import ConfigError
 from sglab.schema.result import RunResult
+from sglab.schema.verdict import Verdict
 from sglab.results.store import list_runs, load_result, results_root
 from sglab.core.untrusted import printable
 
@@ -51,16 +52,11 @@ def _level_name(label: str, level: int) -> str:
 
 
 def _gains(result: RunResult) -> str:
-    """The gains of the verdict snapshot the run stored (a snapshot: any shape is shown, never trusted)."""
-    verdict = result.verdict or {}
+    """The gains of the verdict snapshot the run stored (a snapshot: shown, never trusted; a sweep's has none)."""
     label = level_label(result)
-    parts = []
-    levels = verdict.get("levels")
-    for level in levels if isinstance(levels, list) else []:
-        decode = level.get("decode") if isinstance(level, dict) else None
-        estimate = decode.get("estimate") if isinstance(decode, dict) else None
-        if isinstance(estimate, (int, float)) and not isinstance(estimate, bool):
-            parts.append(f"{_level_name(label, level.get('concurrency', '?'))} {estimate:+.1%}")
+    levels = result.verdict.levels if isinstance(result.verdict, Verdict) else []
+    parts = [f"{_level_name(label, level.concurrency)} {level.decode.estimate:+.1%}" for level in levels
+             if level.decode.estimate is not None]
     return (", " if label == "rate" else " ").join(parts) or "-"
 
 
@@ -99,7 +95,7 @@ def rows(stack: str, base: Path | None = None, unreadable: list[ConfigError] | N
         if levels != "-" and label in ("rate", "trace"):
             levels = "trace" if label == "trace" else f"{levels} req/s"
         complete = _state(result)
-        outcome = (result.verdict or {}).get("outcome", "-")
+        outcome = result.verdict.outcome if result.verdict is not None else "-"
         cells = (result.run_id, result.kind, complete, result.target.kind, levels, _gains(result), outcome)
         out.append(tuple(printable(c, limit=120) for c in cells))
     return out
@@ -176,11 +172,12 @@ def _references(result: RunResult) -> set[str]:
     the sweep it confirms."""
     from sglab.analysis.accumulate import recorded
 
-    found = {str(entry.get("run_id")) for entry in (recorded(result) or {}).get("runs", []) if isinstance(entry, dict)}
+    sequence = recorded(result)
+    found = {entry.run_id for entry in sequence.runs} if sequence is not None else set()
     if result.design is not None and result.design.joined_run:
         found.add(result.design.joined_run)
-    if isinstance(result.sweep, dict) and result.sweep.get("sweep_run_id"):
-        found.add(str(result.sweep["sweep_run_id"]))
+    if result.sweep is not None:
+        found.add(result.sweep.sweep_run_id)
     return found
 
 

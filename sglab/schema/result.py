@@ -8,17 +8,27 @@ incompatible change.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, field_validator,
+                      model_serializer, model_validator)
 
 from sglab.schema.records import Confound, RecordedLint, RecordedLoadPlan, RecordedPolicy
+from sglab.schema.verdict import RecordedVerdict
 from sglab.core.untrusted import is_control
 
 SCHEMA_VERSION = 1
 # run_id and stack name a result's directories (results/<stack>/<run-id>/) and are printed everywhere: no
 # separators, no controls, nothing a terminal or a path could read as more than a name.
 SAFE_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+
+
+def safe_name(value: str) -> str:
+    """`value` when SAFE_NAME allows it as a directory name; ValueError otherwise."""
+    if not SAFE_NAME.match(value) or ".." in value:
+        raise ValueError(f"{value[:60]!r} is not a safe directory name (up to 128 letters, digits, '.', '_', '-')")
+    return value
+
 
 RunKind = Literal["ab", "aa", "attribute", "interactive", "sweep"]
 TargetKind = Literal["sim", "urls", "in-cluster", "interactive"]
@@ -250,6 +260,166 @@ class IntegrityRecord(BaseModel):
                                             "(bench runs; interactive runs have none)")
 
 
+# The sequential record (`RunResult.sequential`): what sglab.analysis.sequential.sequential_test computed at every
+# look of a sequentially run level, and the sequence of earlier runs it continued (sglab/analysis/accumulate.py).
+# Never trusted: the verdict and the evidence checks recompute every look from the rounds.
+
+Decision = Literal["promote", "reject", "futile", "continue", "inconclusive"]
+ChecksName = Literal["standard", "strict"]  # policy.checks: sglab.analysis.sequential.CHECKS by name
+# A level as a key of a JSON object: its concurrency (or rate) written as a string.
+LEVEL_KEY = re.compile(r"\A[1-9][0-9]{0,8}\Z")
+LevelKey = Annotated[str, Field(pattern=r"^[1-9][0-9]{0,8}$")]  # LEVEL_KEY in the dialect of pydantic's patterns
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class Look(Schema):
+    """One look at the sequence, after `rounds` paired rounds (round_index = rounds - 1)."""
+
+    round_index: int
+    rounds: int
+    mean_log: float
+    lower_log: float | None = Field(description="None: unbounded")
+    upper_log: float | None
+    estimate: float = Field(description="exp(mean_log) - 1")
+    low: float | None
+    high: float | None
+    decision: Decision
+    held: str | None = Field(None, description="the check that keeps a clearing lower bound from promoting "
+                             "(sglab.analysis.sequential.HELD_NAMES)")
+    autocorrelation: float | None = Field(None, description="bias-corrected lag-1 (round_stats)")
+    widen: float | None = None
+    skewness: float | None = None
+    trend_t: float | None = None
+
+
+class SequentialRecord(Schema):
+    """Every look of one sequential test, up to and including the one that decided."""
+
+    method: str = Field(description="the rule (sglab.analysis.sequential.METHOD)")
+    confidence: float
+    min_gain: float
+    threshold_log: float
+    min_rounds: int
+    max_rounds: int | None
+    futility: bool = False
+    checks: ChecksName = Field(description="the floor and holds it was judged with (policy.checks)")
+    decision: Decision
+    rounds: int
+    looks: list[Look]
+    earlier_rounds: int = Field(0, description="rounds of earlier runs this sequence continues "
+                                "(sglab/analysis/accumulate.py)")
+    notes: list[str] = Field(default_factory=list, description="what the checks did at the last look, in words")
+
+    @property
+    def last(self) -> Look | None:
+        return self.looks[-1] if self.looks else None
+
+
+class EarlierRun(Schema):
+    """One earlier run a sequence continues, verified when the new run started (sglab/analysis/accumulate.py)."""
+
+    run_id: str
+    algorithm: Algorithm | None = Field(description="its seal's algorithm (None: it had no seal)")
+    digest: str | None = Field(description="its seal's digest: promotion checks the run still has it")
+    levels: dict[LevelKey, list[float]] = Field(description="level -> its per-round log-ratios, recomputed")
+
+    @field_validator("run_id")
+    @classmethod
+    def _safe_run_id(cls, value: str) -> str:
+        """The run is looked up as results/<stack>/<run_id>: a name, never a path."""
+        return safe_name(value)
+
+
+class SequenceRecord(Schema):
+    """The sequence a run continues: the earlier runs of the same pair (sglab/analysis/accumulate.py)."""
+
+    key: str = Field(description="the pair's sequence key (sglab.analysis.accumulate.key_of)")
+    metric: str = Field(description="the metric whose log-ratios the earlier runs contribute")
+    fresh: bool = Field(description="the run started a new sequence on purpose (`--fresh-sequence`)")
+    reason: str | None = Field(None, description="why it started afresh")
+    runs: list[EarlierRun] = Field(default_factory=list, description="the earlier runs, oldest first")
+
+
+class SequentialRun(Schema):
+    """`RunResult.sequential`: level (concurrency as a string) -> the record of that sequentially run level, beside
+    the lines each level stopped against, its records against the target's other lines and the sequence it
+    continued. The levels are the object's own keys (typed extras), as sglab/bench/sequential.py writes them."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, SequentialRecord] = Field(init=False)
+
+    stop_rule: dict[LevelKey, list[tuple[FiniteFloat, ChecksName]]] = Field(
+        default_factory=dict, description="level -> the lines it ran until every one decided: [gain, checks] each "
+                                          "(the stack's own and its promotion target's, sglab/bench/sequential.py)")
+    others: dict[LevelKey, list[SequentialRecord]] = Field(
+        default_factory=dict, description="level -> its records against the lines after the first")
+    sequence: SequenceRecord | None = Field(None, description="the earlier runs of the pair it continues; "
+                                            "written only when it continues or starts one")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _levels_and_known_keys(cls, data: Any) -> Any:
+        """An extra key is a level's record: any other name is a key this sglab does not know."""
+        if isinstance(data, dict):
+            for key in data:
+                if key not in cls.model_fields and not (isinstance(key, str) and LEVEL_KEY.match(key)):
+                    raise ValueError(f"unknown key {str(key)[:60]!r}: its keys are the levels (concurrency as a "
+                                     f"string) and {', '.join(cls.model_fields)}")
+        return data
+
+    @model_serializer(mode="wrap")
+    def _sequence_when_recorded(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A run that continues no sequence writes no `sequence` key (not null)."""
+        data = handler(self)
+        if self.sequence is None:
+            data.pop("sequence", None)
+        return data
+
+    @property
+    def levels(self) -> dict[int, SequentialRecord]:
+        """level -> the record of its own line (the first), in level order."""
+        return dict(sorted((int(k), v) for k, v in (self.__pydantic_extra__ or {}).items()))
+
+
+# A sweep's confirmation A/B (`RunResult.sweep`, sglab/sweep/confirm.py).
+
+class ConfirmedArm(Schema):
+    """The sweep arm a confirmation confirms, as sglab.sweep.grid.SweepArm.record() writes it: promote rebuilds the
+    arm of that name from the stack's grid and compares it with this (sglab.sweep.run.ArmRecord)."""
+
+    name: str
+    num_steps: int
+    eagle_topk: int
+    num_draft_tokens: int
+    adaptive: bool
+    variant: str
+    nccl: dict[str, str]
+    config_hash: str
+    algorithm: str | None = Field(None, description="a draft-model arm's algorithm; with draft_model_path, written "
+                                  "only for such arms")
+    draft_model_path: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _draft_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """An arm without an algorithm of its own writes neither key, as SweepArm.record() does."""
+        data = handler(self)
+        if self.algorithm is None:
+            data.pop("algorithm", None)
+            data.pop("draft_model_path", None)
+        return data
+
+
+class SweepConfirmation(Schema):
+    """The sweep run and the arm a confirmation A/B confirms (sglab/sweep/confirm.py sweep_record)."""
+
+    sweep_run_id: str
+    arm: ConfirmedArm
+    selected_by: dict[LevelKey, dict[str, Any]] = Field(
+        default_factory=dict, description="level -> the sweep's race record there (sglab.sweep.race.RaceRecord): "
+                                          "shown, never evidence")
+    note: str = ""
+
+
 class RunResult(Schema):
     # The JSON as read from disk (store.load_result): the seal covers the document as stored, so a newer
     # sglab whose models add optional fields still verifies an older file.
@@ -289,12 +459,15 @@ class RunResult(Schema):
                                         "written before the design was recorded)")
     loadgen: LoadGen = Field(default_factory=LoadGen, description="load generator: tool, version, user class, "
                              "workers, and the process that wrote the run")
-    verdict: dict | None = Field(None, description="snapshot of sglab.schema.verdict.Verdict when the run ended; "
-                                 "never trusted (compare and promote recompute it)")
-    sequential: dict | None = Field(None, description="policy.method sequential: concurrency (str) -> every look of "
-                                    "its confidence sequence (sglab.analysis.sequential.SequentialRecord)")
-    sweep: dict | None = Field(None, description="a sweep's confirmation A/B: the sweep run and the arm it confirms "
-                               "(sglab/sweep/confirm.py); promote rebuilds that arm from the stack")
+    verdict: RecordedVerdict | None = Field(None, description="snapshot of the verdict when the run ended (an A/B's "
+                                            "sglab.schema.verdict.Verdict, a sweep's SweepVerdict); never trusted "
+                                            "(compare and promote recompute it)")
+    sequential: SequentialRun | None = Field(None, description="policy.method sequential: concurrency (str) -> "
+                                             "every look of its confidence sequence, the lines it stopped against, "
+                                             "the sequence it continued")
+    sweep: SweepConfirmation | None = Field(None, description="a sweep's confirmation A/B: the sweep run and the arm "
+                                            "it confirms (sglab/sweep/confirm.py); promote rebuilds that arm from "
+                                            "the stack")
     output_texts: dict[str, str] = Field(default_factory=dict, description="output_sha256 -> text of every distinct "
                                          "output of the request samples: output parity (sglab/analysis/provenance.py)")
     integrity: IntegrityRecord | None = Field(None, description="digest (or HMAC) over the document and the "
@@ -303,10 +476,7 @@ class RunResult(Schema):
     @field_validator("run_id", "stack")
     @classmethod
     def _safe_name(cls, value: str) -> str:
-        if not SAFE_NAME.match(value) or ".." in value:
-            raise ValueError(f"{value[:60]!r} is not a safe directory name (up to 128 letters, digits, '.', '_', "
-                             "'-')")
-        return value
+        return safe_name(value)
 
     @field_validator("load_plan", "policy", mode="before")
     @classmethod

@@ -5,12 +5,19 @@ snapshot of it, which is never trusted (compare and promote recompute it from th
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 Outcome = Literal["promote", "reject", "inconclusive"]
 LevelOutcome = Literal["win", "lose", "undecided", "no-data"]
+
+
+class Part(BaseModel):
+    """A part of the verdict document. Unknown keys are refused: a stored snapshot (`RunResult.verdict`) with a key
+    this sglab does not know is not a verdict it wrote."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 def pct(x: float | None) -> str:
@@ -18,7 +25,7 @@ def pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:+.1%}"
 
 
-class Gain(BaseModel):
+class Gain(Part):
     """Candidate over baseline for one metric at one level (geometric mean of per-round ratios);
     positive = better, whatever the metric's direction."""
 
@@ -38,7 +45,7 @@ class Gain(BaseModel):
     notes: list[str] = Field(default_factory=list, description="sequential: what the checks did, in words")
 
 
-class LatencyDelta(BaseModel):
+class LatencyDelta(Part):
     baseline_p99_ms: float | None = None
     candidate_p99_ms: float | None = None
     increase: float | None = None  # candidate / baseline - 1
@@ -48,7 +55,7 @@ class LatencyDelta(BaseModel):
     confidence: float | None = None
 
 
-class Economics(BaseModel):
+class Economics(Part):
     concurrency: int
     baseline_step_ms: float | None = None
     candidate_itl_ms: float | None = None
@@ -59,7 +66,7 @@ class Economics(BaseModel):
     accept_margin: float | None = None  # accept_length / break-even - 1: > 0 means speculation pays
 
 
-class Crossover(BaseModel):
+class Crossover(Part):
     """Where the candidate stops winning (gain reaches 0), interpolated in log2(concurrency)."""
 
     concurrency: float | None = None
@@ -67,7 +74,7 @@ class Crossover(BaseModel):
     note: str = ""
 
 
-class Component(BaseModel):
+class Component(Part):
     key: str  # total | confounds | speculation | interaction
     label: str
     estimate: float
@@ -75,7 +82,7 @@ class Component(BaseModel):
     high: float | None = None
 
 
-class LevelAttribution(BaseModel):
+class LevelAttribution(Part):
     concurrency: int
     rounds: int
     components: list[Component]
@@ -84,14 +91,14 @@ class LevelAttribution(BaseModel):
         return next(c for c in self.components if c.key == key)
 
 
-class Attribution(BaseModel):
+class Attribution(Part):
     metric: str
     confidence: float
     confounds_label: str
     levels: list[LevelAttribution]
 
 
-class Check(BaseModel):
+class Check(Part):
     """A guard (fails -> reject) or a blocker (present -> never promote)."""
 
     name: str
@@ -103,7 +110,7 @@ class Check(BaseModel):
 LOSS_PREFIX = "The candidate loses "  # how loss_text starts
 
 
-class OperatingPoint(BaseModel):
+class OperatingPoint(Part):
     """Where the gate was evaluated and where the candidate loses (sglab/analysis/operating_point.py)."""
 
     level_label: str = "concurrency"  # what a level is (the load profile's)
@@ -119,7 +126,7 @@ class OperatingPoint(BaseModel):
                                         "(geometric, traffic.weights)")
 
 
-class CategoryGain(BaseModel):
+class CategoryGain(Part):
     """One prompt category at one level: the gain on the gate metric and the arms' accept lengths."""
 
     level: int
@@ -134,7 +141,7 @@ class CategoryGain(BaseModel):
                                      "the level's categories (1 - alpha / k)")
 
 
-class NodeEffect(BaseModel):
+class NodeEffect(Part):
     """A crossover's node effect (sglab/analysis/nodes.py): how much faster `node` ran than `other` on the gated
     metric, whichever arm it served, with its interval over the pairs of periods (reported, never gated)."""
 
@@ -152,7 +159,7 @@ class NodeEffect(BaseModel):
                f"than node {self.other}"
 
 
-class LevelVerdict(BaseModel):
+class LevelVerdict(Part):
     concurrency: int
     gating: bool
     outcome: LevelOutcome
@@ -190,7 +197,7 @@ class LevelVerdict(BaseModel):
         return {"decode_tok_per_s": self.decode, "output_tok_per_s": self.output, **self.extra_gains}
 
 
-class ParityCount(BaseModel):
+class ParityCount(Part):
     """Pairs of temperature-0 answers to the same request, and how many are the same text
     (sglab/analysis/provenance.py)."""
 
@@ -204,13 +211,13 @@ class ParityCount(BaseModel):
         return self.equal / self.pairs if self.pairs else None
 
 
-class LevelParity(BaseModel):
+class LevelParity(Part):
     concurrency: int
     candidate: ParityCount
     aa: ParityCount
 
 
-class OutputParity(BaseModel):
+class OutputParity(Part):
     """The candidate's answers against the baseline's, and the baseline's against its own in other rounds (A/A)."""
 
     candidate: ParityCount
@@ -218,7 +225,7 @@ class OutputParity(BaseModel):
     levels: list[LevelParity] = Field(default_factory=list)
 
 
-class Verdict(BaseModel):
+class Verdict(Part):
     run_id: str
     stack: str
     kind: str
@@ -256,3 +263,54 @@ class Verdict(BaseModel):
 
     def level(self, concurrency: int) -> LevelVerdict | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+
+
+SweepStatus = Literal["running", "interrupted", "swept", "no-winner", "confirming", "confirmed", "not-confirmed"]
+
+
+class RankedArm(Part):
+    """One arm of a sweep at one gated level, as its race left it (sglab.sweep.outputs.ranking_rows)."""
+
+    level: int
+    rank: int = Field(description="1 = the pick")
+    arm: str
+    status: str = Field(description="selected, picked, leader, survivor or eliminated (sglab.sweep.race.Status)")
+    rounds: int
+    baseline_rounds: int | None = None
+    gain: float | None = None
+    low: float | None = None
+    high: float | None = None
+    eliminated_at: int | None = None
+    reason: str | None = Field(None, description="why it was eliminated: below-min or not-best")
+    node: str | None = None
+    gap_to_pick: float | None = None
+    p_beats_pick: float | None = None
+    p_correct: float | None = Field(None, description="the pick's estimated P(correct selection); None for others")
+
+
+class SweepVerdict(Part):
+    """A sweep run's verdict (sglab.sweep.outputs.sweep_verdict): the pick and its P(correct selection), a candidate
+    for the confirmation A/B, never a promotion."""
+
+    kind: Literal["sweep"]
+    outcome: SweepStatus
+    sentence: str
+    metric: str
+    winner: str | None = None
+    winner_config_hash: str | None = None
+    winner_cleared_min: bool = False
+    p_correct: float | None = None
+    p_correct_guaranteed: bool = False
+    p_clears_min: float | None = None
+    arms: list[str] = Field(default_factory=list)
+    ranking: list[RankedArm] = Field(default_factory=list)
+
+
+def _verdict_kind(value: Any) -> str:
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return "SweepVerdict" if kind == "sweep" else "Verdict"
+
+
+# `RunResult.verdict`: an A/B's Verdict, or a sweep's SweepVerdict (told apart by their `kind`)
+RecordedVerdict = Annotated[Union[Annotated[Verdict, Tag("Verdict")], Annotated[SweepVerdict, Tag("SweepVerdict")]],
+                            Discriminator(_verdict_kind)]

@@ -27,7 +27,7 @@ from sglab.core.errors import ConfigError
 from sglab.load.request import BenchRequest
 from sglab.results import integrity
 from sglab.results.store import write_result
-from sglab.schema.result import RunResult
+from sglab.schema.result import RunResult, SweepConfirmation
 from sglab.sweep.grid import Grid, arm_stack, expand
 from sglab.sweep.run import ArmRecord, SweepState
 
@@ -51,10 +51,11 @@ def confirmation_plan(loaded: LoadedStack, state: SweepState) -> LoadPlan:
     return plan.model_copy(update={"seed": (plan.seed + SEED_OFFSET) % (MAX_SEED + 1), "rounds": rounds})
 
 
-def sweep_record(state: SweepState, arm: dict[str, Any]) -> dict[str, Any]:
-    return {"sweep_run_id": state.run_id, "arm": arm, "selected_by": state.records,
-            "note": "confirmation of the sweep's winner on fresh rounds; promote with "
-                    f"`sglab promote --stack {state.stack} --result <this run>`"}
+def sweep_record(state: SweepState, arm: dict[str, Any]) -> SweepConfirmation:
+    return SweepConfirmation.model_validate({
+        "sweep_run_id": state.run_id, "arm": arm, "selected_by": state.records,
+        "note": "confirmation of the sweep's winner on fresh rounds; promote with "
+                f"`sglab promote --stack {state.stack} --result <this run>`"})
 
 
 def run_confirmation(loaded: LoadedStack, state: SweepState, grid: Grid, *, out: Path | None = None,
@@ -80,26 +81,23 @@ def run_confirmation(loaded: LoadedStack, state: SweepState, grid: Grid, *, out:
     write_result(result, run_dir, overwrite=True)
     outcome = judge_and_report(result, run_dir) if result.complete else None
     state.confirmation = {"run_id": result.run_id, "path": str(run_dir), "outcome": outcome,
-                          "complete": result.complete, "sentence": (result.verdict or {}).get("sentence")}
+                          "complete": result.complete,
+                          "sentence": result.verdict.sentence if result.verdict is not None else None}
     state.status = "confirmed" if outcome == "promote" else "not-confirmed"
     return result, run_dir
-
-
-ARM_KEYS = ("name", "num_steps", "eagle_topk", "num_draft_tokens", "adaptive", "nccl")
 
 
 def confirmed_source(source: LoadedStack, result: RunResult, *, explicit: bool
                      ) -> tuple[LoadedStack | None, tuple[str, str] | None]:
     """(the stack with the confirmed arm as candidate, None) or (None, (why, fix)) when refused."""
-    record = result.sweep or {}
-    arm = record.get("arm")
+    record = result.sweep
+    if record is None:
+        raise ValueError(f"run {result.run_id} is not a sweep's confirmation")
+    arm = record.arm.model_dump(mode="json")
     run = result.run_id
-    if not isinstance(arm, dict) or any(k not in arm for k in ARM_KEYS):
-        return None, (f"run {run} says it confirms a sweep arm but does not record which one completely",
-                      "re-run the sweep's confirmation (`sglab sweep --resume <sweep run>`)")
     if not explicit:
         return None, (f"the newest run {run} is the confirmation of sweep arm {arm['name']} "
-                      f"(sweep {record.get('sweep_run_id')}), not of the stack's own candidate",
+                      f"(sweep {record.sweep_run_id}), not of the stack's own candidate",
                       f"promote it explicitly: sglab promote --stack {source.name} --result <that run's "
                       "directory>, or run `sglab bench` for the stack's candidate")
     problem = integrity.verify(result)

@@ -342,7 +342,7 @@ class UiSession:
     def judged(self, result: RunResult) -> RunResult:
         verdict = judge_or_none(result)
         if verdict is not None:
-            result = result.model_copy(update={"verdict": verdict.model_dump(mode="json")})
+            result = result.model_copy(update={"verdict": verdict})
         return result
 
     def result(self) -> RunResult | None:

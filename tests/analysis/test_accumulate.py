@@ -13,15 +13,17 @@ from sglab.analysis.accumulate import SequenceError, continue_sequence, recheck,
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge, policy_of
 from sglab.results.store import create_run_dir, write_result
+from sglab.schema.result import SequenceRecord, SequentialRun
 
 POLICY = {"method": "sequential", "levels": [1], "min_gain": 0.005, "confidence": 0.95, "min_rounds": 3,
           "ttft_p99_max_increase": None}
 
 
-def _run(base: Path, run_id: str, *, gain: float, seed: int, rounds: int = 12, sequence: dict | None = None):
+def _run(base: Path, run_id: str, *, gain: float, seed: int, rounds: int = 12,
+         sequence: SequenceRecord | None = None):
     result = synthetic_result(gain=gain, levels=(1,), rounds=rounds, run_id=run_id, seed=seed, policy=POLICY,
                               round_cv=0.02, shared_cv=0.0)
-    result.sequential = {} if sequence is None else {"sequence": sequence}
+    result.sequential = SequentialRun(sequence=sequence)
     write_result(result, create_run_dir("synthetic", run_id, base))
     return result
 
@@ -31,14 +33,14 @@ def test_a_new_run_continues_the_pair_and_the_verdict_judges_the_union(tmp_path:
     key = sequence_key(first)
     policy = policy_of(first)
     record = continue_sequence("synthetic", key, policy, base=tmp_path)
-    assert [r["run_id"] for r in record["runs"]] == [first.run_id] and not record["fresh"]
-    assert len(record["runs"][0]["levels"]["1"]) == 12
+    assert [r.run_id for r in record.runs] == [first.run_id] and not record.fresh
+    assert len(record.runs[0].levels["1"]) == 12
     second = _run(tmp_path, "20260101T000002Z-bbbbbb", gain=0.006, seed=2, sequence=record)
     record = continue_sequence("synthetic", key, policy, base=tmp_path)
-    assert [r["run_id"] for r in record["runs"]] == [first.run_id, second.run_id]
+    assert [r.run_id for r in record.runs] == [first.run_id, second.run_id]
     third = synthetic_result(gain=0.006, levels=(1,), rounds=12, run_id="20260101T000003Z-cccccc", seed=3,
                              policy=POLICY, round_cv=0.02, shared_cv=0.0)
-    third.sequential = {"sequence": record}
+    third.sequential = SequentialRun(sequence=record)
     gain = judge(third).level(1).decode
     assert gain.rounds == 36 and gain.earlier_rounds == 24
     alone = synthetic_result(gain=0.006, levels=(1,), rounds=12, run_id="x", seed=3, policy=POLICY, round_cv=0.02,
@@ -54,7 +56,7 @@ def test_a_changed_earlier_run_or_a_missing_one_is_refused(tmp_path: Path) -> No
     second = _run(tmp_path, "20260101T000002Z-bbbbbb", gain=0.006, seed=2, sequence=record)
     later = synthetic_result(gain=0.006, levels=(1,), rounds=12, run_id="20260101T000003Z-cccccc", seed=3,
                              policy=POLICY, round_cv=0.02, shared_cv=0.0)
-    later.sequential = {"sequence": continue_sequence("synthetic", key, policy, base=tmp_path)}
+    later.sequential = SequentialRun(sequence=continue_sequence("synthetic", key, policy, base=tmp_path))
     path = tmp_path / "synthetic" / first.run_id / "result.json"
     doc = json.loads(path.read_text())
     doc["levels"][0]["rounds"][1]["decode_tok_per_s_mean"] *= 1.2  # a better earlier round, without a new seal
@@ -75,9 +77,9 @@ def test_a_promoted_sequence_goes_on_and_a_fresh_start_is_recorded(tmp_path: Pat
     won = _run(tmp_path, "20260101T000001Z-aaaaaa", gain=0.08, seed=1)
     key, policy = sequence_key(won), policy_of(won)
     record = continue_sequence("synthetic", key, policy, base=tmp_path)
-    assert [r["run_id"] for r in record["runs"]] == [won.run_id] and not record["fresh"]
+    assert [r.run_id for r in record.runs] == [won.run_id] and not record.fresh
     fresh = continue_sequence("synthetic", key, policy, base=tmp_path, fresh_reason="--fresh-sequence")
-    assert fresh["fresh"] and fresh["reason"] == "--fresh-sequence" and fresh["runs"] == []
+    assert fresh.fresh and fresh.reason == "--fresh-sequence" and fresh.runs == []
 
 
 def test_another_config_or_policy_is_another_sequence(tmp_path: Path) -> None:
@@ -112,7 +114,7 @@ def test_a_run_whose_seed_the_sequence_already_counted_is_refused(tmp_path: Path
     with pytest.raises(SequenceError, match="seed 1 was already counted by run 20260101T000001Z-aaaaaa"):
         continue_sequence("synthetic", key, policy, base=tmp_path, seed=1)
     record = continue_sequence("synthetic", key, policy, base=tmp_path, seed=2)
-    assert [r["run_id"] for r in record["runs"]] == [first.run_id]
+    assert [r.run_id for r in record.runs] == [first.run_id]
 
 
 def test_a_sequence_whose_runs_share_a_seed_is_refused_at_the_bench_and_at_promotion(tmp_path: Path) -> None:
@@ -147,7 +149,7 @@ def test_a_changed_or_unreadable_newest_run_refuses_the_sequence(tmp_path: Path)
     with pytest.raises(SequenceError, match="cannot be read"):
         continue_sequence("synthetic", key, policy, base=tmp_path, seed=3)
     path.write_text(good)
-    assert len(continue_sequence("synthetic", key, policy, base=tmp_path, seed=3)["runs"]) == 2
+    assert len(continue_sequence("synthetic", key, policy, base=tmp_path, seed=3).runs) == 2
 
 
 def test_an_old_run_copied_under_a_newer_name_is_refused(tmp_path: Path) -> None:
@@ -194,7 +196,7 @@ def test_promotion_refuses_a_sequence_measured_on_other_machines(tmp_path: Path)
     key, policy = sequence_key(first), policy_of(first)
     later = synthetic_result(gain=0.006, levels=(1,), rounds=12, run_id="20260101T000002Z-bbbbbb", seed=2,
                              policy=POLICY, round_cv=0.02, shared_cv=0.0)
-    later.sequential = {"sequence": continue_sequence("synthetic", key, policy, base=tmp_path, seed=2)}
+    later.sequential = SequentialRun(sequence=continue_sequence("synthetic", key, policy, base=tmp_path, seed=2))
     assert recheck(later, tmp_path, policy_of(later)) is None
     for arm in later.arms:
         arm.machine = ArmMachine(producer="sglang", server_version="0.5.4", image_digest="sha256:" + "b" * 64,

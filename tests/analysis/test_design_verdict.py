@@ -7,6 +7,7 @@ from sglab.analysis.stops import decided_rounds, level_log_ratios
 from sglab.analysis.verdict import judge
 from sglab.analysis.synthetic import synthetic_result
 from sglab.report.console import format_table
+from sglab.schema.result import SequentialRun
 
 QUIET = dict(round_cv=0.004, shared_cv=0.004, request_cv=0.002)
 SEQUENTIAL = {"method": "sequential", "levels": [4], "min-gain": 0.01}
@@ -58,7 +59,7 @@ def test_crossover_period_one_alone_is_never_promotable_and_says_why():
 def test_the_sequence_looks_once_per_estimate_and_a_stop_maps_back_to_rounds():
     result = _run("crossover", 0.03, 0.04, rounds=20)
     assert len(level_log_ratios(result.levels[0], "decode_tok_per_s")) == 10
-    result.sequential = {"4": {}}
+    result.sequential = SequentialRun()  # it stopped on its sequence (what decides is recomputed, never read)
     policy = judge(result).policy
     from sglab.config.policy import PromotionPolicy
     stop = decided_rounds(result, PromotionPolicy.model_validate(policy))[4]

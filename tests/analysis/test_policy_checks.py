@@ -8,15 +8,17 @@ import typing
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from sglab.analysis import accumulate
 from sglab.analysis.sequential import CHECKS, STANDARD, STRICT, checks_named, sequential_test
-from sglab.analysis.stops import StopLine, recorded_line, stop_thresholds
+from sglab.analysis.stops import StopLine, stop_thresholds
 from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge
 from sglab.config.policy import PromotionPolicy
 from sglab.config.serving import CanaryJudge
 from sglab.bench.sequential import plan_sentence, stop_rule
+from sglab.schema.result import ChecksName, RunResult, SequentialRun
 
 
 def test_the_policy_names_exactly_the_checks_the_analysis_defines():
@@ -24,6 +26,7 @@ def test_the_policy_names_exactly_the_checks_the_analysis_defines():
         field = model.model_fields["checks"]
         assert set(typing.get_args(field.annotation)) == set(CHECKS)
         assert field.default == STANDARD.name
+    assert set(typing.get_args(ChecksName)) == set(CHECKS)  # what a result records a line's checks as
     assert checks_named("strict") is STRICT and checks_named(STANDARD) is STANDARD
     with pytest.raises(ValueError, match="'standard' or 'strict'"):
         checks_named("lax")
@@ -75,14 +78,19 @@ def test_the_target_line_carries_the_targets_checks_through_the_stop_rule_and_it
     assert lines == {1: [StopLine(0.005, "standard"), StopLine(0.02, "strict")], 4: [StopLine(0.02, "strict")]}
     assert "+2.0% production, strict checks" in plan_sentence(lines, own, "production", target)
     result = synthetic_result(levels=(1, 4), rounds=4, policy={"method": "sequential", "min_gain": 0.005})
-    result.sequential = {"stop_rule": {"1": [0.005, [0.02, "strict"]], "4": [[0.02, "strict"]]}}
+    result.sequential = SequentialRun.model_validate(
+        {"stop_rule": {"1": [[0.005, "standard"], [0.02, "strict"]], "4": [[0.02, "strict"]]}})
     assert stop_thresholds(result, own) == lines
 
 
 @pytest.mark.parametrize("tampered", [["x"], [0.02, "lax"], True, float("nan"), {"gain": 0.02}, [0.02, "strict", 1],
-                                      [0.02, ["strict"]]])
-def test_a_tampered_stop_line_is_no_line_and_no_traceback(tampered):
-    assert recorded_line(tampered) is None
+                                      [0.02, ["strict"]], 0.02])
+def test_a_tampered_stop_line_is_refused_when_the_result_is_read(tampered):
     result = synthetic_result(levels=(1,), rounds=4, policy={"method": "sequential", "min_gain": 0.005})
-    result.sequential = {"stop_rule": {"1": [tampered], "x": [0.1], "4": "not a list"}}
-    assert stop_thresholds(result, PromotionPolicy(min_gain=0.005)) == {1: [StopLine(0.005, "standard")], 4: []}
+    document = {**result.model_dump(mode="json"), "sequential": {"stop_rule": {"1": [tampered]}}}
+    with pytest.raises(ValidationError) as caught:
+        RunResult.model_validate(document)
+    assert all(e["loc"][:4] == ("sequential", "stop_rule", "1", 0) for e in caught.value.errors())
+    for key, lines in (("x", [[0.1, "standard"]]), ("4", "not a list")):
+        with pytest.raises(ValidationError, match="sequential.stop_rule"):
+            RunResult.model_validate({**document, "sequential": {"stop_rule": {key: lines}}})

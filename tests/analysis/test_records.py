@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+import pytest
+
+from sglab.analysis.sequential import sequential_test
+from sglab.analysis.synthetic import synthetic_result
 from sglab.analysis.verdict import judge, policy_of
+from sglab.core.errors import ConfigError
+from sglab.results import integrity
 from sglab.report.console import render_console
 from sglab.config.loadplan import LoadPlan
 from sglab.config.policy import PromotionPolicy
 from sglab.schema.records import Confound, RecordedLoadPlan, RecordedPolicy
 from sglab.schema.result import RunResult
-from sglab.results.store import load_result
+from sglab.results.store import create_run_dir, load_result, write_result
 
 DATA = Path(__file__).parents[1] / "data" / "results"
 V1 = DATA / "v1-article-replay.json"
@@ -66,3 +73,83 @@ def test_an_interactive_plan_keeps_its_ui_fields_and_others_do_not_grow_them() -
 def test_a_newer_writer_s_unknown_plan_key_is_kept() -> None:
     plan = RecordedLoadPlan.model_validate({"rounds": 3, "profile": "rate"})
     assert plan.model_dump()["profile"] == "rate"
+
+
+ARM = {"name": "s3-k1-d4", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4, "adaptive": False,
+       "variant": "default", "nccl": {}, "config_hash": "c" * 64}
+SWEEP_VERDICT = {"kind": "sweep", "outcome": "swept", "sentence": "sweep of 2 arms: pick s3-k1-d4", "metric":
+                 "decode_tok_per_s", "winner": "s3-k1-d4", "winner_config_hash": "c" * 64,
+                 "winner_cleared_min": True, "p_correct": 0.97, "p_correct_guaranteed": False, "p_clears_min": 0.9,
+                 "arms": ["s3-k1-d4", "s5-k1-d6"],
+                 "ranking": [{"level": 1, "rank": 1, "arm": "s3-k1-d4", "status": "picked", "rounds": 8,
+                              "baseline_rounds": 8, "gain": 0.05, "low": 0.01, "high": 0.09, "eliminated_at": None,
+                              "reason": None, "node": None, "gap_to_pick": None, "p_beats_pick": None,
+                              "p_correct": 0.97}]}
+
+
+def _recorded_run() -> dict:
+    """A sequential A/B whose result records all three: the looks and the sequence, a sweep arm, the verdict."""
+    result = synthetic_result(levels=(1,), rounds=8, gain=0.05, seed=4, policy={"method": "sequential"})
+    own = sequential_test([math.log1p(0.05)] * 4 + [math.log1p(0.04)] * 4, min_gain=0.005, max_rounds=16)
+    target = sequential_test([math.log1p(0.05)] * 8, min_gain=0.02, max_rounds=16, checks="strict")
+    sequence = {"key": "k" * 32, "metric": "decode_tok_per_s", "fresh": False, "reason": None,
+                "runs": [{"run_id": "20260101T000001Z-aaaaaa", "algorithm": "sha256", "digest": "d" * 64,
+                          "levels": {"1": [0.01, 0.02]}}]}
+    document = result.model_dump(mode="json")
+    document["sequential"] = {"1": own.model_dump(mode="json"),
+                              "stop_rule": {"1": [[0.005, "standard"], [0.02, "strict"]]},
+                              "others": {"1": [target.model_dump(mode="json")]}, "sequence": sequence}
+    document["sweep"] = {"sweep_run_id": "20260101T000000Z-sweep", "arm": ARM, "selected_by": {"1": {"rounds": 8}},
+                         "note": "confirmation of the sweep's winner on fresh rounds"}
+    document["verdict"] = judge(result).model_dump(mode="json")
+    return document
+
+
+def test_a_result_recording_looks_a_sweep_arm_and_a_verdict_round_trips_through_the_store(tmp_path: Path) -> None:
+    document = _recorded_run()
+    result = RunResult.model_validate(document)
+    path = write_result(result, create_run_dir(result.stack, result.run_id, tmp_path))
+    back = load_result(path)
+    assert integrity.verify(back) is None
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    assert back.model_dump(mode="json") == stored  # a round trip adds no key and drops none
+    for key in ("sequential", "sweep", "verdict"):
+        assert stored[key] == document[key], key  # written exactly as the writers shape them
+    assert back.sequential.levels[1].checks == "standard" and back.sequential.stop_rule["1"][1] == (0.02, "strict")
+    assert back.sequential.others["1"][0].looks[-1].rounds == 8
+    assert back.sequential.sequence.runs[0].levels == {"1": [0.01, 0.02]}
+    assert back.sweep.arm.num_draft_tokens == 4 and "algorithm" not in stored["sweep"]["arm"]
+    assert back.verdict.outcome == judge(back).outcome
+
+
+def test_a_sweep_verdict_and_a_run_that_continues_no_sequence_keep_their_shape(tmp_path: Path) -> None:
+    document = _recorded_run()
+    del document["sequential"]["sequence"]
+    document["verdict"] = SWEEP_VERDICT
+    path = write_result(RunResult.model_validate(document), create_run_dir("synthetic", "r1", tmp_path))
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    assert "sequence" not in stored["sequential"] and stored["verdict"] == SWEEP_VERDICT
+    assert load_result(path).verdict.winner == "s3-k1-d4"
+
+
+@pytest.mark.parametrize(("edit", "key", "problem"), [
+    (lambda d: d["sequential"]["1"]["looks"][0].update(mean_log="high"), "sequential.1.looks.0.mean_log",
+     "valid number"),
+    (lambda d: d["sequential"]["1"].update(bogus=1), "sequential.1.bogus", "Extra inputs"),
+    (lambda d: d["sequential"].update(bogus={}), "sequential", "unknown key 'bogus'"),
+    (lambda d: d["sequential"]["stop_rule"]["1"].append([0.02, "lax"]), "sequential.stop_rule.1.2.1", "'strict'"),
+    (lambda d: d["sequential"]["sequence"]["runs"][0]["levels"].update({"x": [0.1]}),
+     "sequential.sequence.runs.0.levels.x.[key]", "pattern"),
+    (lambda d: d["sweep"]["arm"].pop("num_steps"), "sweep.arm.num_steps", "Field required"),
+    (lambda d: d["verdict"]["levels"][0]["decode"].update(estimate="big"), "verdict.Verdict.levels.0.decode.estimate",
+     "valid number"),
+    (lambda d: d["verdict"].update(forged=True), "verdict.Verdict.forged", "Extra inputs"),
+])
+def test_a_malformed_record_is_refused_when_read_naming_its_key(tmp_path: Path, edit, key: str, problem: str) -> None:
+    document = _recorded_run()
+    edit(document)
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_result(path)
+    assert caught.value.key == key and problem in caught.value.problem, (caught.value.key, caught.value.problem)

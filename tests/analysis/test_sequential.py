@@ -208,7 +208,9 @@ def test_a_fixed_n_run_under_a_sequential_policy_is_checked_against_its_plan_not
 
     result = synthetic_result(levels=(1,), rounds=16, gain=0.06, policy={"method": "sequential", "levels": [1]})
     assert _schedule_problems(result) == []  # its 16 planned rounds, though its sequence decided earlier
-    result.sequential = {}  # it claims to have stopped on its sequence: then it went on too long
+    from sglab.schema.result import SequentialRun
+
+    result.sequential = SequentialRun()  # it claims to have stopped on its sequence: then it went on too long
     assert any("beyond the planned" in p for p in _schedule_problems(result))
 
 

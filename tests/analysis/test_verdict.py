@@ -138,14 +138,14 @@ def test_round_samples_alone_give_the_same_decision() -> None:
 def test_verdict_serialises_into_the_result() -> None:
     result = synthetic_result(gain=0.059, **QUIET)
     v = judge(result)
-    stored = result.model_copy(update={"verdict": v.model_dump(mode="json")})
+    stored = result.model_copy(update={"verdict": v})
     again = RunResult.model_validate_json(stored.model_dump_json())
-    assert Verdict.model_validate(again.verdict) == v
+    assert isinstance(again.verdict, Verdict) and again.verdict == v
 
 
 def test_stored_verdict_is_never_trusted() -> None:
     result = synthetic_result(gain=-0.05, **QUIET)
-    forged = judge(synthetic_result(gain=0.08, **QUIET)).model_dump(mode="json")
+    forged = judge(synthetic_result(gain=0.08, **QUIET))
     assert judge(result.model_copy(update={"verdict": forged})).outcome == "reject"
 
 

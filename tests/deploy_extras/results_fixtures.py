@@ -12,5 +12,5 @@ def judged_result(stack: str = "eagle-nccl-ll", *, run_id: str = "20260101T00000
     """Small on purpose (short rounds): the full-size document is ~5 MB of JSON."""
     result = synthetic_result(stack=stack, run_id=run_id, gain=gain, rounds=rounds, seed=seed,
                               round_duration_s=1.0, output_tokens=16)
-    result.verdict = judge(result).model_dump(mode="json")
+    result.verdict = judge(result)
     return result

@@ -27,7 +27,7 @@ def result_read(result_json: str | None) -> dict:
 
 def test_outputs_come_from_the_verdict_in_the_result_configmap():
     result = judged_result()
-    verdict = result.verdict
+    verdict = result.verdict.model_dump(mode="json")  # as the program reads it
     run = run_program(STACK, reads=result_read(result.model_dump_json()))
     assert run.error is None
     out = run.outputs
@@ -56,7 +56,7 @@ def test_outputs_come_from_the_verdict_in_the_result_configmap():
 def test_a_losing_candidate_is_exported_as_reject():
     result = judged_result(gain=-0.2)
     run = run_program(STACK, reads=result_read(result.model_dump_json()))
-    assert run.outputs["benchmark_verdict"] == result.verdict["outcome"] == "reject"
+    assert run.outputs["benchmark_verdict"] == result.verdict.outcome == "reject"
     assert all(lv["gain"] < 0 for lv in run.outputs["benchmark_levels"])
 
 
@@ -100,4 +100,4 @@ def test_preview_of_a_new_job_does_not_read_a_configmap_that_does_not_exist_yet(
                         reads=result_read(result.model_dump_json()))
     (read,) = known.reads()
     assert read.read_id.endswith("/" + names(load_stack(STACK).config, STACK).result_configmap)
-    assert known.outputs["benchmark_verdict"] == result.verdict["outcome"]
+    assert known.outputs["benchmark_verdict"] == result.verdict.outcome

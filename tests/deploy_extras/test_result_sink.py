@@ -33,7 +33,7 @@ def test_round_trip_keeps_every_byte_of_the_result():
     assert encoded.annotations[RUN_ID_ANNOTATION] == result.run_id
     assert json.loads(decode_parts(encoded.parts)) == json.loads(text)
     summary = json.loads(encoded.summary)
-    assert summary["verdict"] == result.verdict and summary["run_id"] == result.run_id
+    assert summary["verdict"] == result.verdict.model_dump(mode="json") and summary["run_id"] == result.run_id
     assert len(encoded.summary) < len(text) / 10
 
 

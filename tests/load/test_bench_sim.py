@@ -96,7 +96,7 @@ def test_result_document_and_locust_reports(small_run):
     assert parsed.config_hash["baseline"] != parsed.config_hash["candidate"]
     assert all(a.live_flags_checked and not a.live_mismatches for a in parsed.arms)
     assert parsed.git_commit and parsed.load_plan["max_new_tokens"] == 16
-    assert parsed.verdict is not None and parsed.verdict["outcome"] in ("promote", "reject", "inconclusive")
+    assert parsed.verdict is not None and parsed.verdict.outcome in ("promote", "reject", "inconclusive")
     stats = (run_dir / "locust_stats.csv").read_text()
     for row in ("baseline /generate", "candidate /generate", "TOKENS,baseline ttft_ms", "candidate decode tok/s",
                 "candidate accept_length"):
@@ -253,7 +253,7 @@ def test_aa_runs_two_identical_baseline_servers(out):
     candidate = result.arm("candidate")
     assert candidate.role == "candidate" and candidate.speculative is False and not result.confounds
     assert result.levels[0].arms["candidate"].accept_length is None
-    assert result.verdict["outcome"] != "promote"
+    assert result.verdict.outcome != "promote"
 
 
 @pytest.mark.slow

@@ -140,7 +140,7 @@ def test_the_not_gated_sentence_of_a_rate_run_says_req_per_s() -> None:
 # ---- sglab results -----------------------------------------------------------------------------------
 
 def listed(result: RunResult, tmp_path: Path) -> tuple[str, ...]:
-    result.verdict = judge(result).model_dump(mode="json")
+    result.verdict = judge(result)
     write_result(result, tmp_path / result.stack / result.run_id)
     (row,) = rows(result.stack, tmp_path)
     return row

@@ -35,7 +35,9 @@ def _run(results: Path, run_id: str, **fields) -> RunResult:
 
 
 def _sequence(*earlier: str) -> dict:
-    return {"sequence": {"runs": [{"run_id": run_id} for run_id in earlier]}}
+    """result.sequential of a run that continues the sequence of `earlier`."""
+    runs = [{"run_id": run_id, "algorithm": "sha256", "digest": "0" * 64, "levels": {}} for run_id in earlier]
+    return {"sequence": {"key": "0" * 32, "metric": "decode_tok_per_s", "fresh": False, "runs": runs}}
 
 
 def _prune(results: Path, capsys, *extra: str) -> tuple[int, str]:

@@ -9,9 +9,15 @@ import pytest
 
 from sglab.analysis.synthetic import synthetic_result
 from sglab.bench.sequential import judge_and_report
+from sglab.schema.result import SweepConfirmation
+
+RECORD = SweepConfirmation.model_validate({
+    "sweep_run_id": "20260101T000000Z-sweep",
+    "arm": {"name": "s5-k1-d6-LL", "num_steps": 5, "eagle_topk": 1, "num_draft_tokens": 6, "adaptive": False,
+            "variant": "LL", "nccl": {"NCCL_PROTO": "LL"}, "config_hash": "c" * 64}})
 
 
-def confirmation(sweep: dict | None, producer: str = "sglang"):
+def confirmation(sweep: SweepConfirmation | None, producer: str = "sglang"):
     result = synthetic_result(levels=(1,), rounds=20, gain=0.10, round_cv=0.01, stack="eagle-sweep",
                               producer=producer)
     result.sweep = sweep
@@ -19,8 +25,7 @@ def confirmation(sweep: dict | None, producer: str = "sglang"):
 
 
 def test_a_confirmations_next_step_names_its_result(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    record = {"sweep_run_id": "20260101T000000Z-sweep", "arm": {"name": "s5-k1-d6-LL"}}
-    assert judge_and_report(confirmation(record), tmp_path) == "promote"
+    assert judge_and_report(confirmation(RECORD), tmp_path) == "promote"
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("next: ")]
     assert lines == [f"next: sglab promote --stack eagle-sweep --result {tmp_path} --dry-run"]
     assert f"--result {tmp_path} --dry-run" in (tmp_path / "report.html").read_text()
@@ -34,8 +39,7 @@ def test_a_plain_ab_keeps_its_next_step(tmp_path: Path, capsys: pytest.CaptureFi
 def test_a_simulator_confirmation_names_real_evidence(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """eagle-sweep promotes into production, a GPU stack, which refuses simulator evidence: next names real
     evidence, not that promotion."""
-    record = {"sweep_run_id": "20260101T000000Z-sweep", "arm": {"name": "s5-k1-d6-LL"}}
-    assert judge_and_report(confirmation(record, "simulator"), tmp_path) == "promote"
+    assert judge_and_report(confirmation(RECORD, "simulator"), tmp_path) == "promote"
     [line] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("next: ")]
     assert line.startswith("next: measure the real servers: `pulumi up --stack eagle-sweep`")
     assert "sglab promote --stack eagle-sweep --result" not in line

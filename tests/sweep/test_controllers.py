@@ -12,7 +12,7 @@ import pytest
 from sglab.config import load_stack
 from sglab.load.request import BenchRequest
 from sglab.load.schedule import plan_for
-from sglab.schema.result import LevelResult, RoundSample
+from sglab.schema.result import LevelResult, RoundSample, SequentialRun
 from sglab.sweep.grid import expand
 from sglab.sweep.run import SweepController, load_state, new_state
 from sglab.bench.sequential import SequentialBench
@@ -157,9 +157,9 @@ def test_sequential_bench_stops_a_gated_level_at_its_decision_and_records_every_
             stopped = n
             break
     record = seq.records["1"]
-    assert record["decision"] == "promote" and stopped == record["rounds"] < 30
-    assert [look["rounds"] for look in record["looks"]] == list(range(1, stopped + 1))
-    assert all(look["decision"] == "continue" for look in record["looks"][:-1])
+    assert record.decision == "promote" and stopped == record.rounds < 30
+    assert [look.rounds for look in record.looks] == list(range(1, stopped + 1))
+    assert all(look.decision == "continue" for look in record.looks[:-1])
     assert seq.arms_for_round(4, 0) == ["baseline", "candidate"]  # ungated: the fixed rounds
     assert seq.arms_for_round(4, request.plan.ungated_rounds) == []
     flat = SequentialBench(request, max_rounds=12, echo=lambda _: None)
@@ -167,7 +167,7 @@ def test_sequential_bench_stops_a_gated_level_at_its_decision_and_records_every_
         flat.round_done(1, n - 1, rounds_of({"candidate": 0.005}, n, sd=0.03))
         if not flat.arms_for_round(1, n):
             break
-    assert flat.records["1"]["decision"] in ("futile", "inconclusive", "reject")
+    assert flat.records["1"].decision in ("futile", "inconclusive", "reject")
 
 
 def test_the_evidence_check_accepts_a_sequential_run_only_where_its_sequence_stopped() -> None:
@@ -177,7 +177,7 @@ def test_the_evidence_check_accepts_a_sequential_run_only_where_its_sequence_sto
 
     policy = {"method": "sequential", "levels": [1]}
     full = synthetic_result(levels=(1,), rounds=30, gain=0.06, policy=policy)
-    full.sequential = {}  # what run_sequential records: this run stopped on its sequence
+    full.sequential = SequentialRun()  # what run_sequential records: this run stopped on its sequence
     stop = decided_rounds(full,
                           load_stack("eagle-nccl-ll").config.policy.model_copy(update={"method": "sequential"}))[1]
     assert 5 <= stop < 30
@@ -188,7 +188,7 @@ def test_the_evidence_check_accepts_a_sequential_run_only_where_its_sequence_sto
         level.rounds = [r for r in level.rounds if r.round_index < n]
         level.requests = [q for q in level.requests if q.round_index < n]
         result.load_plan = result.load_plan.model_copy(update={"rounds": 30})
-        result.sequential = {}  # a sequential run (run_sequential records its looks)
+        result.sequential = SequentialRun()  # a sequential run (run_sequential records its looks)
         return result
 
     assert _schedule_problems(cut(stop)) == []  # stopped at its decision: what its plan says

@@ -17,6 +17,7 @@ from sglab.config import load_stack
 from sglab.core.errors import ConfigError
 from sglab.load.schedule import plan_for
 from sglab.results.store import load_result, write_result
+from sglab.schema.result import SweepConfirmation
 from sglab.sglang.env import without_server_env
 from sglab.sweep.confirm import confirmed_source
 from sglab.sweep.grid import expand
@@ -111,7 +112,7 @@ def test_a_confirmation_whose_result_fails_its_seal_is_refused(tmp_path: Path) -
     loaded, grid, run_dir = swept(tmp_path)
     where = tmp_path / "results" / "pick" / "confirmation"
     confirmation = synthetic_result(levels=(1,), rounds=4, stack="pick")
-    confirmation.sweep = {"sweep_run_id": RUN, "arm": grid.arm(BEST).record()}
+    confirmation.sweep = SweepConfirmation.model_validate({"sweep_run_id": RUN, "arm": grid.arm(BEST).record()})
     write_result(confirmation, where)
     edit(run_dir / STATE_FILE, lambda d: d.update(status="confirmed", confirmation={
         "run_id": confirmation.run_id, "path": str(where), "outcome": "promote", "complete": True}))
@@ -161,7 +162,7 @@ def test_a_state_file_that_is_not_an_object_is_one_config_error(tmp_path: Path) 
 def confirmation_of(tmp_path: Path, arm: dict):
     """A sealed confirmation result naming `arm`, read back from its file as promote reads it."""
     result = synthetic_result(levels=(1,), rounds=4, stack="pick")
-    result.sweep = {"sweep_run_id": RUN, "arm": arm}
+    result.sweep = SweepConfirmation.model_validate({"sweep_run_id": RUN, "arm": arm})
     write_result(result, tmp_path / "confirmation")
     return load_result(tmp_path / "confirmation")
 
@@ -209,7 +210,8 @@ def test_promote_dry_run_of_a_confirmation_of_an_arm_outside_the_grid_is_refused
     _, grid, _ = swept(root)
     target = (root / "stacks" / "Pulumi.production.yaml").read_bytes()
     confirmation = synthetic_result(levels=(1,), rounds=4, stack="pick", producer="simulator")
-    confirmation.sweep = {"sweep_run_id": RUN, "arm": {**grid.arm(BEST).record(), **ATTACKER}}
+    confirmation.sweep = SweepConfirmation.model_validate({"sweep_run_id": RUN,
+                                                           "arm": {**grid.arm(BEST).record(), **ATTACKER}})
     write_result(confirmation, root / "results" / "pick" / "confirmation")
     with pytest.raises(PromotionRefused, match=f"arm {BEST} with other flags"):
         promote("pick", root=root, result_path=root / "results" / "pick" / "confirmation", dry_run=True)

@@ -84,7 +84,7 @@ def test_swarm_stats_and_result_download(tmp_path):
         assert (tmp_path / "report" / "report.html").is_file()
         verdict = judge(result)
         assert verdict.outcome in ("promote", "reject", "inconclusive")
-        assert result.verdict is not None and result.verdict["outcome"] == verdict.outcome
+        assert result.verdict is not None and result.verdict.outcome == verdict.outcome
 
         # the stopped test was also saved under results/<stack>/<run-id>/, never overwritten
         runs = wait_until(lambda: list_runs(STACK, ui.results_dir), 10, "the saved interactive run")
