@@ -22,7 +22,7 @@ WORKDIR /app
 # Dependencies first (cached while only source files change).
 COPY pyproject.toml README.md ./
 COPY sglab/__init__.py sglab/__init__.py
-RUN pip install -e . && pip uninstall -y sglab
+RUN pip install -e '.[cluster]' && pip uninstall -y sglab  # the Job speaks to the cluster
 
 COPY sglab sglab
 COPY stacks stacks

@@ -1,30 +1,44 @@
 # `make demo` runs the main job on the embedded simulator; `make test` runs the tests.
-# Both set themselves up. `make install` (idempotent) creates .venv with sglab and its runtime dependencies,
-# all the demo needs: no test extras, no apt, no root. `make install-test` adds the test extras (pytest, torch
-# for the NCCL probe's CPU test, selenium, ...); `make test` also installs SGLang's parser venv, Chromium and
-# Prometheus (apt, as root) for the tests that need them.
+# Both set themselves up. `make install` (idempotent) creates .venv with sglab and what the simulator, validate,
+# bench and the reports need: all the demo needs, no cluster tools, no test extras, no apt, no root.
+# `make install-cluster` adds the cluster tools (Pulumi, the Helm engine, the Kubernetes clients: `pulumi up`,
+# `sglab render`, `results pull`, `sweep --next`, `watch`). `make install-test` adds both and the test extras
+# (pytest, torch for the NCCL probe's CPU test, selenium, ...); `make test` also installs SGLang's parser venv,
+# Chromium and Prometheus (apt, as root) for the tests that need them. pip does not precompile (--no-compile):
+# Python compiles a module the first time it is imported, so an install does not compile the thousands it never
+# imports.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip install -q --no-compile
 STAMP := $(VENV)/.sglab-installed
+CLUSTER_STAMP := $(VENV)/.sglab-cluster-installed
 TEST_STAMP := $(VENV)/.sglab-test-installed
 
-.PHONY: install install-test lint test test-services demo image clean-venv sglang-contract-venv
+.PHONY: install install-cluster install-test lint test test-services demo image clean-venv sglang-contract-venv
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e .
+	$(PIP) -e .
 	@touch $(STAMP)
+
+install-cluster: $(CLUSTER_STAMP)
+
+$(CLUSTER_STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) -e '.[cluster]'
+	@touch $(STAMP) $(CLUSTER_STAMP)
 
 install-test: $(TEST_STAMP)
 
-# One pip run for a fresh checkout: the test extras include sglab, so both stamps are current after it.
+# One pip run for a fresh checkout: the test extras include sglab and its cluster tools, so every stamp is current
+# after it.
 $(TEST_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[test]'
-	@touch $(STAMP) $(TEST_STAMP)
+	$(PIP) -e '.[test]'
+	@touch $(STAMP) $(CLUSTER_STAMP) $(TEST_STAMP)
 
 # The pinned SGLang release from PyPI in its own venv, for the real-parser contract test (tests/sglang_contract/):
 # built once (about 2 minutes from this machine's disk), reused while its stamp matches the version.

@@ -21,6 +21,10 @@ COMMANDS = {"init": "init", "render": "validate", "validate": "validate", "sim":
             "results": "results", "compare": "compare", "report": "compare", "promote": "promote",
             "rollback": "promote", "ui": "ui", "probe": "probe", "sweep": "sweep", "canary": "canary", "watch": "watch"}
 
+# What `make install` leaves out and `make install-cluster` adds (pyproject.toml's `cluster` extra), by the name
+# Python imports: the Pulumi program, the offline render, and the commands that speak to a cluster need them.
+CLUSTER_MODULES = frozenset({"pulumi", "pulumi_kubernetes", "helm_python", "kubernetes", "kubernetes_validate"})
+
 
 class UsageError(Exception):
     """Bad command-line input that is not a config problem; printed as-is, exit 2."""
@@ -54,8 +58,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     try:
+        parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
         args = parser.parse_args(argv)
         if isinstance(getattr(args, "stack", None), str):  # `--stack` takes a name or a stack file's path
             args.stack = use_stack_file(args.stack)
@@ -64,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except (ConfigError, UsageError) as exc:
         print(f"error: {printable(exc, newlines=True, limit=4000)}", file=sys.stderr)
+        return USAGE
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in CLUSTER_MODULES:
+            raise
+        print(f"error: sglab {printable(argv[0] if argv else '', limit=40)} needs the cluster tools ({exc.name} is "
+              "not installed), which `make install` leaves out: run `make install-cluster` (or `pip install -e "
+              "'.[cluster]'`)", file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

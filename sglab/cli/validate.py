@@ -41,7 +41,7 @@ def run_validate(args: argparse.Namespace) -> int:
     print(f"{printable(loaded.path, limit=None)}: valid")
     if capacity is not None:
         print(printable(capacity.describe(), newlines=True, limit=None))
-    from sglab.deploy.render import tenancy_lines
+    from sglab.deploy.namespace import tenancy_lines
 
     for line in tenancy_lines(stack, loaded.name):
         print(printable(line, limit=None))

@@ -39,9 +39,9 @@ from sglab.config.loader import NAMESPACE, load_stack, promotion_target_path
 from sglab.config.stack import StackConfig
 from sglab.core.paths import stacks_dir
 from sglab.deploy.disruption_guard import READY_DIR, READY_FILE
-from sglab.deploy.naming import (PENDING, PROJECT_IMAGE_UID, RESULT_CONFIGMAP_FLAG, SECRET_KEYS,  # noqa: F401 (re-exported)
-                                 arm_url)
-from sglab.deploy.objects import LOCKED_DOWN, common_labels, job_access, support_pod_placement
+from sglab.deploy.naming import (BENCH_SERVICE_ACCOUNT, PENDING, PROJECT_IMAGE_UID,  # noqa: F401 (re-exported)
+                                 RESULT_CONFIGMAP_FLAG, SECRET_KEYS, arm_url)
+from sglab.deploy.objects import LOCKED_DOWN, common_labels, job_access, node_reader, support_pod_placement
 from sglab.deploy.pulumi_config import SECRET_MARKER
 from sglab.results.sink import INDEX, RESULT_PARTS, SUMMARY_KEY, part_names, read_summary
 from sglab.sglang.client import ADMIN_API_KEY_ENV, API_KEY_ENV
@@ -55,7 +55,6 @@ AWAIT_SLACK_MIN = 5
 
 # The Job's pod: `sglab bench` (or a wave's `sglab sweep`) against the arms' Services, with the disruption guard
 # beside it, and the Role both need.
-SERVICE_ACCOUNT = "sglab-bench"
 STACKS_MOUNT = "/etc/sglab/stacks"
 RESULTS_DIR = "/tmp/sglab-results"
 GUARD_CPU, GUARD_MEMORY = "50m", "128Mi"
@@ -185,7 +184,7 @@ def bench_pod_template(stack: StackConfig, stack_name: str, *, command: list[str
                             "capabilities": {"drop": ["ALL"]}},
     }
     spec: dict[str, Any] = {
-        "serviceAccountName": SERVICE_ACCOUNT,
+        "serviceAccountName": BENCH_SERVICE_ACCOUNT,
         "automountServiceAccountToken": True,
         "restartPolicy": "Never",
         "securityContext": {"runAsNonRoot": True, "runAsUser": PROJECT_IMAGE_UID, "runAsGroup": PROJECT_IMAGE_UID,
@@ -367,20 +366,6 @@ def arm_read_rules(services: list[str]) -> list[dict[str, Any]]:
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
 
 
-def node_reader(meta_labels: dict[str, str], namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A ClusterRole that may only get nodes (their GPU Feature Discovery labels: nodes are cluster-scoped, so a
-    Role cannot grant it; `get` needs the name, which the pod gives) and its binding to the Job's account."""
-    name = f"{namespace}-{SERVICE_ACCOUNT}-nodes"
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": name, "labels": meta_labels},
-            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": {"name": name, "labels": meta_labels},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}]}
-    return role, binding
-
-
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
@@ -399,8 +384,8 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     def meta(name: str, extra: dict[str, str] | None = None) -> dict[str, Any]:
         return {"name": name, "namespace": ns, "labels": {**labels, **(extra or {})}}
 
-    access = job_access(meta, ns, SERVICE_ACCOUNT, part_names(n.result_configmap, RESULT_PARTS), index_label=INDEX,
-                        job=n.job)  # sglab/deploy/objects.py: shared with the probe Job
+    access = job_access(meta, ns, BENCH_SERVICE_ACCOUNT, part_names(n.result_configmap, RESULT_PARTS),
+                        index_label=INDEX, job=n.job)  # sglab/deploy/objects.py: shared with the probe Job
     stack_configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(n.stack_configmap),
                        "data": stack_files(stack, stack_name)}
     job = {
@@ -423,7 +408,10 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     # what served each arm, a wave's slots included: the node of every arm is in the evidence (a sweep's race
     # compares arms across slot nodes)
     access.role["rules"] += arm_read_rules([r.release for r in arm_releases(stack, stack_name)])
-    nodes, nodes_binding = node_reader(labels, ns) if job_cfg.read_node_labels else (None, None)
+    from sglab.sweep.arms import calibration_read_rules  # a calibrated wave reads the calibration step's block
+
+    access.role["rules"] += calibration_read_rules(stack, wave)
+    nodes, nodes_binding = node_reader(labels, ns, BENCH_SERVICE_ACCOUNT) if job_cfg.read_node_labels else (None, None)
     return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,
                          access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave, nodes,
                          nodes_binding)

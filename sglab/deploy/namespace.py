@@ -26,15 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pulumi
-import pulumi_kubernetes as k8s
-
 from sglab.config.cluster import PSS_LEVELS, PssLevel
 from sglab.config.stack import StackConfig
 from sglab.core.errors import ConfigError
 from sglab.core.paths import stack_path
-from sglab.deploy.naming import HF_CACHE_CLAIM
-from sglab.deploy.objects import common_labels
+from sglab.deploy.naming import BENCH_SERVICE_ACCOUNT, HF_CACHE_CLAIM
+from sglab.deploy.objects import common_labels, node_reader
 
 LABEL_PREFIX = "pod-security.kubernetes.io/"
 # The PSS version the labels pin: the oldest Kubernetes sglab supports (a pinned version does not tighten under
@@ -168,8 +165,55 @@ def hf_cache_manifest(stack: Any, stack_name: str) -> dict[str, Any] | None:
             "spec": spec}
 
 
+def cluster_scoped(stack: StackConfig, stack_name: str) -> list[tuple[str, str, str]]:
+    """(kind, name, the key that opted in) of every cluster-scoped object the stack renders: none unless it says
+    so (a tenant of a shared cluster may create none; tests/deploy/test_tenancy.py checks it against a render)."""
+    found: list[tuple[str, str, str]] = []
+    namespace = namespace_manifest(stack, stack_name)
+    if namespace is not None:
+        found.append(("Namespace", namespace["metadata"]["name"], "namespace.create"))
+    if stack.benchmark_job.enabled and stack.benchmark_job.read_node_labels:
+        for manifest in node_reader(common_labels(stack_name), stack.namespace, BENCH_SERVICE_ACCOUNT):
+            found.append((manifest["kind"], manifest["metadata"]["name"], "benchmark-job.read-node-labels"))
+    return found
+
+
+def tenancy_lines(stack: StackConfig, stack_name: str) -> list[str]:
+    """What a platform team checks before admitting the stack: the Pod Security level, the cluster-scoped
+    objects, and the priority its pods schedule at."""
+    level, needs = namespace_level(stack, stack_name), server_needs(stack)
+    why = "; ".join(n.why for n in needs if n.level == level) or "every pod meets it"
+    if namespace_manifest(stack, stack_name) is not None:
+        lines = [f"pod security: {level} enforced on namespace {stack.namespace} (created by the stack): {why}"]
+    else:
+        lines = [f"pod security: {level} needed ({why}); the existing namespace {stack.namespace} must admit it "
+                 f"(its pod-security.kubernetes.io/enforce label at {level} or looser)"]
+    found = cluster_scoped(stack, stack_name)
+    if found:
+        lines.append(f"cluster-scoped objects ({len(found)}): "
+                     + ", ".join(f"{kind} {name} ({key})" for kind, name, key in found))
+    else:
+        lines.append("cluster-scoped objects: none (every object is in the namespace)")
+    if stack.serving is not None:
+        keys = stack.serving.api_keys
+        lines.append(f"api keys: the servers read --api-key and --admin-api-key from Secret {keys.secret} (keys "
+                     f"{keys.api_key_key}, {keys.admin_api_key_key}) in {stack.namespace}; create it before pulumi "
+                     "up (docs/production.md)")
+    priority = stack.placement.priority_class_name
+    if priority:
+        lines.append(f"priority: {priority} for the servers and the pods beside them; if its value is above other "
+                     "tenants' and its preemptionPolicy is PreemptLowerPriority, a pending pod of this stack "
+                     f"preempts theirs (kubectl get priorityclass {priority})")
+    else:
+        lines.append("priority: the cluster's default (no priority class: preempts no other tenant)")
+    return lines
+
+
 def declare_namespace(dep: Any) -> None:
     """Create (labelled, kept on destroy when it holds state) or read the stack's namespace."""
+    import pulumi  # Pulumi's SDK only where the program runs: validate reads this module without it
+    import pulumi_kubernetes as k8s
+
     stack = dep.stack
     manifest = namespace_manifest(stack, dep.stack_name)  # raises ConfigError for a pod-security level too strict
     if manifest is None:
@@ -189,6 +233,8 @@ def declare_namespace(dep: Any) -> None:
 
 
 def _admits(stack: Any, metadata: Any) -> bool:
+    import pulumi
+
     labels = (metadata or {}).get("labels") if isinstance(metadata, dict) else getattr(metadata, "labels", None)
     problem = existing_namespace_problem(stack, labels)
     if problem is not None:
@@ -197,6 +243,9 @@ def _admits(stack: Any, metadata: Any) -> bool:
 
 
 def declare_hf_cache(dep: Any) -> None:
+    import pulumi
+    import pulumi_kubernetes as k8s
+
     manifest = hf_cache_manifest(dep.stack, dep.stack_name)
     if manifest is None:
         return

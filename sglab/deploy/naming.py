@@ -27,6 +27,8 @@ from sglab.core.paths import project_root
 
 SERVER_CHART = "sglang-server"
 PART_OF = "sglab"
+# The benchmark Job's ServiceAccount (its Role, and the opt-in ClusterRole that reads nodes, bind to it).
+BENCH_SERVICE_ACCOUNT = "sglab-bench"
 HF_TOKEN_SECRET = "sglab-hf-token"
 HF_TOKEN_SECRET_KEY = "token"
 HF_CACHE_CLAIM = "sglab-hf-cache"  # the claim the stack creates for sglab:hf-cache without claim-name

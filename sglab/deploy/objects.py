@@ -79,6 +79,21 @@ def job_access(meta: Meta, namespace: str, service_account: str, result_names: l
     return JobAccess(sa, role, binding, results)
 
 
+def node_reader(meta_labels: dict[str, str], namespace: str,
+                service_account: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ClusterRole that may only get nodes (their GPU Feature Discovery labels: nodes are cluster-scoped, so a
+    Role cannot grant it; `get` needs the name, which the pod gives) and its binding to the Job's account."""
+    name = f"{namespace}-{service_account}-nodes"
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": meta_labels},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": name, "labels": meta_labels},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]}
+    return role, binding
+
+
 def api_token_volume() -> dict[str, Any]:
     """The API credentials the kubelet would automount (token, cluster CA, namespace), as a volume to mount
     only where the API is called."""

@@ -14,12 +14,11 @@ import helm_python as helm
 import yaml
 
 from sglab.config.arms import Confound, confounds
-from sglab.core.errors import ConfigError
 from sglab.config.loader import LoadedStack
-from sglab.config.stack import StackConfig
+from sglab.core.errors import ConfigError
 from sglab.deploy.benchmark_job import benchmark_plan
 from sglab.deploy.capacity import check_capacity
-from sglab.deploy.namespace import hf_cache_manifest, namespace_level, namespace_manifest, server_needs
+from sglab.deploy.namespace import hf_cache_manifest, namespace_manifest
 from sglab.deploy.naming import SECRET_PLACEHOLDER, chart_dir
 from sglab.deploy.objects import hf_token_secret_manifest
 from sglab.deploy.plan import arm_releases
@@ -147,47 +146,3 @@ def header_comment(rendered: RenderedStack) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cluster_scoped(stack: StackConfig, stack_name: str) -> list[tuple[str, str, str]]:
-    """(kind, name, the key that opted in) of every cluster-scoped object the stack renders: none unless it says
-    so (a tenant of a shared cluster may create none; tests/deploy/test_tenancy.py checks it against a render)."""
-    found: list[tuple[str, str, str]] = []
-    namespace = namespace_manifest(stack, stack_name)
-    if namespace is not None:
-        found.append(("Namespace", namespace["metadata"]["name"], "namespace.create"))
-    if stack.benchmark_job.enabled and stack.benchmark_job.read_node_labels:
-        plan = benchmark_plan(stack, stack_name)
-        for manifest in (plan.node_role, plan.node_role_binding):
-            if manifest is not None:
-                found.append((manifest["kind"], manifest["metadata"]["name"], "benchmark-job.read-node-labels"))
-    return found
-
-
-def tenancy_lines(stack: StackConfig, stack_name: str) -> list[str]:
-    """What a platform team checks before admitting the stack: the Pod Security level, the cluster-scoped
-    objects, and the priority its pods schedule at."""
-    level, needs = namespace_level(stack, stack_name), server_needs(stack)
-    why = "; ".join(n.why for n in needs if n.level == level) or "every pod meets it"
-    if namespace_manifest(stack, stack_name) is not None:
-        lines = [f"pod security: {level} enforced on namespace {stack.namespace} (created by the stack): {why}"]
-    else:
-        lines = [f"pod security: {level} needed ({why}); the existing namespace {stack.namespace} must admit it "
-                 f"(its pod-security.kubernetes.io/enforce label at {level} or looser)"]
-    found = cluster_scoped(stack, stack_name)
-    if found:
-        lines.append(f"cluster-scoped objects ({len(found)}): "
-                     + ", ".join(f"{kind} {name} ({key})" for kind, name, key in found))
-    else:
-        lines.append("cluster-scoped objects: none (every object is in the namespace)")
-    if stack.serving is not None:
-        keys = stack.serving.api_keys
-        lines.append(f"api keys: the servers read --api-key and --admin-api-key from Secret {keys.secret} (keys "
-                     f"{keys.api_key_key}, {keys.admin_api_key_key}) in {stack.namespace}; create it before pulumi "
-                     "up (docs/production.md)")
-    priority = stack.placement.priority_class_name
-    if priority:
-        lines.append(f"priority: {priority} for the servers and the pods beside them; if its value is above other "
-                     "tenants' and its preemptionPolicy is PreemptLowerPriority, a pending pod of this stack "
-                     f"preempts theirs (kubectl get priorityclass {priority})")
-    else:
-        lines.append("priority: the cluster's default (no priority class: preempts no other tenant)")
-    return lines

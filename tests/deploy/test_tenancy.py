@@ -6,7 +6,7 @@ import pytest
 
 from sglab.cli import main
 from sglab.config.loader import load_stack
-from sglab.deploy.render import cluster_scoped
+from sglab.deploy.namespace import cluster_scoped
 from sglab.deploy.benchmark_job import benchmark_plan
 from sglab.deploy.render import render_stack
 from sglab.core.paths import stacks_dir
