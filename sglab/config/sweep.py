@@ -60,6 +60,8 @@ class SweepSpec(Model):
     slot_nodes: Annotated[list[Annotated[str, Field(pattern=_NODE_NAME)]], Field(max_length=64)] = Field(
         default_factory=list)
     calibration_run: Annotated[str, Field(pattern=_RUN_ID)] | None = None
+    # and its result ConfigMap, which each wave's Job reads (get, by name) to race net of the slot nodes
+    calibration_configmap: Annotated[str, Field(pattern=_NODE_NAME)] | None = None
     # `sglab sweep --quick`: these arm names only (after expansion); empty: the whole grid.
     quick_arms: list[str] = Field(default_factory=list)
 

@@ -265,7 +265,8 @@ class Verdict(Part):
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
 
 
-SweepStatus = Literal["running", "interrupted", "swept", "no-winner", "confirming", "confirmed", "not-confirmed"]
+SweepStatus = Literal["running", "interrupted", "swept", "no-winner", "confirming", "confirmed", "not-confirmed",
+                      "calibrated"]  # calibrated: a cluster sweep's calibration step (sglab/sweep/run.py)
 
 
 class RankedArm(Part):

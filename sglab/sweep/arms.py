@@ -44,6 +44,7 @@ WAVE_KEY = "sweep.wave"
 CARRY_KEY = "sweep.carry-arm"
 SLOT_NODES_KEY = "sweep.slot-nodes"
 CALIBRATION_RUN_KEY = "sweep.calibration-run"
+CALIBRATION_CONFIGMAP_KEY = "sweep.calibration-configmap"
 CALIBRATION_WAVE = 0  # sweep.wave 0: the calibration step, the baseline's config in every slot
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 ARM_URL_FLAG = "--arm-url"  # the Job's `sglab sweep` flag for one arm's URL
@@ -201,6 +202,18 @@ def slot_node(stack: StackConfig, release: str) -> str | None:
         return None
     slots = {slot_release_name(i): node for i, node in enumerate(spec.slot_nodes, 1)}
     return slots.get(release)
+
+
+def calibration_read_rules(stack: StackConfig, wave: Wave | None) -> list[dict[str, Any]]:
+    """A calibrated wave's Job reads the calibration step's sealed block (sglab.sweep.run.read_calibration): `get` on
+    exactly that step's result ConfigMaps (index and parts), by name; nothing for any other Job."""
+    from sglab.results.sink import part_names
+
+    spec = stack.sweep
+    if wave is None or not wave.number or spec is None or not spec.calibration_configmap or not spec.calibration_run:
+        return []
+    return [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": part_names(spec.calibration_configmap),
+             "verbs": ["get"]}]
 
 
 def _carried(stack_name: str, spec, grid: Grid, start: int) -> SweepArm:

@@ -35,8 +35,8 @@ from sglab.core.errors import ConfigError
 from sglab.config.loader import LoadedStack, _plain, load_mapping
 from sglab.deploy.capacity import check_capacity
 from sglab.deploy.naming import PENDING
-from sglab.sweep.arms import (CALIBRATION_RUN_KEY, CALIBRATION_WAVE, CARRY_KEY, SLOT_NODES_KEY, WAVE_KEY, Wave,
-                              plan_wave, sweep_grid)
+from sglab.sweep.arms import (CALIBRATION_CONFIGMAP_KEY, CALIBRATION_RUN_KEY, CALIBRATION_WAVE, CARRY_KEY,
+                              SLOT_NODES_KEY, WAVE_KEY, Wave, plan_wave, sweep_grid)
 
 PULUMI_ENV = "SGLAB_PULUMI"  # the pulumi executable (default: `pulumi` on PATH)
 FINISHED = ("promote", "reject", "inconclusive")
@@ -127,7 +127,8 @@ def next_step(loaded: LoadedStack, outputs: dict[str, Any], *, rerun: str | None
             return Step(f"the confirmation A/B has no result yet ({verdict}): pulumi up again", token)
         spec = stack.sweep
         stale = [(key, None) for key, value in ((SLOT_NODES_KEY, spec.slot_nodes),
-                                                (CALIBRATION_RUN_KEY, spec.calibration_run)) if value]
+                                                (CALIBRATION_RUN_KEY, spec.calibration_run),
+                                                (CALIBRATION_CONFIGMAP_KEY, spec.calibration_configmap)) if value]
         if spec.calibration_rounds:
             return Step(f"start the sweep: calibrate the slot nodes (the baseline's config in all "
                         f"{spec.parallel_arms} slots, {spec.calibration_rounds} rounds beside the baseline per gated "
@@ -141,8 +142,10 @@ def next_step(loaded: LoadedStack, outputs: dict[str, Any], *, rerun: str | None
     if wave.number == CALIBRATION_WAVE:
         run_id = str(outputs.get("sweep_run_id") or "")
         nodes, measured = slot_nodes(loaded, run_id)
+        configmap = outputs.get("benchmark_result_configmap")  # a pointer only: the Job checks what it reads there
         changes = [(WAVE_KEY, 1), (CARRY_KEY, None), *[(f"{SLOT_NODES_KEY}[{i}]", n) for i, n in enumerate(nodes)],
-                   (CALIBRATION_RUN_KEY, run_id)]
+                   (CALIBRATION_RUN_KEY, run_id),
+                   *([(CALIBRATION_CONFIGMAP_KEY, str(configmap))] if isinstance(configmap, str) and configmap else [])]
         return Step(f"wave 1/{wave.count}, each slot pinned to its calibrated node ({', '.join(nodes)})", changes,
                     report=measured)
     leader = outputs.get("sweep_leader")

@@ -274,6 +274,53 @@ def with_calibration(calibration: LevelResult, wave: LevelResult) -> tuple[Level
     return wave.model_copy(update={"rounds": [*kept, *shifted]}), notes
 
 
+def read_calibration(configmap: str, run_id: str, stack: str, *, namespace: str | None = None, core_api: Any = None
+                     ) -> tuple[dict[int, LevelResult], list[str]]:
+    """In a wave's Job: (gated level -> the calibration step's block, why not) from the step's result ConfigMaps
+    (`get` by name, the wave's Role), its seal verified and its identity checked (a complete sweep result of this
+    stack, run `run_id`, which `sweep --next` took from the verified copy at home). Anything else leaves the wave's
+    race uncorrected, said in one line (and `sweep --next` still recomputes it from the sealed results at home)."""
+    from sglab.results import integrity
+    from sglab.results.pull import read_document
+    from sglab.results.sink import current_namespace, part_names, parts_count
+    from sglab.results.store import parse_result
+
+    def why(problem: str) -> tuple[dict[int, LevelResult], list[str]]:
+        return {}, [f"the calibration step's result {configmap}: {problem}; this wave's race runs uncorrected "
+                    "(sglab sweep --next recomputes it net of the slot nodes from the sealed results)"]
+
+    try:
+        if core_api is None:
+            from kubernetes import client, config
+
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                config.load_kube_config()
+            core_api = client.CoreV1Api()
+        namespace = namespace or current_namespace()
+        index = core_api.read_namespaced_config_map(configmap, namespace)
+        count = parts_count(index.metadata.annotations)
+        parts = [index, *(core_api.read_namespaced_config_map(name, namespace)
+                          for name in part_names(configmap, max(count, 1))[1:])]
+    except Exception as exc:  # gone (pulled and pruned), forbidden, unreachable
+        return why(f"cannot be read ({type(exc).__name__}: {printable(exc)[:200]})")
+    document, problem = read_document(parts)
+    if document is None:
+        return why(problem or "it holds no result yet")
+    try:
+        result = parse_result(document, configmap)
+    except ConfigError as exc:
+        return why(str(exc)[:300])
+    problem = integrity.verify(result)
+    if problem is not None:
+        return why(problem)
+    if result.kind != "sweep" or result.stack != stack or result.run_id != run_id or not result.complete:
+        return why(f"is run {result.run_id} ({result.kind}, stack {result.stack}, "
+                   f"{'complete' if result.complete else 'incomplete'}), not the complete calibration run {run_id}")
+    return {level.concurrency: level for level in result.levels}, []
+
+
 class SweepController:
     """Which arms run each round, from the race's record; saves the state after every round."""
 
@@ -284,6 +331,9 @@ class SweepController:
         self.run_dir = run_dir
         self.echo = echo
         self.ungated_rounds = plan.ungated_rounds or plan.rounds
+        # A cluster wave's calibration: per gated level, the calibration step's block, read from its sealed result
+        # (read_calibration); every look of the race is then net of the slot nodes (with_calibration).
+        self.block: dict[int, LevelResult] = {}
 
     def gated(self, level: int) -> bool:
         return level in self.state.gated_levels
@@ -337,6 +387,9 @@ class SweepController:
             self.state.calibration[str(level)] = {"baseline_node": base,
                                                   "offsets": [o.model_dump(mode="json") for o in offsets]}
             return None
+        if self.block.get(level) is not None:
+            measured, notes = with_calibration(self.block[level], measured)
+            self.state.notes += [n for n in notes if n not in self.state.notes]
         rec, block = level_race(measured, arms, self.state.metric, self.policy, self.state.max_rounds)
         if block < self.calibration_rounds:
             return rec  # still calibrating: the race has not started
@@ -461,6 +514,15 @@ def run_sweep(loaded: LoadedStack, grid: Grid, plan: LoadPlan, *, quick: bool = 
                       calibration=calibration)
     state.save(run_dir)
     controller = SweepController(state, plan, loaded.config.policy, run_dir, echo=echo)
+    spec = loaded.config.sweep or SweepSpec()
+    if target == "in-cluster" and spec.wave and spec.calibration_configmap and spec.calibration_run:
+        # a calibrated wave's Job: the calibration step's sealed block, so every look is net of the slot nodes
+        controller.block, notes = read_calibration(spec.calibration_configmap, spec.calibration_run, loaded.name)
+        for note in notes:
+            echo(f"note: {note}")
+        state.notes += notes
+        if controller.block:
+            echo(f"calibrated: the race is net of the slot nodes measured by calibration step {spec.calibration_run}")
     request = sweep_request(loaded, grid, plan, state, target_kind=target, urls=urls or {},
                             sim_env=sim_env or {}, out=out, progress=progress)
     result, run_dir = run_controlled(request, controller, run_id=run_id, run_dir=run_dir)

@@ -326,3 +326,18 @@ def test_a_calibrated_waves_next_step_recomputes_its_leader_from_the_pulled_resu
     assert run.outputs["sweep_next"] == (f"sglab results pull --stack {STACK} && sglab sweep --stack {STACK} --next  "
                                          "(recomputes wave 2's leader net of the slot nodes from its and the "
                                          "calibration step's sealed results, then runs wave 3 carrying it)")
+
+
+def test_a_calibrated_waves_job_may_get_the_calibration_steps_result_configmaps_and_nothing_else():
+    """The wave's Job reads the calibration step's sealed block itself (its race is net of the slot nodes from its
+    first look): its Role gets exactly those ConfigMaps by name (get only); an uncalibrated wave's gets none."""
+    from sglab.results.sink import part_names
+
+    keys = dict(wave=2, carry_arm=grid_names()[2], slot_nodes=["gpu-a", "gpu-b", "gpu-c", "gpu-d"],
+                calibration_run="cal-run", calibration_configmap="sglab-result-0123456789ab")
+    rules = benchmark_plan(stack_with(**keys), STACK).role["rules"]
+    reads = [r for r in rules if r.get("resources") == ["configmaps"] and r["verbs"] == ["get"]]
+    assert reads == [{"apiGroups": [""], "resources": ["configmaps"],
+                      "resourceNames": part_names("sglab-result-0123456789ab"), "verbs": ["get"]}]
+    plain = benchmark_plan(stack_with(wave=2, carry_arm=grid_names()[2]), STACK).role["rules"]
+    assert not [r for r in plain if r.get("resources") == ["configmaps"] and r["verbs"] == ["get"]]

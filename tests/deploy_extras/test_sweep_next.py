@@ -206,13 +206,15 @@ SLOTS = [f"baseline@sglang-slot-{i}" for i in range(1, 5)]
 SPEEDS = {"gpu-slow": 0.92, "gpu-fast": 1.03, "gpu-c": 1.0, "gpu-d": 1.0}
 
 
-def sealed(run_id: str, gains: dict[str, float], nodes: dict[str, str], rounds: int, *, seed: int) -> None:
-    """A result as `sglab results pull` leaves it: kind sweep, its rounds (arm -> its node), sealed."""
+def sealed(run_id: str, gains: dict[str, float], nodes: dict[str, str], rounds: int, *, seed: int,
+           outcome: str = "swept") -> None:
+    """A result as `sglab results pull` leaves it: kind sweep, its rounds (arm -> its node), its verdict, sealed."""
     import os
     from pathlib import Path
 
     from sglab.analysis.synthetic import synthetic_result
     from sglab.results.store import write_result
+    from sglab.schema.verdict import SweepVerdict
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from sweep.test_controllers import rounds_of
@@ -221,6 +223,7 @@ def sealed(run_id: str, gains: dict[str, float], nodes: dict[str, str], rounds: 
     level = rounds_of(gains, rounds, seed=seed, nodes={"baseline": ("gpu-base", 1.0), **placed})
     result = synthetic_result(levels=(GATED,), rounds=2, stack=STACK).model_copy(
         update={"kind": "sweep", "run_id": run_id, "levels": [level], "complete": True})
+    result.verdict = SweepVerdict(kind="sweep", outcome=outcome, sentence="", metric="decode_tok_per_s")
     run_dir = Path(os.environ["SGLAB_RESULTS_DIR"]) / STACK / run_id
     run_dir.mkdir(parents=True)
     write_result(result, run_dir)
@@ -228,7 +231,7 @@ def sealed(run_id: str, gains: dict[str, float], nodes: dict[str, str], rounds: 
 
 def calibrated(cluster) -> None:
     """The calibration step has run: slot 1 on a node 8% slower, slot 2 on one 3% faster."""
-    sealed("cal-run", {s: 0.0 for s in SLOTS}, dict(zip(SLOTS, SPEEDS)), 8, seed=1)
+    sealed("cal-run", {s: 0.0 for s in SLOTS}, dict(zip(SLOTS, SPEEDS)), 8, seed=1, outcome="calibrated")
 
 
 def test_a_fresh_sweep_first_calibrates_the_slot_nodes(cluster, capsys):
@@ -239,7 +242,8 @@ def test_a_fresh_sweep_first_calibrates_the_slot_nodes(cluster, capsys):
 
 def test_after_the_calibration_step_the_slots_are_pinned_to_the_nodes_its_sealed_result_records(cluster, capsys):
     next_()
-    cluster.outputs(sweep_wave=0, sweep_waves=11, sweep_status="calibrated", sweep_run_id="cal-run")
+    cluster.outputs(sweep_wave=0, sweep_waves=11, sweep_status="calibrated", sweep_run_id="cal-run",
+                    benchmark_result_configmap="sglab-result-0123456789ab")
     assert next_() == 2  # not pulled yet: nothing unsealed decides where the slots go
     assert "sglab results pull --stack eagle-sweep" in capsys.readouterr().err
     assert cluster.sweep()["wave"] == 0
@@ -248,6 +252,8 @@ def test_after_the_calibration_step_the_slots_are_pinned_to_the_nodes_its_sealed
     out = capsys.readouterr().out
     assert "wave 1/11" in out and "gpu-slow" in out
     assert cluster.sweep()["slot-nodes"] == list(SPEEDS) and cluster.sweep()["calibration-run"] == "cal-run"
+    # where the waves' Jobs read the step's sealed block (their Role gets it by name)
+    assert cluster.sweep()["calibration-configmap"] == "sglab-result-0123456789ab"
     assert cluster.sweep()["wave"] == 1 and cluster.calls()[-1][0] == "up"
 
 

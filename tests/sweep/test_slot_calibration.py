@@ -165,3 +165,77 @@ def test_an_arm_on_a_node_the_calibration_step_did_not_measure_is_named() -> Non
     _, notes = with_calibration(calibration, wave)
     assert notes == ["s1-k1-d2 ran on new-node, which the calibration step did not measure: its interval against "
                      "the baseline and the other arms stays unbounded (never decided on)"]
+
+
+def test_a_cluster_waves_controller_races_net_of_the_calibration_steps_block_from_its_first_round(
+        tmp_path) -> None:
+    """A wave's Job given the calibration step's block (read from its sealed result): every look of its race is net of
+    the slot nodes, so the rounds go where the corrected race wants them (no block rounds in this run)."""
+    from .test_controllers import controller, rounds_of
+    from sglab.sweep.run import load_state
+
+    ctl = controller(tmp_path, arms=("s1-k1-d2", "s5-k1-d6-LL"), target="in-cluster")
+    cal = {"baseline@sglang-slot-1": ("slow", 0.92), "baseline@sglang-slot-2": ("fast", 1.03)}
+    ctl.block = {1: rounds_of({arm: 0.0 for arm in cal}, 8, seed=5, nodes={"baseline": ("base", 1.0), **cal})}
+    assert ctl.calibration_rounds == 0 and ctl.arms_for_round(1, 0) == ["baseline", "s1-k1-d2", "s5-k1-d6-LL"]
+    gains = {"s1-k1-d2": 0.04, "s5-k1-d6-LL": 0.06}
+    nodes = {"baseline": ("base", 1.0), "s1-k1-d2": ("fast", 1.03), "s5-k1-d6-LL": ("slow", 0.92)}
+    asked: list[list[str]] = []
+    for n in range(ctl.rounds_at(1)):
+        arms = ctl.arms_for_round(1, n)
+        if not arms:
+            break
+        asked.append(arms)
+        ctl.round_done(1, n, rounds_of(gains, n + 1, seed=6, asked=asked, nodes=nodes))
+    record = load_state(tmp_path).records["1"]
+    assert record["winner"] == "s5-k1-d6-LL" and record["rounds"] == len(asked)
+    assert {o["node"] for o in record["calibration"]} == {"slow", "fast"} and record["calibration_rounds"] == 8
+
+
+def _stored_calibration(api, *, run_id: str = "cal-run", tamper: bool = False) -> None:
+    import json
+
+    from sglab.analysis.synthetic import synthetic_result
+    from sglab.results import integrity
+    from sglab.results.sink import write_result_configmap
+
+    from .test_controllers import rounds_of
+
+    cal = {"baseline@sglang-slot-1": ("slow", 0.92)}
+    level = rounds_of({arm: 0.0 for arm in cal}, 8, seed=5, nodes={"baseline": ("base", 1.0), **cal})
+    result = synthetic_result(levels=(1,), rounds=2, stack="eagle-sweep").model_copy(
+        update={"kind": "sweep", "run_id": run_id, "levels": [level], "complete": True})
+    document = json.loads(integrity.seal(result, key=None).model_dump_json())  # what a pod seals: a plain digest
+    if tamper:
+        document["levels"][0]["rounds"][0]["node"] = "elsewhere"
+    write_result_configmap(json.dumps(document), "sglab-result-cal", "ns", core_api=api.core_api())
+
+
+def test_a_waves_job_reads_the_calibration_steps_block_from_its_sealed_result_configmap() -> None:
+    from deploy_extras.fake_api import FakeConfigMapApi
+    from sglab.sweep.run import read_calibration
+
+    with FakeConfigMapApi() as api:
+        _stored_calibration(api)
+        before = len(api.requests)
+        blocks, notes = read_calibration("sglab-result-cal", "cal-run", "eagle-sweep", namespace="ns",
+                                         core_api=api.core_api())
+        assert notes == [] and list(blocks) == [1] and len(blocks[1].rounds) == 16
+        assert {m for m, _, _ in api.requests[before:]} == {"GET"}  # the Role's get, by name
+        other, notes = read_calibration("sglab-result-cal", "another-run", "eagle-sweep", namespace="ns",
+                                        core_api=api.core_api())
+        assert other == {} and "is run cal-run" in notes[0] and "uncorrected" in notes[0]
+        gone, notes = read_calibration("sglab-result-gone", "cal-run", "eagle-sweep", namespace="ns",
+                                       core_api=api.core_api())
+        assert gone == {} and "sglab-result-gone" in notes[0] and "uncorrected" in notes[0]
+
+
+def test_a_calibration_result_whose_seal_fails_is_not_used_by_the_waves_job() -> None:
+    from deploy_extras.fake_api import FakeConfigMapApi
+    from sglab.sweep.run import read_calibration
+
+    with FakeConfigMapApi() as api:
+        _stored_calibration(api, tamper=True)
+        blocks, notes = read_calibration("sglab-result-cal", "cal-run", "eagle-sweep", namespace="ns",
+                                         core_api=api.core_api())
+    assert blocks == {} and "SHA-256" in notes[0] and "uncorrected" in notes[0]

@@ -158,6 +158,60 @@ def test_the_calibration_steps_job_runs_the_baseline_config_in_every_slot_and_en
     assert "calibration of the slot nodes" in outputs["sentence"]
 
 
+@pytest.mark.slow
+def test_a_calibrated_waves_job_reads_the_calibration_steps_sealed_block_and_races_net_of_it(root, tmp_path):
+    """A wave after the calibration step (sweep.calibration-run, sweep.calibration-configmap set by `--next`): the
+    Job's pod gets the step's result ConfigMap by name, verifies its seal and identity, and every look of its race
+    carries the step's block (here the rounds record no node: this rehearsal checks the wiring, the correction itself
+    is tests/sweep/test_slot_calibration.py's)."""
+    from sglab.analysis.synthetic import synthetic_result
+    from sglab.results import integrity
+    from sglab.results.sink import write_result_configmap
+
+    from .test_controllers import rounds_of
+
+    name = wave_stack(root, wave=1, **{"calibration-run": "cal-run", "calibration-configmap": "sglab-result-cal",
+                                       "slot-nodes": ["gpu-a", "gpu-b"]})
+    loaded = load_stack(name, root)
+    stack = loaded.config
+    wave = plan_wave(stack, name)
+    plan = benchmark_plan(stack, name)
+    pod_stacks = tmp_path / "pod-stacks"
+    pod_stacks.mkdir()
+    for filename, text in plan.stack_configmap["data"].items():
+        (pod_stacks / filename).write_text(text)
+    grid = expand(loaded)
+    specs = [grid.baseline, *(a.arm.arm for a in wave.arms)]
+    slots = ["baseline@sglang-slot-1", "baseline@sglang-slot-2"]
+    block = rounds_of({s: 0.0 for s in slots}, 3, seed=3)
+    step = synthetic_result(levels=(1,), rounds=2, stack=name).model_copy(
+        update={"kind": "sweep", "run_id": "cal-run", "levels": [block], "complete": True})
+    with FakeConfigMapApi() as api:
+        for precreated in plan.result_configmaps:
+            api.add(stack.namespace, precreated)
+        write_result_configmap(integrity.seal(step, key=None).model_dump_json(), "sglab-result-cal", stack.namespace,
+                               core_api=api.core_api())
+        env = {**without_server_env(os.environ), "SGLAB_STACKS_DIR": str(pod_stacks),
+               "SGLAB_RESULTS_DIR": str(tmp_path / "pod-results"), "POD_NAMESPACE": stack.namespace,
+               "KUBECONFIG": str(api.kubeconfig(tmp_path / "kubeconfig"))}
+        with start_sims(specs, extra_env={**stack_sim_env(loaded), "SGLAB_SIM_TIME_SCALE": "10"}) as sims:
+            command = pod_command(plan, {
+                f"http://sglang-baseline.{stack.namespace}.svc.cluster.local:{grid.baseline.port}":
+                    sims.urls["baseline"],
+                **{f"http://{a.release}.{stack.namespace}.svc.cluster.local:{a.arm.arm.port}": sims.urls[a.arm.name]
+                   for a in wave.arms}})
+            done = run_cli(command + ["--round-s", "0.5"], env)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        read = [path for method, path, _ in api.requests if method == "GET" and path.endswith("/sglab-result-cal")]
+        assert read, api.requests
+    assert "calibrated: the race is net of the slot nodes measured by calibration step cal-run" in done.stdout
+    assert "uncorrected" not in done.stdout
+    (result_file,) = (tmp_path / "pod-results").glob(f"{name}/*/result.json")
+    state = json.loads((result_file.parent / "sweep.json").read_text())
+    record = state["records"]["1"]
+    assert record["calibration_rounds"] == 3 and len(record["calibration"]) == 2
+
+
 def test_a_url_that_serves_another_config_is_refused_before_any_round(root, tmp_path, capfd):
     name = wave_stack(root, wave=1)
     loaded = load_stack(name, root)
