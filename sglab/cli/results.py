@@ -131,11 +131,13 @@ def _prune(args: argparse.Namespace, base: Path | None, report, prune_results) -
     from sglab.cli import UsageError
     from sglab.config.loader import load_stack
 
-    keep = args.keep if args.keep is not None else load_stack(args.stack).config.benchmark_job.keep_results
+    stack = load_stack(args.stack).config
+    keep = args.keep if args.keep is not None else stack.benchmark_job.keep_results
     if keep < 1:
         raise UsageError("--keep must be at least 1 (the stack's outputs read the newest run back)")
+    calibration = stack.sweep.calibration_run if stack.sweep is not None else None  # its waves' Jobs read it
     pruned = prune_results(args.stack, keep, report=report, namespace=args.namespace, context=args.context,
-                           kubeconfig=args.kubeconfig, base=base)
+                           kubeconfig=args.kubeconfig, base=base, spare={calibration} if calibration else set())
     for run_id, path in pruned.deleted:
         print(f"moved out of the cluster: {printable(run_id)} (kept at {printable(path)})")
     for run_id in pruned.not_home:

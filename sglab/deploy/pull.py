@@ -59,9 +59,10 @@ def _age_key(parts: list[Any], result: Any) -> tuple[str, str]:
 
 def prune_results(stack: str, keep: int, *, report: PullReport, namespace: str | None = None,
                   context: str | None = None, kubeconfig: str | None = None, base: Path | None = None,
-                  core_api: Any = None) -> Pruned:
+                  core_api: Any = None, spare: set[str] | frozenset[str] = frozenset()) -> Pruned:
     """Delete from the cluster every result beyond the newest `keep` whose file is on disk (this pull wrote it, or an
-    identical copy was already there); pending, refused and conflicting results are never deleted."""
+    identical copy was already there); pending, refused and conflicting results are never deleted, nor the runs in
+    `spare` (a sweep's calibration step, which its waves' Jobs read: sweep.calibration-run)."""
     if keep < 1:
         raise ValueError("keep at least the newest run in the cluster (the stack's outputs read it back)")
     namespace = namespace or load_stack(stack).config.namespace
@@ -79,8 +80,9 @@ def prune_results(stack: str, keep: int, *, report: PullReport, namespace: str |
         if pulled.result is not None:
             runs.append((_age_key(parts, pulled.result), parts, pulled))
     runs.sort(key=lambda run: run[0], reverse=True)  # newest first
-    pruned = Pruned(kept=[run[2].result.run_id for run in runs[:keep]])
-    for _, parts, pulled in runs[keep:]:
+    spared = [run for run in runs[keep:] if run[2].result.run_id in spare]
+    pruned = Pruned(kept=[run[2].result.run_id for run in [*runs[:keep], *spared]])
+    for _, parts, pulled in [run for run in runs[keep:] if run not in spared]:
         target = root / pulled.result.run_id / RESULT_FILE
         if target not in home:
             pruned.not_home.append(pulled.result.run_id)

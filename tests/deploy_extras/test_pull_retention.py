@@ -70,3 +70,19 @@ def test_keep_all_deletes_nothing(tmp_path):
                       "--keep", "all"]) == 0
         assert len(result_names(api)) == 3
         assert [m for m, *_ in api.requests] == ["GET"] * len(api.requests)
+
+
+def test_a_sweeps_calibration_step_is_never_moved_out_while_its_waves_read_it(tmp_path):
+    """A cluster sweep's waves read the calibration step's result ConfigMaps (docs/sweep.md, "The slot nodes,
+    calibrated"): retention spares the run the stack names in sweep.calibration-run, however old."""
+    from sglab.deploy.pull import prune_results, pull_report
+
+    with FakeConfigMapApi() as api:
+        runs = seed(api, 4)
+        out = tmp_path / "results"
+        report = pull_report(STACK, namespace=NS, base=out, core_api=api.core_api())
+        pruned = prune_results(STACK, 1, report=report, namespace=NS, base=out, core_api=api.core_api(),
+                               spare={runs[0].run_id})
+        left = result_names(api)
+    assert left == ["sglab-result-0", "sglab-result-3"]
+    assert runs[0].run_id in pruned.kept and [r for r, _ in pruned.deleted] == [runs[2].run_id, runs[1].run_id]
