@@ -110,6 +110,7 @@ def ranking_table(state: SweepState) -> str:
                          "without a value, or a resumed round); the decisions use what was measured")
     if state.status == "calibrated":
         lines.append(sweep_verdict(state)["sentence"])
+    lines += [f"note: {note}" for note in state.notes]
     quick = [s for s in state.skipped if s["reason"].endswith("(--quick)")]
     rest = [s for s in state.skipped if s not in quick]
     if rest:

@@ -389,7 +389,10 @@ class SweepController:
             return None
         if self.block.get(level) is not None:
             measured, notes = with_calibration(self.block[level], measured)
-            self.state.notes += [n for n in notes if n not in self.state.notes]
+            for note in notes:
+                if note not in self.state.notes:  # said once, when first seen (and in the ranking)
+                    self.state.notes.append(note)
+                    self.echo(f"note: {note}")
         rec, block = level_race(measured, arms, self.state.metric, self.policy, self.state.max_rounds)
         if block < self.calibration_rounds:
             return rec  # still calibrating: the race has not started

@@ -239,3 +239,23 @@ def test_a_calibration_result_whose_seal_fails_is_not_used_by_the_waves_job() ->
         blocks, notes = read_calibration("sglab-result-cal", "cal-run", "eagle-sweep", namespace="ns",
                                          core_api=api.core_api())
     assert blocks == {} and "SHA-256" in notes[0] and "uncorrected" in notes[0]
+
+
+def test_a_waves_arm_on_a_node_the_calibration_step_did_not_measure_is_said_in_the_log_and_the_ranking(
+        tmp_path) -> None:
+    from .test_controllers import controller, rounds_of
+    from sglab.sweep.outputs import ranking_table
+
+    said: list[str] = []
+    ctl = controller(tmp_path, arms=("s1-k1-d2", "s5-k1-d6-LL"), target="in-cluster")
+    ctl.echo = said.append
+    cal = {"baseline@sglang-slot-1": ("slow", 0.92)}
+    ctl.block = {1: rounds_of({arm: 0.0 for arm in cal}, 8, seed=5, nodes={"baseline": ("base", 1.0), **cal})}
+    nodes = {"baseline": ("base", 1.0), "s1-k1-d2": ("new-node", 1.0), "s5-k1-d6-LL": ("slow", 0.92)}
+    gains = {"s1-k1-d2": 0.0, "s5-k1-d6-LL": 0.06}
+    for n in range(2):
+        ctl.round_done(1, n, rounds_of(gains, n + 1, seed=6, nodes=nodes))
+    note = ("s1-k1-d2 ran on new-node, which the calibration step did not measure: its interval against the baseline "
+            "and the other arms stays unbounded (never decided on)")
+    assert said.count(f"note: {note}") == 1  # said once, when first seen
+    assert f"note: {note}" in ranking_table(ctl.state)
