@@ -341,3 +341,32 @@ def test_a_calibrated_waves_job_may_get_the_calibration_steps_result_configmaps_
                       "resourceNames": part_names("sglab-result-0123456789ab"), "verbs": ["get"]}]
     plain = benchmark_plan(stack_with(wave=2, carry_arm=grid_names()[2]), STACK).role["rules"]
     assert not [r for r in plain if r.get("resources") == ["configmaps"] and r["verbs"] == ["get"]]
+
+
+@pytest.mark.parametrize("keys", [
+    {"wave": 0},
+    {"wave": 2, "carry_arm": "s1-k1-d2", "slot_nodes": ["gpu-a", "gpu-b", "gpu-c", "gpu-d"],
+     "calibration_run": "cal-run", "calibration_configmap": "sglab-result-0123456789ab"},
+])
+def test_render_of_the_calibration_step_and_of_a_calibrated_wave_validates(keys):
+    """`baseline@<slot>` becomes label values and annotations, the pins a nodeSelector, the step's read a Role rule:
+    every manifest validates (kubernetes-validate strict)."""
+    loaded = load_stack(STACK)
+    raw = {**json.loads(json.dumps(loaded.raw)), **sweep(**keys)}
+    rendered = render_stack(load_mapping(STACK, loaded.path, raw))
+    deployments = [o for o in rendered.objects if o["kind"] == "Deployment"]
+    assert len(deployments) == 5
+    for d in deployments:
+        for value in d["spec"]["template"]["metadata"]["labels"].values():
+            assert LABEL_VALUE.match(value) and len(value) <= 63, value
+    if keys["wave"] == 0:
+        assert {d["metadata"]["annotations"].get("sglab/arm-name") for d in deployments} == {
+            None, *(f"baseline@{slot_release_name(i)}" for i in range(1, 5))}
+    else:
+        pinned = {d["metadata"]["name"]: d["spec"]["template"]["spec"]["nodeSelector"].get("kubernetes.io/hostname")
+                  for d in deployments}
+        assert pinned == {"sglang-baseline": None, **{slot_release_name(i): n for i, n in
+                                                      enumerate(keys["slot_nodes"], 1)}}
+    for obj in rendered.objects:
+        for version in ("1.31", kubernetes_validate.latest_version()):
+            kubernetes_validate.validate(obj, version, strict=True)
