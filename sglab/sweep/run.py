@@ -602,12 +602,14 @@ def load_resume(loaded: LoadedStack, grid: Grid, run_dir: Path, state: SweepStat
     controller = SweepController(state, LoadPlan.model_validate(state.plan), loaded.config.policy, run_dir,
                                  echo=lambda _: None)
     state.status, state.records, state.contenders = "running", {}, [a["name"] for a in state.arms]
+    state.calibration = {}  # a calibration step's offsets: recomputed from its rounds too
     state.winner, state.winner_cleared_min, state.finalists, state.confirmation = None, False, [], None
     for level in result.levels:  # recompute every decision from the saved rounds
         if controller.gated(level.concurrency) and state.status == "running":
             controller.update(level.concurrency, level)
     if result.complete:
-        state.status = "swept" if state.winner and state.status != "no-winner" else "no-winner"
+        state.status = ("calibrated" if not state.arms else  # a cluster's calibration step: no arms
+                        "swept" if state.winner and state.status != "no-winner" else "no-winner")
         if confirmed is not None and state.winner:
             _keep_confirmation(loaded, state, Path(confirmed["path"]), path)
     return state, result

@@ -259,3 +259,35 @@ def test_a_waves_arm_on_a_node_the_calibration_step_did_not_measure_is_said_in_t
             "and the other arms stays unbounded (never decided on)")
     assert said.count(f"note: {note}") == 1  # said once, when first seen
     assert f"note: {note}" in ranking_table(ctl.state)
+
+
+def test_a_finished_calibration_step_read_back_by_resume_stays_calibrated(tmp_path) -> None:
+    """load_resume recomputes everything from the sealed rounds: a calibration step (no arms) is `calibrated` with
+    its offsets again, never `no-winner`."""
+    from sglab.analysis.synthetic import synthetic_result
+    from sglab.config import load_stack
+    from sglab.load.schedule import plan_for
+    from sglab.results.store import write_result
+    from sglab.sweep.grid import expand
+    from sglab.sweep.run import SweepController, finish, load_resume, load_state, new_state
+
+    from .test_controllers import rounds_of
+
+    loaded = load_stack("eagle-sweep")
+    grid = expand(loaded)
+    grid.arms = []
+    plan = plan_for(loaded, quick=True)
+    slots = ["baseline@sglang-slot-1", "baseline@sglang-slot-2"]
+    state = new_state(loaded, grid, plan, run_id="cal", quick=True, sim_env={}, target="in-cluster",
+                      calibration=slots)
+    ctl = SweepController(state, plan, loaded.config.policy, tmp_path, echo=lambda _: None)
+    nodes = {"baseline": ("node-a", 1.0), slots[0]: ("node-b", 0.9), slots[1]: ("node-c", 1.05)}
+    level = rounds_of({s: 0.0 for s in slots}, 8, sd=0.005, nodes=nodes)
+    for n in range(8):
+        ctl.round_done(1, n, level)
+    result = synthetic_result(levels=(1,), rounds=2, stack="eagle-sweep").model_copy(
+        update={"kind": "sweep", "run_id": "cal", "levels": [level], "complete": True})
+    finish(state, result, tmp_path)
+    write_result(result, tmp_path)
+    again, _ = load_resume(loaded, grid, tmp_path, load_state(tmp_path))
+    assert again.status == "calibrated" and again.calibration == state.calibration
