@@ -291,3 +291,21 @@ def test_a_finished_calibration_step_read_back_by_resume_stays_calibrated(tmp_pa
     write_result(result, tmp_path)
     again, _ = load_resume(loaded, grid, tmp_path, load_state(tmp_path))
     assert again.status == "calibrated" and again.calibration == state.calibration
+
+
+def test_the_slot_calibration_benchmark_runs(capsys) -> None:
+    """benchmarks/slot_calibration.py (docs/sweep.md's uncorrected / replay / live numbers) runs on the race classes."""
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "slot_calibration.py"
+    spec = importlib.util.spec_from_file_location("slot_calibration", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--races", "60"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "%" in line]
+    assert [row.split(" | ")[0] for row in rows] == ["| uncorrected (the Job without the step)",
+                                                      "| replay of those rounds net of the step (--next)",
+                                                      "| live, net of the step from the first look (the Job)"]
+    picked = [float(row.split(" | ")[1].rstrip("%")) for row in rows]
+    assert picked[0] < 20 < picked[2]
