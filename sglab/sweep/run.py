@@ -387,12 +387,15 @@ class SweepController:
             self.state.calibration[str(level)] = {"baseline_node": base,
                                                   "offsets": [o.model_dump(mode="json") for o in offsets]}
             return None
+        notes: list[str] = []
         if self.block.get(level) is not None:
             measured, notes = with_calibration(self.block[level], measured)
-            for note in notes:
-                if note not in self.state.notes:  # said once, when first seen (and in the ranking)
-                    self.state.notes.append(note)
-                    self.echo(f"note: {note}")
+        elif self.block:
+            notes = [f"the calibration step did not measure c={level}: this level's race is compared uncorrected"]
+        for note in notes:
+            if note not in self.state.notes:  # said once, when first seen (and in the ranking)
+                self.state.notes.append(note)
+                self.echo(f"note: {note}")
         rec, block = level_race(measured, arms, self.state.metric, self.policy, self.state.max_rounds)
         if block < self.calibration_rounds:
             return rec  # still calibrating: the race has not started

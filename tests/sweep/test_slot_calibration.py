@@ -309,3 +309,17 @@ def test_the_slot_calibration_benchmark_runs(capsys) -> None:
                                                       "| live, net of the step from the first look (the Job)"]
     picked = [float(row.split(" | ")[1].rstrip("%")) for row in rows]
     assert picked[0] < 20 < picked[2]
+
+
+def test_a_gated_level_the_calibration_step_did_not_measure_is_raced_uncorrected_and_said(tmp_path) -> None:
+    from .test_controllers import controller, rounds_of
+
+    said: list[str] = []
+    ctl = controller(tmp_path, arms=("s1-k1-d2", "s5-k1-d6-LL"), target="in-cluster")
+    ctl.echo = said.append
+    cal = {"baseline@sglang-slot-1": ("slow", 0.92)}
+    ctl.block = {4: rounds_of({arm: 0.0 for arm in cal}, 8, seed=5, nodes={"baseline": ("base", 1.0), **cal})}
+    for n in range(2):
+        ctl.round_done(1, n, rounds_of({"s1-k1-d2": 0.0, "s5-k1-d6-LL": 0.06}, n + 1, seed=6))
+    assert said.count("note: the calibration step did not measure c=1: this level's race is compared uncorrected") == 1
+    assert ctl.state.records["1"]["calibration"] == []
