@@ -56,8 +56,10 @@ def run_promote(args: argparse.Namespace) -> int:
     except PromotionRefused as exc:
         _say(f"refused: {exc.why}", file=sys.stderr)
         _say(f"  fix: {exc.fix}", file=sys.stderr)
+        _say(f"  check: {exc.check or '?'} (docs/promotion.md, \"What it checks, in order\")", file=sys.stderr)
         return USAGE
     _say(f"evidence: run {done.verdict.run_id} ({done.result_path})")
+    _say(f"checks passed ({len(done.checks)}): {', '.join(c.name for c in done.checks)}")
     seal, digest = done.log_entry.get("seal", {}), done.log_entry["integrity"]["digest"]
     if seal.get("accepted") == "unkeyed-opt-in":
         _say(f"seal: plain SHA-256 {digest}, accepted by --accept-unkeyed-seal (recorded in the promotion log)")

@@ -21,7 +21,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import io
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,18 +30,16 @@ from filelock import FileLock, Timeout
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
-from sglab.analysis.verdict import Verdict, policy_of, target_gate_refusal
-from sglab.config.arms import ArmSpec, baseline_arm, candidate_arm, confounds
+from sglab.analysis.verdict import Verdict
+from sglab.config.arms import ArmSpec, candidate_arm
 from sglab.config.loader import LoadedStack, load_stack
 from sglab.core.errors import ConfigError
 from sglab.core.paths import project_root, stack_path, write_atomic
 from sglab.core.untrusted import printable
-from sglab.promotion.evidence import (PromotionRefused, check_design, check_evidence, check_launch_commands,
-                                     check_producer, check_seal, judge_under_policies)
+from sglab.promotion.evidence import EVIDENCE_CHECKS, Case, PromotionCheck, PromotionRefused, run_checks
 from sglab.promotion.log import LOG_NAME, ROLLBACK, LogEntry, append_log, effective, read_log
-from sglab.results.store import RESULT_FILE, git_commit, latest_complete, load_result, results_root, utc_now_iso
-from sglab.schema.records import Confound
-from sglab.schema.result import RunResult
+from sglab.results.store import git_commit, utc_now_iso
+from sglab.schema.verdict import Check
 
 # The keys a promotion owns in the target stack; everything else there is the target's own.
 PROMOTED_KEYS = ("image", "model", "server", "env", "nccl", "candidate")
@@ -61,6 +58,7 @@ class Promotion:
     written: bool
     log_path: Path
     log_entry: dict[str, Any]
+    checks: list[Check]  # every check passed, in order (the table's)
 
     @property
     def next_command(self) -> str:
@@ -171,46 +169,66 @@ _LAUNCH_FIXES = {"command": "sglab:backend", "secret references": "sglab:hf-toke
                  "its other keys"}
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Two stack paths that are one file: a symlink, a hard link, `..` components, another spelling."""
-    try:
-        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
-    except OSError:
-        return False
-
-
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def find_evidence(stack: str, *, results_base: Path | None, result_path: Path | None) -> tuple[Path, RunResult]:
-    if result_path is not None:
-        result = load_result(result_path)
-        path = result_path if result_path.is_dir() else result_path.parent
-        _check_stack(stack, result, result_path)
-        if not result.complete:
-            raise PromotionRefused(f"{result_path} is an incomplete run ({result.incomplete_reason or 'no reason'})",
-                                   f"run `sglab bench --stack {stack}` to completion")
-        return path, result
-    found = latest_complete(stack, results_base)
-    if found is None:
-        where = (results_base or results_root()) / stack
-        raise PromotionRefused(f"no complete A/B run of stack '{stack}' under {where}",
-                               f"run `sglab bench --stack {stack}` first")
-    _check_stack(stack, found[1], found[0])  # a run copied into this stack's directory is not its run
-    return found
+def promoted_config(case: Case) -> str:
+    """The target rewritten with the candidate's keys is still a valid stack."""
+    case.after = apply_promotion(case.before, promoted_values(case.source))
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / case.target_stack.path.name
+        probe.write_text(case.after, encoding="utf-8")
+        try:
+            promoted = load_stack(case.target, path=probe)
+        except ConfigError as exc:
+            raise PromotionRefused(f"the promoted {case.target} config would not be valid: {exc.problem} "
+                                   f"({exc.key})", f"make {case.target_stack.path.name}'s own keys compatible with "
+                                   f"stack '{case.stack}' (e.g. placement vs server.tp-size)") from None
+    case.promoted_stack = promoted
+    return "valid"
 
 
-def _check_stack(stack: str, result: RunResult, where: Path) -> None:
-    if result.stack != stack:
-        raise PromotionRefused(f"{where} is a result of stack '{result.stack}', not '{stack}'",
-                               f"pass a result of {stack}, or promote --stack {result.stack}")
+def fidelity(case: Case) -> str:
+    """The target's candidate arm launches exactly as the benchmarked one did."""
+    target, name = case.target, case.target_stack.path.name
+    want, got = _launch(candidate_arm(case.source.config)), _launch(candidate_arm(case.promoted_stack.config))
+    if want != got:
+        differs = [k for k in want if want[k] != got[k]]
+        shown = "; ".join(f"{k}: benchmarked {want[k]!r}, {target} {got[k]!r}" for k in differs
+                          if k in ("command", "secret references"))
+        fixes = [_LAUNCH_FIXES.get(k, "its non-promoted keys").format(target=target) for k in differs]
+        raise PromotionRefused(f"the {target} candidate would not run what was benchmarked (differs in "
+                               f"{', '.join(differs)}{': ' + shown if shown else ''})",
+                               f"check {name}'s {'; '.join(dict.fromkeys(fixes))}")
+    return "the target's candidate launches as the benchmarked one"
+
+
+# The checks of the write, on the target's text as read under its lock (or as it is, for a dry run).
+WRITE_CHECKS: tuple[PromotionCheck, ...] = (
+    PromotionCheck("promoted config",
+                   "the rewritten target would not validate as a stack",
+                   "make the target's own keys compatible",
+                   promoted_config),
+    PromotionCheck("fidelity",
+                   "the target's candidate arm would not launch exactly as the benchmarked one: the whole launch"
+                   " is compared, command (the backend: `python3 -m sglang.launch_server` or `sglab sim`), "
+                   "image, args, env (a simulator's `SGLAB_SIM_*` knobs included: on a simulator stack they are "
+                   "its machine) and secret references (the target's `sglab:hf-token` reaches its servers as "
+                   "`HF_TOKEN`; a token the benchmarked servers did not have, or lacked, is another launch)",
+                   "the key the message names (`sglab:backend`, `sglab:hf-token`, `sglab:sim`, or the target's "
+                   "other non-promoted keys)",
+                   fidelity),
+)
+# Not a check of the evidence but a refusal all the same: the target's lock (`target_lock`).
+LOCK_ROW = ("lock", "another promotion holds the target's lock for 60 s", "retry")
 
 
 def promote(stack: str, *, target: str | None = None, root: Path | None = None, results_base: Path | None = None,
             result_path: Path | None = None, dry_run: bool = False, lock_timeout_s: float = 60.0,
             accept_unkeyed_seal: bool = False) -> Promotion:
-    """Promote `stack`'s candidate into `stacks/Pulumi.<target>.yaml`; raises PromotionRefused.
+    """Promote `stack`'s candidate into `stacks/Pulumi.<target>.yaml`: every check of EVIDENCE_CHECKS, then
+    under the target's lock WRITE_CHECKS and the write; raises PromotionRefused naming the check that refused.
     `accept_unkeyed_seal` admits a plain SHA-256 seal that is not the cluster's record (logged as such); `target`
     defaults to the stack's sglab:promote-to (production)."""
     root = root or project_root()
@@ -218,128 +236,70 @@ def promote(stack: str, *, target: str | None = None, root: Path | None = None, 
         target = load_stack(stack, root).config.promote_to
     if results_base is None and root != project_root():
         results_base = root / "results"
-    if target == stack or _same_file(stack_path(target, root), stack_path(stack, root)):
-        same = "" if target == stack else f" ({stack_path(target, root).name} is {stack_path(stack, root).name})"
-        raise PromotionRefused(f"the target stack '{target}' is the stack being promoted{same}",
-                               "promote into another stack, e.g. --to production")
-    source = load_stack(stack, root)
-    run_dir, result = find_evidence(stack, results_base=results_base, result_path=result_path)
-    if result.sweep is not None:  # a sweep's confirmation: evidence for the arm it confirms (sglab/sweep/)
-        from sglab.sweep.confirm import confirmed_source
-
-        source, refusal = confirmed_source(source, result, explicit=result_path is not None)
-        if refusal is not None:
-            raise PromotionRefused(*refusal)
-    if result.kind not in ("ab", "interactive"):
-        raise PromotionRefused(f"run {result.run_id} is a '{result.kind}' run; only A/B runs are evidence",
-                               f"run `sglab bench --stack {stack}` (without --aa/--attribute)")
-
-    check_evidence(source, result)
-    from sglab.analysis.accumulate import recheck  # a continued sequence: its earlier runs, verified again
-
-    if (problem := recheck(result, results_base, policy_of(result))) is not None:
-        raise PromotionRefused(f"run {result.run_id} continues a sequence whose {problem}",
-                               f"restore that run, or re-run `sglab bench --stack {stack} --fresh-sequence` (a new "
-                               "sequence, recorded as such)")
-    from sglab.bench.crossover import check_joined  # a crossover across two URL runs: its period 1, verified again
-
-    if (problem := check_joined(result, results_base)) is not None:
-        raise PromotionRefused(f"run {result.run_id} is period 2 of a crossover whose {problem}",
-                               f"restore that run, or measure both periods again (`sglab bench --stack {stack}`, "
-                               "then `--crossover-of` that run with the machines swapped)")
-    target_path = stack_path(target, root)
-    try:
-        target_stack = load_stack(target, root)
-    except ConfigError as exc:
-        raise PromotionRefused(f"the target stack is not usable: {exc}",
-                               f"create or fix {target_path} (see stacks/Pulumi.production.yaml)") from None
-    producer = check_producer(source, result, target_stack)  # simulator evidence never changes a GPU stack
-    check_design(source, result, target_stack)  # parallel evidence never into a stack that asks for a balanced one
-
-    benchmarked = {name: result.config_hash.get(name) for name in ("baseline", "candidate")}
-    now = {"baseline": baseline_arm(source.config).config_hash, "candidate": candidate_arm(source.config).config_hash}
-    stale = [name for name in now if benchmarked[name] != now[name]]
-    if stale:
-        raise PromotionRefused(
-            f"stale evidence: the {' and '.join(stale)} arm of stack '{stack}' changed since run {result.run_id} "
-            f"(config hash {', '.join(f'{n} {str(benchmarked[n])[:12]} -> {now[n][:12]}' for n in stale)})",
-            f"re-run `sglab bench --stack {stack}` so the evidence matches the config, then promote")
-    check_launch_commands(source, result)
-
-    # Confounds from the stack's arms (they hash to what was benchmarked); the file's own list is not read.
-    judged = result.model_copy(update={"confounds": [Confound(**c.as_dict()) for c in confounds(source.config)]})
-    verdict = judge_under_policies(source, judged)
-    result_file = result_path if result_path is not None and result_path.is_file() else run_dir / RESULT_FILE
-    seal = check_seal(stack, result, result_file, accept_unkeyed=accept_unkeyed_seal)
-
-    # the target's own gate, on the same evidence
-    if (refusal := target_gate_refusal(result, target_stack, stack)) is not None:
-        raise PromotionRefused(*refusal)
-    values = promoted_values(source)
+    case = Case(stack=stack, target=target, root=root, results_base=results_base, result_path=result_path,
+                accept_unkeyed_seal=accept_unkeyed_seal, source=load_stack(stack, root))
+    passed = run_checks(case, EVIDENCE_CHECKS)
+    target_path = case.target_stack.path
     log_path = target_path.parent / LOG_NAME
 
-    def plan(before: str) -> tuple[str, str]:
-        after = apply_promotion(before, values)
-        with tempfile.TemporaryDirectory() as tmp:
-            probe = Path(tmp) / target_path.name
-            probe.write_text(after, encoding="utf-8")
-            try:
-                promoted = load_stack(target, path=probe)
-            except ConfigError as exc:
-                raise PromotionRefused(f"the promoted {target} config would not be valid: {exc.problem} "
-                                       f"({exc.key})", f"make {target_path.name}'s own keys compatible with "
-                                       f"stack '{stack}' (e.g. placement vs server.tp-size)") from None
-        want, got = _launch(candidate_arm(source.config)), _launch(candidate_arm(promoted.config))
-        if want != got:
-            differs = [k for k in want if want[k] != got[k]]
-            shown = "; ".join(f"{k}: benchmarked {want[k]!r}, {target} {got[k]!r}" for k in differs
-                              if k in ("command", "secret references"))
-            fixes = [_LAUNCH_FIXES.get(k, "its non-promoted keys").format(target=target) for k in differs]
-            raise PromotionRefused(f"the {target} candidate would not run what was benchmarked (differs in "
-                                   f"{', '.join(differs)}{': ' + shown if shown else ''})",
-                                   f"check {target_path.name}'s {'; '.join(dict.fromkeys(fixes))}")
-        diff = "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+    def diff() -> str:
+        return "".join(difflib.unified_diff(case.before.splitlines(keepends=True), case.after.splitlines(keepends=True),
                                             fromfile=f"a/{target_path.name}", tofile=f"b/{target_path.name}"))
-        return after, diff
 
-    def entry(before: str, after: str) -> dict[str, Any]:
-        return {
-            "time": utc_now_iso(), "action": "promote", "source_stack": stack, "target_stack": target,
-            "run_id": result.run_id,
-            "result": str(run_dir), "outcome": verdict.outcome, "sentence": verdict.sentence,
-            "policy": verdict.policy,
-            "levels": [{"concurrency": lv.concurrency, "gating": lv.gating,
-                        "decode_gain": lv.decode.estimate, "decode_ci": [lv.decode.low, lv.decode.high],
-                        "output_gain": lv.output.estimate, "output_ci": [lv.output.low, lv.output.high],
-                        "rounds": lv.decode.rounds,
-                        "break_even_accept_length": lv.economics.break_even_accept_length} for lv in verdict.levels],
-            "config_hash": benchmarked, "git_commit": git_commit(root), "result_git_commit": result.git_commit,
-            "integrity": result.integrity.model_dump(mode="json", include={"algorithm", "digest", "key_id"}),
-            "seal": seal, "producer": producer,
-            "target_sha256_before": _sha256(before), "target_sha256_after": _sha256(after),
-            # what the owned keys held before and hold now: `sglab rollback` restores `previous`
-            "previous": owned_values(before), "promoted": owned_values(after),
-        }
+    def outcome(written: bool) -> Promotion:
+        return Promotion(stack, target, target_path, case.run_dir, case.verdict, diff(), written, log_path,
+                         entry(case, git_commit(root)), passed)
 
     if dry_run:
-        before = target_path.read_text(encoding="utf-8")
-        after, diff = plan(before)
-        return Promotion(stack, target, target_path, run_dir, verdict, diff, False, log_path, entry(before, after))
+        case.before = target_path.read_text(encoding="utf-8")
+        passed += run_checks(case, WRITE_CHECKS)
+        return outcome(False)
 
     lock = target_lock(target_path, lock_timeout_s)
     try:
         with lock:
-            before = target_path.read_text(encoding="utf-8")
-            after, diff = plan(before)
-            record = entry(before, after)
-            if after == before:  # a no-op: the target already runs this; nothing to write or log
-                return Promotion(stack, target, target_path, run_dir, verdict, diff, False, log_path, record)
-            write_atomic(target_path, after)
-            append_log(log_path, record)
+            case.before = target_path.read_text(encoding="utf-8")
+            passed += run_checks(case, WRITE_CHECKS)
+            if case.after == case.before:  # a no-op: the target already runs this; nothing to write or log
+                return outcome(False)
+            done = outcome(True)
+            write_atomic(target_path, case.after)
+            append_log(log_path, done.log_entry)
     except Timeout:
         raise PromotionRefused(f"another promotion into {target_path.name} held its lock for {lock_timeout_s:g} s",
-                               "wait for it to finish and retry") from None
-    return Promotion(stack, target, target_path, run_dir, verdict, diff, True, log_path, record)
+                               "wait for it to finish and retry", check="lock") from None
+    return done
+
+
+def entry(case: Case, commit: str | None) -> dict[str, Any]:
+    """The promotion log's record: the evidence, its verdict, the seal and what the owned keys held around it."""
+    result, verdict = case.result, case.verdict
+    return {
+        "time": utc_now_iso(), "action": "promote", "source_stack": case.stack, "target_stack": case.target,
+        "run_id": result.run_id,
+        "result": str(case.run_dir), "outcome": verdict.outcome, "sentence": verdict.sentence,
+        "policy": verdict.policy,
+        "levels": [{"concurrency": lv.concurrency, "gating": lv.gating,
+                    "decode_gain": lv.decode.estimate, "decode_ci": [lv.decode.low, lv.decode.high],
+                    "output_gain": lv.output.estimate, "output_ci": [lv.output.low, lv.output.high],
+                    "rounds": lv.decode.rounds,
+                    "break_even_accept_length": lv.economics.break_even_accept_length} for lv in verdict.levels],
+        "config_hash": {name: result.config_hash.get(name) for name in ("baseline", "candidate")},
+        "git_commit": commit, "result_git_commit": result.git_commit,
+        "integrity": result.integrity.model_dump(mode="json", include={"algorithm", "digest", "key_id"})
+        if result.integrity is not None else None,
+        "seal": case.seal, "producer": case.producer,
+        "target_sha256_before": _sha256(case.before), "target_sha256_after": _sha256(case.after),
+        # what the owned keys held before and hold now: `sglab rollback` restores `previous`
+        "previous": owned_values(case.before), "promoted": owned_values(case.after),
+    }
+
+
+def checks_table() -> str:
+    """docs/promotion.md's table of checks, from the code's."""
+    rows = [(c.name, c.refused_when, c.fix_says) for c in (*EVIDENCE_CHECKS, *WRITE_CHECKS)] + [LOCK_ROW]
+    return "\n".join(["| check | refused when | fix it says |", "|---|---|---|",
+                      *(f"| {name} | {when} | {fix} |" for name, when, fix in rows)])
 
 
 # The way back.
@@ -439,3 +399,7 @@ def rollback(target: str = "production", *, root: Path | None = None, dry_run: b
                                f"{lock_timeout_s:g} s", "wait for it to finish and retry") from None
     done.written = True
     return done
+
+
+if __name__ == "__main__":
+    print(checks_table())

@@ -157,7 +157,45 @@ def test_cli_refusal_exits_2_with_the_fix(root: Path, capsys: pytest.CaptureFixt
     bench(root, "eagle-default", gain=-0.08)
     assert main(["promote", "--stack", "eagle-default", "--root", str(root)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("refused: ") and "\n  fix: " in err
+    assert err.startswith("refused: ") and "\n  fix: " in err and "\n  check: verdict " in err
+
+
+@pytest.mark.parametrize("setup, check", [
+    (lambda root: None, "evidence"),
+    (lambda root: bench(root, "eagle-nccl-ll", complete=False), "evidence"),
+    (lambda root: bench(root, "eagle-nccl-ll", gain=-0.08), "verdict"),
+    (lambda root: (bench(root, "eagle-nccl-ll"), (root / "stacks" / "Pulumi.eagle-nccl-ll.yaml").write_text(
+        (root / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text().replace("0.88", "0.85"))), "stale evidence"),
+])
+def test_a_refusal_names_the_check_of_the_table_that_refused(root: Path, setup, check: str) -> None:
+    setup(root)
+    with pytest.raises(PromotionRefused) as info:
+        promote("eagle-nccl-ll", root=root)
+    assert info.value.check == check
+    assert info.value.as_check().model_dump() == {"name": check, "ok": False, "detail": info.value.why,
+                                                  "fix": info.value.fix}
+
+
+def test_a_promotion_passes_every_check_of_the_table_in_order(root: Path, capsys) -> None:
+    from sglab.promotion.evidence import EVIDENCE_CHECKS
+    from sglab.promotion.promote import WRITE_CHECKS
+
+    bench(root, "eagle-nccl-ll")
+    done = promote("eagle-nccl-ll", root=root, dry_run=True)
+    assert [c.name for c in done.checks] == [c.name for c in (*EVIDENCE_CHECKS, *WRITE_CHECKS)]
+    assert all(c.ok and c.detail for c in done.checks)
+    assert main(["promote", "--stack", "eagle-nccl-ll", "--dry-run", "--root", str(root)]) == 0
+    assert f"checks passed ({len(done.checks)}): target, evidence, sweep arm, " in capsys.readouterr().out
+
+
+def test_the_docs_table_of_checks_is_the_codes() -> None:
+    import re
+
+    from sglab.promotion.promote import checks_table
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "promotion.md").read_text()
+    shown = re.search(r"<!-- promotion-checks:begin -->\n(.*?)\n<!-- promotion-checks:end -->", text, re.S)
+    assert shown is not None and shown.group(1) == checks_table(), "run python -m sglab.promotion.promote"
 
 
 def test_cli_dry_run_prints_diff_and_next_step(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
