@@ -14,7 +14,8 @@ from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import load_stack
 from sglab.core.paths import stack_path
 from sglab.config.stack import StackConfig
-from sglab.deploy.benchmark_job import (SERVICE_ACCOUNT, STACKS_MOUNT, arm_read_rules, benchmark_plan, names,
+from sglab.deploy.naming import BENCH_SERVICE_ACCOUNT
+from sglab.deploy.benchmark_job import (STACKS_MOUNT, arm_read_rules, benchmark_plan, names,
                                         role_rules, stack_file_text)
 from sglab.results.sink import RESULT_PARTS
 
@@ -207,7 +208,7 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
     (binding,) = program.of_type(BINDING)
     assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                          "name": role.inputs["metadata"]["name"]}
-    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT,
+    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": BENCH_SERVICE_ACCOUNT,
                                            "namespace": stack.namespace}]
     (sa,) = program.of_type(SA)
     assert sa.inputs["automountServiceAccountToken"] is False
@@ -217,7 +218,7 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
     assert node_binding.inputs["subjects"] == binding.inputs["subjects"]
     assert node_binding.inputs["roleRef"]["name"] == nodes.inputs["metadata"]["name"]
     pod = bench_jobs(program)[0].inputs["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == SERVICE_ACCOUNT and pod["automountServiceAccountToken"] is True
+    assert pod["serviceAccountName"] == BENCH_SERVICE_ACCOUNT and pod["automountServiceAccountToken"] is True
     precreated = [c for c in program.of_type(CONFIGMAP) if c.inputs["metadata"]["name"].startswith(n.result_configmap)]
     assert sorted(c.inputs["metadata"]["name"] for c in precreated) == sorted(role.inputs["rules"][0]["resourceNames"])
     assert all("data" not in c.inputs and "binaryData" not in c.inputs for c in precreated)
