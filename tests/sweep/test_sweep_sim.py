@@ -121,7 +121,7 @@ def test_known_best_wins_after_a_resume_and_its_confirmation_promotes(root: Path
 
     confirm_dir = Path(state["confirmation"]["path"])
     confirmation = load_result(confirm_dir)
-    assert confirmation.kind == "ab" and confirmation.sweep["arm"]["name"] == best
+    assert confirmation.kind == "ab" and confirmation.sweep.arm.name == best
     with pytest.raises(PromotionRefused, match="confirmation of sweep arm"):
         promote("pick", root=root, dry_run=True)  # never implicitly
     try:
