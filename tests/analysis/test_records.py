@@ -153,3 +153,12 @@ def test_a_malformed_record_is_refused_when_read_naming_its_key(tmp_path: Path, 
     with pytest.raises(ConfigError) as caught:
         load_result(path)
     assert caught.value.key == key and problem in caught.value.problem, (caught.value.key, caught.value.problem)
+
+
+def test_a_sweep_verdict_records_every_status_a_sweep_state_has() -> None:
+    from typing import get_args
+
+    from sglab.schema.verdict import SweepStatus
+    from sglab.sweep.run import Status
+
+    assert set(get_args(SweepStatus)) == set(get_args(Status))
