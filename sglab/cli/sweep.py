@@ -194,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
     from sglab.load.targets import TargetError
     from sglab.results.store import write_result
     from sglab.sweep.confirm import run_confirmation
+    from sglab.schema.verdict import SweepVerdict
     from sglab.sweep.outputs import chance_phrase, pick_record, ranking_table, sweep_verdict, write_outputs
     from sglab.sweep.run import load_resume, load_state, resume_sweep, run_sweep
 
@@ -232,11 +233,12 @@ def run(args: argparse.Namespace) -> int:
         state.save(run_dir)
         print(f"confirmation: {confirm_dir / 'result.json'}")
     write_outputs(state, result, run_dir, gpus_per_arm=_gpus(loaded))
-    result.verdict = sweep_verdict(state)  # the pick and its P(correct selection) in result.json (never A/B evidence)
+    # the pick and its P(correct selection) in result.json (never A/B evidence)
+    result.verdict = SweepVerdict.model_validate(sweep_verdict(state))
     write_result(result, run_dir, overwrite=True)
     print(printable(ranking_table(state), newlines=True, limit=None))  # names and reasons from sweep.json
     print(f"sweep: {run_dir}")
-    print(printable(result.verdict["sentence"], limit=None))
+    print(printable(result.verdict.sentence, limit=None))
     if args.result_configmap and _store(result, run_dir, args.result_configmap) != 0:
         return USAGE
     if state.status == "confirmed":
