@@ -24,7 +24,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "it; the last line is `verdict: promote|reject|inconclusive`.")
     p.add_argument("result", type=Path, nargs="+", help="a result.json or its run directory; several: one table of "
                    "their gains per level and what differs between their conditions")
-    p.add_argument("--json", action="store_true", help="print the verdict as JSON (same as --output json)")
     add_output_arguments(p, default="console")
     p.set_defaults(func=run_compare)
 
@@ -109,7 +108,7 @@ def prepare(result):
 def run_compare(args: argparse.Namespace) -> int:
     from sglab.cli import UsageError
 
-    formats = "json" if args.json else args.output
+    formats = args.output
     if len(args.result) == 1:
         args.result = args.result[0]
         return print_outputs(args, formats, prepare=prepare)

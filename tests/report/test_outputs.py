@@ -44,7 +44,7 @@ def test_defaults_are_todays_outputs(run_dir: Path, capsys: pytest.CaptureFixtur
     assert main(["compare", str(run_dir)]) == 0
     table = capsys.readouterr().out
     assert table.rstrip("\n") == (DATA / "v1-article-replay.compare.txt").read_text(encoding="utf-8").rstrip("\n")
-    assert main(["compare", str(run_dir), "--json"]) == 0
+    assert main(["compare", str(run_dir), "--output", "json"]) == 0
     by_flag = json.loads(capsys.readouterr().out)
     assert main(["compare", str(run_dir), "--output", "json"]) == 0
     by_name = json.loads(capsys.readouterr().out)

@@ -86,7 +86,7 @@ def test_compare_prints_the_table_and_a_grepable_last_line(run_dir: Path, capsys
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1] == "verdict: reject (simulator evidence: not promotable to GPU stacks)"
     assert any(re.match(r"\s+1\s+yes \|", line) for line in out)
-    assert main(["compare", str(run_dir / "result.json"), "--json"]) == 0
+    assert main(["compare", str(run_dir / "result.json"), "--output", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["outcome"] == "reject"
 
 

@@ -88,12 +88,12 @@ def test_bench_prints_the_produced_by_line(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_json_carries_the_evidence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    sim = json.loads("\n".join(compare_lines(promoting(), tmp_path, capsys, "--json")))
+    sim = json.loads("\n".join(compare_lines(promoting(), tmp_path, capsys, "--output", "json")))
     assert sim["outcome"] == "promote"
     assert sim["evidence"]["producer"] == "simulator" and sim["evidence"]["time_scale"] == 3.0
     assert sim["evidence"]["promotable_to_gpu_stacks"] is False
     assert "3x real time" in sim["evidence"]["rates"]
-    real = json.loads("\n".join(compare_lines(promoting("sglang"), tmp_path / "real", capsys, "--json")))
+    real = json.loads("\n".join(compare_lines(promoting("sglang"), tmp_path / "real", capsys, "--output", "json")))
     assert real["evidence"]["producer"] == "sglang" and real["evidence"]["promotable_to_gpu_stacks"] is True
     assert real["evidence"]["time_scale"] is None and real["evidence"]["label"] is None
 
