@@ -4,13 +4,15 @@
 # `make install-cluster` adds the cluster tools (Pulumi, the Helm engine, the Kubernetes clients: `pulumi up`,
 # `sglab render`, `results pull`, `sweep --next`, `watch`). `make install-test` adds both and the test extras
 # (pytest, torch for the NCCL probe's CPU test, selenium, ...); `make test` also installs SGLang's parser venv,
-# Chromium and Prometheus (apt, as root) for the tests that need them. pip does not precompile (--no-compile):
-# Python compiles a module the first time it is imported, so an install does not compile the thousands it never
-# imports.
+# Chromium and Prometheus (apt, as root) for the tests that need them. `make install` does not precompile
+# (--no-compile): Python compiles a module the first time it is imported, so the demo's install does not compile the
+# thousands of modules it never imports. The others do: where PYTHONDONTWRITEBYTECODE is set (CI images, containers)
+# nothing is compiled at import either, and every one of the suite's hundreds of processes would compile its
+# imports from source again (a clean-clone `make test` took 28 min instead of 20).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PIP := $(BIN)/python -m pip install -q --no-compile
+PIP := $(BIN)/python -m pip install -q
 STAMP := $(VENV)/.sglab-installed
 CLUSTER_STAMP := $(VENV)/.sglab-cluster-installed
 TEST_STAMP := $(VENV)/.sglab-test-installed
@@ -21,7 +23,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) -e .
+	$(PIP) --no-compile -e .
 	@touch $(STAMP)
 
 install-cluster: $(CLUSTER_STAMP)
