@@ -71,6 +71,7 @@ class Registered:
     inputs: dict[str, Any]
     custom: bool
     read_id: str | None = None  # set for a `Resource.get` of an existing object
+    transforms: list[Any] = field(default_factory=list)  # its `transforms` option (the mocks do not run them)
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -86,7 +87,7 @@ class Mocks(pulumi.runtime.Mocks):
         if (args.typ, args.name) in self.fail:
             raise RuntimeError(self.fail[(args.typ, args.name)])
         self.resources.append(Registered(args.typ, args.name, dict(args.inputs), bool(args.custom),
-                                         args.resource_id or None))
+                                         args.resource_id or None, list(args.transforms)))
         if args.resource_id:
             return args.resource_id, dict(self.reads.get(args.resource_id, {}))
         # outputs the provider computes, by type (UNKNOWN: what a preview of a new resource cannot know)

@@ -21,6 +21,12 @@ from sglab.config.stack import StackConfig
 from sglab.deploy.naming import arm_release_name, chart_dir, release_host, release_name
 from sglab.sweep.arms import HOSTNAME_LABEL, plan_wave, slot_node
 from sglab.deploy.values import chart_values
+from sglab.serving.objects import GATEWAY_PLUGIN
+
+# The chart's HTTPRoute as Pulumi registers it (a custom resource: kubernetes:<apiVersion>:<kind>)
+HTTP_ROUTE_TYPE = "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
+# Every backendRef weight of every rule, in Pulumi's property-path syntax (`[*]`: each element)
+ROUTE_WEIGHTS = "spec.rules[*].backendRefs[*].weight"
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,26 @@ def _pinned(stack: StackConfig, release: ArmRelease) -> ArmRelease:
                       release.resource, release.nodes, release.gpus_per_node)
 
 
+def leave_route_weights_to_argo(args: pulumi.ResourceTransformArgs) -> Optional[pulumi.ResourceTransformResult]:
+    """A chart transform: the HTTPRoute ignores changes to its backendRefs weights, which Argo Rollouts' Gateway API
+    plugin sets during a canary. Pulumi creates the route with the chart's weights and never writes them again, so a
+    `pulumi up` mid-canary has no weight diff to apply (docs/production.md, "Limits"). Any other kind: untouched."""
+    if args.type_ != HTTP_ROUTE_TYPE:
+        return None
+    return pulumi.ResourceTransformResult(
+        args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(ignore_changes=[ROUTE_WEIGHTS])))
+
+
+def argo_sets_route_weights(values: dict[str, Any]) -> bool:
+    """Whether the chart's Rollout routes its canary through its HTTPRoute with the Gateway API plugin (with
+    `traffic-router: replicas` Argo never writes the route, and an A/B arm renders none)."""
+    serving = values.get("serving", {})
+    route = serving.get("httpRoute")
+    canary = serving.get("rollout", {}).get("strategy", {}).get("canary", {})
+    plugin = canary.get("trafficRouting", {}).get("plugins", {}).get(GATEWAY_PLUGIN, {})
+    return route is not None and plugin.get("httpRoute") == route["name"]
+
+
 class SGLangServer(pulumi.ComponentResource):
     """One SGLang server (baseline or candidate): the chart release plus what clients need to reach it."""
 
@@ -90,6 +116,8 @@ class SGLangServer(pulumi.ComponentResource):
         self.release = release
         # A large model can take longer to load than the provider's 10-minute default await.
         timeout = f"{release.timeout_min}m"
+        transforms: list[pulumi.ResourceTransform] = (
+            [leave_route_weights_to_argo] if argo_sets_route_weights(release.values) else [])
         self.chart = k8s.helm.v4.Chart(
             name,
             chart=str(release.chart),
@@ -99,6 +127,7 @@ class SGLangServer(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout, delete="10m"),
+                transforms=transforms or None,
             ),
         )
         self.role = release.arm.role
