@@ -71,7 +71,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     rehearsal.add_argument("--max-new-tokens", type=model_option(LoadPlan, "max_new_tokens", "load.max-new-tokens"),
                            default=128, help="reply length cap per request, as bench's --max-new-tokens")
     p.add_argument("--log", type=Path, help="the decision log (JSONL; default results/canary/<stack>/<time>.jsonl)")
-    p.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
@@ -83,7 +82,7 @@ def _spec_and_stack(args: argparse.Namespace):
         return spec_from_env(), None
     if not args.stack:
         raise UsageError("give --stack NAME (a serving stack), or --from-env in the cluster")
-    loaded = load_stack(args.stack, args.root)
+    loaded = load_stack(args.stack)
     return stack_judge_spec(loaded, prometheus_url=args.prometheus_url), loaded
 
 
@@ -94,8 +93,7 @@ def _log_path(args: argparse.Namespace, stack: str) -> Path | None:
         return args.log
     from sglab.results.store import results_root
 
-    base = (args.root / "results") if args.root else results_root()
-    return base / "canary" / stack / (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + ".jsonl")
+    return results_root() / "canary" / stack / (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + ".jsonl")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,11 +148,11 @@ def _rehearse(args: argparse.Namespace, spec, loaded, log):
 
     if (problem := time_scale_problem(args.time_scale, args.users)) is not None:
         raise UsageError(f"--time-scale: {problem}")
-    stable, canary = default_revisions(loaded, args.root)
+    stable, canary = default_revisions(loaded, None)
     if args.stable:
-        stable = resolve(args.stable, "stable", args.root)
+        stable = resolve(args.stable, "stable", None)
     if args.canary:
-        canary = resolve(args.canary, "canary", args.root)
+        canary = resolve(args.canary, "canary", None)
     spec, http_line = rehearsal_spec(spec, window_s=args.window_s, max_windows=args.max_windows,
                                      scrape_interval_s=args.scrape_interval_s,
                                      min_windows=min(spec.min_windows, args.max_windows))

@@ -28,7 +28,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--accept-unkeyed-seal", action="store_true",
                    help="promote a result sealed with a plain SHA-256 digest (not this machine's HMAC, not a "
                         "pulled cluster record); printed and recorded in promotions.jsonl")
-    p.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run_promote)
 
     p = sub.add_parser("rollback", help="restore a stack's config from before its newest promotion",
@@ -39,7 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stack", default="production", help="the target stack to roll back (default: production)")
     p.add_argument("--dry-run", action="store_true", help="show the diff; change nothing")
     p.add_argument("--reason", default="", help="why (recorded in the log, e.g. the watch's finding)")
-    p.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run_rollback)
 
 
@@ -52,7 +50,7 @@ def _say(text: str, *, lines: bool = False, **kwargs) -> None:
 def run_promote(args: argparse.Namespace) -> int:
     try:
         done = promote(args.stack, target=args.target, dry_run=args.dry_run, result_path=args.result,
-                       root=args.root, accept_unkeyed_seal=args.accept_unkeyed_seal)
+                       accept_unkeyed_seal=args.accept_unkeyed_seal)
     except PromotionRefused as exc:
         _say(f"refused: {exc.why}", file=sys.stderr)
         _say(f"  fix: {exc.fix}", file=sys.stderr)
@@ -82,7 +80,7 @@ def run_promote(args: argparse.Namespace) -> int:
 
 def run_rollback(args: argparse.Namespace) -> int:
     try:
-        done = rollback(args.stack, root=args.root, dry_run=args.dry_run, reason=args.reason[:500])
+        done = rollback(args.stack, dry_run=args.dry_run, reason=args.reason[:500])
     except PromotionRefused as exc:
         print(f"refused: {printable(exc.why, limit=2000)}", file=sys.stderr)
         print(f"  fix: {printable(exc.fix, limit=2000)}", file=sys.stderr)

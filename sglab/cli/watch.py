@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from sglab.cli import UsageError
 from sglab.cli.bounds import bound, model_option, time_scale_option
@@ -48,7 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     sim.add_argument("--time-scale", type=time_scale_option, default=4.0)
     sim.add_argument("--window-s", type=_positive(float, bound(CanaryJudge, "window_s")), default=5.0)
     sim.add_argument("--scrape-interval-s", type=_positive(float, 60), default=1.0)
-    p.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
@@ -72,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if args.from_env:
         spec, loaded = spec_from_env(), None
     elif args.stack:
-        loaded = load_stack(args.stack, args.root)
+        loaded = load_stack(args.stack)
         spec = stack_judge_spec(loaded, prometheus_url=args.prometheus_url)
     else:
         raise UsageError("give --stack NAME (a serving stack), or --from-env in the cluster")
@@ -105,8 +103,8 @@ def _rehearse(args: argparse.Namespace, spec, loaded):
         raise UsageError(f"--shift-share {args.shift_share:g} is not a share of requests; give one in (0, 1]")
     spec, http_line = rehearsal_spec(spec, window_s=args.window_s, scrape_interval_s=args.scrape_interval_s)
     horizon = args.horizon_windows or spec.horizon_windows
-    serving = resolve(f"{loaded.name}:candidate", "stable", args.root, loaded={loaded.name: loaded})
-    control = resolve(f"{loaded.name}:baseline", "control", args.root, loaded={loaded.name: loaded})
+    serving = resolve(f"{loaded.name}:candidate", "stable", None, loaded={loaded.name: loaded})
+    control = resolve(f"{loaded.name}:baseline", "control", None, loaded={loaded.name: loaded})
     print(f"rehearsal: serving = {serving.source}, standing control = {control.source}; {args.users} users, "
           f"simulators at {args.time_scale:g}x, windows of {spec.window_s:g} s, horizon {horizon} windows"
           + (f"; after {args.shift_after} windows {args.shift_share:.0%} of requests are {args.shift_to}"

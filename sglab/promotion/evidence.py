@@ -57,7 +57,7 @@ class Case:
 
     stack: str
     target: str
-    root: Path
+    root: Path | None  # None: the stacks directory the command line uses (sglab.core.paths.stacks_dir)
     results_base: Path | None
     result_path: Path | None
     accept_unkeyed_seal: bool

@@ -230,11 +230,11 @@ def promote(stack: str, *, target: str | None = None, root: Path | None = None, 
     """Promote `stack`'s candidate into `stacks/Pulumi.<target>.yaml`: every check of EVIDENCE_CHECKS, then
     under the target's lock WRITE_CHECKS and the write; raises PromotionRefused naming the check that refused.
     `accept_unkeyed_seal` admits a plain SHA-256 seal that is not the cluster's record (logged as such); `target`
-    defaults to the stack's sglab:promote-to (production)."""
-    root = root or project_root()
+    defaults to the stack's sglab:promote-to (production). Without `root`, the stacks and results are where the
+    command line finds them (SGLAB_STACKS_DIR, SGLAB_RESULTS_DIR, a `--stack` file; else the checkout's)."""
     if target is None:
         target = load_stack(stack, root).config.promote_to
-    if results_base is None and root != project_root():
+    if results_base is None and root is not None and root != project_root():
         results_base = root / "results"
     case = Case(stack=stack, target=target, root=root, results_base=results_base, result_path=result_path,
                 accept_unkeyed_seal=accept_unkeyed_seal, source=load_stack(stack, root))
@@ -369,8 +369,8 @@ def plan_rollback(target: str, before: str, entries: list[LogEntry], target_path
 
 def rollback(target: str = "production", *, root: Path | None = None, dry_run: bool = False, reason: str = "",
              lock_timeout_s: float = 60.0) -> Rollback:
-    """Undo the newest promotion into `stacks/Pulumi.<target>.yaml`; raises PromotionRefused."""
-    root = root or project_root()
+    """Undo the newest promotion into `stacks/Pulumi.<target>.yaml` (without `root`: the stacks directory the
+    command line uses, SGLAB_STACKS_DIR or the checkout's); raises PromotionRefused."""
     target_path = stack_path(target, root)
     if not target_path.exists():
         raise PromotionRefused(f"{target_path} does not exist", f"check the stack name (--stack {target})")

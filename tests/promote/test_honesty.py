@@ -121,12 +121,13 @@ def test_the_verdict_blocks_a_result_recorded_with_it(prefix: str, suffix: str) 
     assert "remove" in blocker.fix and "sglab bench --stack synthetic" in blocker.fix
 
 
-def test_a_stack_that_fakes_acceptance_cannot_be_promoted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_stack_that_fakes_acceptance_cannot_be_promoted(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """The evidence was measured; then the stack gained SGLANG_SIMULATE_ACC_LEN: promotion reads the stack first."""
     import shutil
 
     from sglab.cli import main
-    from tests.promote.test_promote import bench
+    from tests.promote.test_promote import bench, point_cli_at
 
     (tmp_path / "stacks").mkdir()
     for name in ("eagle-nccl-ll", "production"):
@@ -135,7 +136,8 @@ def test_a_stack_that_fakes_acceptance_cannot_be_promoted(tmp_path: Path, capsys
     path = tmp_path / "stacks" / "Pulumi.eagle-nccl-ll.yaml"
     path.write_text(_with_env(path.read_text(), "SGL_SIMULATE_ACC_LEN"))
     before = (tmp_path / "stacks" / "Pulumi.production.yaml").read_bytes()
-    assert main(["promote", "--stack", "eagle-nccl-ll", "--root", str(tmp_path)]) == 2
+    point_cli_at(monkeypatch, tmp_path)
+    assert main(["promote", "--stack", "eagle-nccl-ll"]) == 2
     err = capsys.readouterr().err
     assert "SGL_SIMULATE_ACC_LEN" in err and "runtime simulation" in err
     assert (tmp_path / "stacks" / "Pulumi.production.yaml").read_bytes() == before

@@ -56,6 +56,12 @@ def bench(root: Path, stack: str, *, gain: float = 0.06, run_id: str = "20260101
     return run_dir
 
 
+def point_cli_at(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
+    """Point the command line at `root`'s stacks/ and results/ as a user does: through the environment."""
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(root / "stacks"))
+    monkeypatch.setenv("SGLAB_RESULTS_DIR", str(root / "results"))
+
+
 def serving(arm) -> tuple:
     return arm.image, arm.args, {k: v for k, v in arm.env.items() if not is_sim_env(k)}
 
@@ -153,9 +159,11 @@ def test_incomplete_and_missing_evidence_are_refused(root: Path) -> None:
         promote("eagle-nccl-ll", root=root, result_path=run_dir)
 
 
-def test_cli_refusal_exits_2_with_the_fix(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_refusal_exits_2_with_the_fix(root: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
     bench(root, "eagle-default", gain=-0.08)
-    assert main(["promote", "--stack", "eagle-default", "--root", str(root)]) == 2
+    point_cli_at(monkeypatch, root)
+    assert main(["promote", "--stack", "eagle-default"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("refused: ") and "\n  fix: " in err and "\n  check: verdict " in err
 
@@ -176,7 +184,7 @@ def test_a_refusal_names_the_check_of_the_table_that_refused(root: Path, setup, 
                                                   "fix": info.value.fix}
 
 
-def test_a_promotion_passes_every_check_of_the_table_in_order(root: Path, capsys) -> None:
+def test_a_promotion_passes_every_check_of_the_table_in_order(root: Path, capsys, monkeypatch) -> None:
     from sglab.promotion.evidence import EVIDENCE_CHECKS
     from sglab.promotion.promote import WRITE_CHECKS
 
@@ -184,7 +192,8 @@ def test_a_promotion_passes_every_check_of_the_table_in_order(root: Path, capsys
     done = promote("eagle-nccl-ll", root=root, dry_run=True)
     assert [c.name for c in done.checks] == [c.name for c in (*EVIDENCE_CHECKS, *WRITE_CHECKS)]
     assert all(c.ok and c.detail for c in done.checks)
-    assert main(["promote", "--stack", "eagle-nccl-ll", "--dry-run", "--root", str(root)]) == 0
+    point_cli_at(monkeypatch, root)
+    assert main(["promote", "--stack", "eagle-nccl-ll", "--dry-run"]) == 0
     assert f"checks passed ({len(done.checks)}): target, evidence, sweep arm, " in capsys.readouterr().out
 
 
@@ -198,9 +207,11 @@ def test_the_docs_table_of_checks_is_the_codes() -> None:
     assert shown is not None and shown.group(1) == checks_table(), "run python -m sglab.promotion.promote"
 
 
-def test_cli_dry_run_prints_diff_and_next_step(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_dry_run_prints_diff_and_next_step(root: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     bench(root, "eagle-nccl-ll")
-    assert main(["promote", "--stack", "eagle-nccl-ll", "--dry-run", "--root", str(root)]) == 0
+    point_cli_at(monkeypatch, root)
+    assert main(["promote", "--stack", "eagle-nccl-ll", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "+    NCCL_PROTO: LL" in out and "pulumi up --stack production" in out and "dry run" in out
 
@@ -257,7 +268,8 @@ def test_concurrent_promotions_serialise(root: Path) -> None:
     assert os.access(target, os.R_OK)
 
 
-def test_a_no_op_promotion_writes_and_logs_nothing(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_no_op_promotion_writes_and_logs_nothing(root: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Promoting what production already runs changes no file: no log line, no "wrote"."""
     bench(root, "eagle-nccl-ll")
     first = promote("eagle-nccl-ll", root=root)
@@ -267,7 +279,8 @@ def test_a_no_op_promotion_writes_and_logs_nothing(root: Path, capsys: pytest.Ca
     again = promote("eagle-nccl-ll", root=root)
     assert not again.written and again.diff == ""
     assert target.read_bytes() == before and first.log_path.read_bytes() == log_before
-    assert main(["promote", "--stack", "eagle-nccl-ll", "--root", str(root)]) == 0
+    point_cli_at(monkeypatch, root)
+    assert main(["promote", "--stack", "eagle-nccl-ll"]) == 0
     out = capsys.readouterr().out
     assert "wrote" not in out and "already holds this config" in out
     assert first.log_path.read_bytes() == log_before

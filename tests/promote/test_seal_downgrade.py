@@ -18,7 +18,7 @@ from sglab.schema.result import RunResult
 from sglab.results.sink import INDEX, PART, PART_ANNOTATION, PAYLOAD_KEY, RESULT_LABEL, encode_result, part_names
 from sglab.results.store import load_result, write_json_atomic
 
-from .test_promote import bench, root  # noqa: F401  (the fixture)
+from .test_promote import bench, point_cli_at, root  # noqa: F401  (the fixture)
 
 STACK = "eagle-nccl-ll"
 PRODUCTION = "Pulumi.production.yaml"
@@ -64,14 +64,16 @@ def test_a_hmac_result_resealed_with_sha256_is_refused_naming_file_reason_and_fi
         promote(STACK, root=root, dry_run=True)
 
 
-def test_the_cli_refuses_with_exit_2_and_the_opt_in_is_printed_and_logged(root: Path, capsys) -> None:  # noqa: F811
+def test_the_cli_refuses_with_exit_2_and_the_opt_in_is_printed_and_logged(root: Path, capsys,  # noqa: F811
+                                                                          monkeypatch) -> None:
     run_dir = bench(root, STACK)
     downgrade(run_dir)
-    assert main(["promote", "--stack", STACK, "--root", str(root)]) == 2
+    point_cli_at(monkeypatch, root)
+    assert main(["promote", "--stack", STACK]) == 2
     err = capsys.readouterr().err
     assert err.startswith("refused: ") and "result.json" in err and "fix:" in err and "Traceback" not in err
     digest = load_result(run_dir).integrity.digest
-    assert main(["promote", "--stack", STACK, "--root", str(root), "--accept-unkeyed-seal"]) == 0
+    assert main(["promote", "--stack", STACK, "--accept-unkeyed-seal"]) == 0
     out = capsys.readouterr().out
     assert "--accept-unkeyed-seal" in out and digest in out
     (entry,) = [json.loads(line) for line in (root / "stacks" / "promotions.jsonl").read_text().splitlines()]

@@ -13,6 +13,7 @@ from sglab.core.errors import ConfigError
 from sglab.promotion.log import LogEntry, break_even, read_log, sealed
 from sglab.promotion.promote import PromotionRefused, promote, rollback
 
+from tests.promote.test_promote import point_cli_at
 from tests.rollback.test_rollback import _result_key, bench, root  # noqa: F401  (fixtures)
 
 
@@ -32,7 +33,7 @@ def test_every_line_is_sealed_and_verifies(root: Path) -> None:  # noqa: F811
     assert [e.run_id for e in read_log(root / "stacks" / "promotions.jsonl")] == ["20260101T000000Z-aaaaaa"]
 
 
-def test_an_edited_line_is_refused_and_the_target_is_untouched(root: Path, capsys) -> None:  # noqa: F811
+def test_an_edited_line_is_refused_and_the_target_is_untouched(root: Path, capsys, monkeypatch) -> None:  # noqa: F811
     """Another image and PYTHONPATH in the config a rollback would restore, without a new seal."""
     bench(root, "eagle-nccl-ll")
     promote("eagle-nccl-ll", root=root)
@@ -42,7 +43,8 @@ def test_an_edited_line_is_refused_and_the_target_is_untouched(root: Path, capsy
     line["previous"]["image"] = "registry.example/evil:latest"
     line["previous"]["env"] = {**(line["previous"].get("env") or {}), "PYTHONPATH": "/tmp/evil"}
     _write(root, [line])
-    assert main(["rollback", "--stack", "production", "--root", str(root)]) == 2
+    point_cli_at(monkeypatch, root)
+    assert main(["rollback", "--stack", "production"]) == 2
     err = capsys.readouterr().err
     assert "line 1" in err and "seal does not match" in err and "fix:" in err and "Traceback" not in err
     assert target.read_bytes() == before

@@ -18,6 +18,7 @@ from sglab.promotion.promote import PromotionRefused, promote, rollback
 from sglab.results.integrity import planned
 from sglab.results.store import create_run_dir, write_result
 from sglab.promotion.log import sealed
+from tests.promote.test_promote import point_cli_at
 
 REPO_STACKS = project_root() / "stacks"
 
@@ -62,7 +63,7 @@ def _log(root: Path) -> list[dict]:
     return [json.loads(line) for line in (root / "stacks" / "promotions.jsonl").read_text().splitlines()]
 
 
-def test_promote_then_rollback_restores_the_file_and_logs_it(root: Path, capsys) -> None:
+def test_promote_then_rollback_restores_the_file_and_logs_it(root: Path, capsys, monkeypatch) -> None:
     target = root / "stacks" / "Pulumi.production.yaml"
     original = target.read_text()
     bench(root, "eagle-nccl-ll")
@@ -72,7 +73,8 @@ def test_promote_then_rollback_restores_the_file_and_logs_it(root: Path, capsys)
     second = promote("eagle-default", root=root)
     assert first.written and second.written and target.read_text() != after_first
 
-    assert main(["rollback", "--stack", "production", "--root", str(root), "--reason", "watch: gain below zero"]) == 0
+    point_cli_at(monkeypatch, root)
+    assert main(["rollback", "--stack", "production", "--reason", "watch: gain below zero"]) == 0
     out = capsys.readouterr().out
     assert "next: pulumi up --stack production" in out
     assert "20260102T000000Z-bbbbbb" in out and "20260101T000000Z-aaaaaa" in out
@@ -98,24 +100,26 @@ def test_promote_then_rollback_restores_the_file_and_logs_it(root: Path, capsys)
     assert target.read_text() == original and len(_log(root)) == 4
 
 
-def test_dry_run_changes_nothing(root: Path, capsys) -> None:
+def test_dry_run_changes_nothing(root: Path, capsys, monkeypatch) -> None:
     bench(root, "eagle-nccl-ll")
     promote("eagle-nccl-ll", root=root)
     target, log = root / "stacks" / "Pulumi.production.yaml", root / "stacks" / "promotions.jsonl"
     before, log_before = target.read_bytes(), log.read_bytes()
-    assert main(["rollback", "--stack", "production", "--root", str(root), "--dry-run"]) == 0
+    point_cli_at(monkeypatch, root)
+    assert main(["rollback", "--stack", "production", "--dry-run"]) == 0
     assert "dry run: nothing written" in capsys.readouterr().out
     assert target.read_bytes() == before and log.read_bytes() == log_before
 
 
-def test_a_hand_edit_since_the_promotion_is_not_discarded(root: Path, capsys) -> None:
+def test_a_hand_edit_since_the_promotion_is_not_discarded(root: Path, capsys, monkeypatch) -> None:
     bench(root, "eagle-nccl-ll")
     promote("eagle-nccl-ll", root=root)
     target = root / "stacks" / "Pulumi.production.yaml"
     edited = target.read_text().replace("mem-fraction-static: 0.88", "mem-fraction-static: 0.85")
     assert edited != target.read_text()
     target.write_text(edited)
-    assert main(["rollback", "--stack", "production", "--root", str(root)]) == 2
+    point_cli_at(monkeypatch, root)
+    assert main(["rollback", "--stack", "production"]) == 2
     err = capsys.readouterr().err
     assert "sglab:server" in err and "fix:" in err
     assert target.read_text() == edited and len(_log(root)) == 1

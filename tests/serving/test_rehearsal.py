@@ -23,6 +23,18 @@ def _prometheus_installed():
     prometheus_binary()  # the rehearsal needs the real server: make test installs it (tools/install-prometheus.sh)
 
 
+def failing_stack(monkeypatch, tmp_path: Path, fault: str) -> None:
+    """The checkout's stacks copied into a directory the command line is pointed at (SGLAB_STACKS_DIR, as a user
+    does), with stack `failing`: the tuned config whose simulators inject `fault`."""
+    root = tmp_path / "root"
+    shutil.copytree(project_root() / "stacks", root / "stacks")
+    tuned = (root / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text()
+    (root / "stacks" / "Pulumi.failing.yaml").write_text(
+        tuned.replace("  sglab:sim:\n", f"  sglab:sim:\n    faults:\n      {fault}\n", 1))
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(root / "stacks"))
+    monkeypatch.setenv("SGLAB_RESULTS_DIR", str(root / "results"))
+
+
 def rehearse(capsys, tmp_path: Path, *args: str) -> tuple[int, list[str], list[dict]]:
     log = tmp_path / "decisions.jsonl"
     code = main(["canary", "--stack", "production", "--target", "sim", "--log", str(log), *args])
@@ -69,15 +81,11 @@ def test_an_aa_canary_is_not_promoted(capsys, tmp_path):
     assert all(r["outcome"] != "promote" for r in records)
 
 
-def test_a_canary_answering_30_percent_5xx_is_aborted(capsys, tmp_path):
+def test_a_canary_answering_30_percent_5xx_is_aborted(capsys, tmp_path, monkeypatch):
     """The tuned config, faster on the requests it serves, answers 30% of them with HTTP 500: SGLang's counters
     see none of those (its aborted count stays 0), the HTTP response counter the stack declares does."""
-    root = tmp_path / "root"
-    shutil.copytree(project_root() / "stacks", root / "stacks")
-    tuned = (root / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text()
-    (root / "stacks" / "Pulumi.failing.yaml").write_text(
-        tuned.replace("  sglab:sim:\n", "  sglab:sim:\n    faults:\n      error-rate: 0.3\n", 1))
-    code, lines, records = rehearse(capsys, tmp_path, "--root", str(root), "--stable", "eagle-default",
+    failing_stack(monkeypatch, tmp_path, "error-rate: 0.3")
+    code, lines, records = rehearse(capsys, tmp_path, "--stable", "eagle-default",
                                     "--canary", "failing", "--users", "8", "--max-windows", "20")
     assert lines[-1].startswith("canary: abort") and "error-rate" in lines[-1], "\n".join(lines[-6:])
     assert code == 1
@@ -86,15 +94,11 @@ def test_a_canary_answering_30_percent_5xx_is_aborted(capsys, tmp_path):
     assert canary["errors"] == 0 and canary["http_errors"] > 0 and 0.15 < canary["error_rate"] < 0.45
 
 
-def test_a_canary_that_fails_every_request_in_half_its_windows_is_aborted(capsys, tmp_path):
+def test_a_canary_that_fails_every_request_in_half_its_windows_is_aborted(capsys, tmp_path, monkeypatch):
     """Down every other 5 s (the windows' length), up and faster in between: a window whose every request failed
     has no token to time, and it counts as the failure it is, never as a window skipped."""
-    root = tmp_path / "root"
-    shutil.copytree(project_root() / "stacks", root / "stacks")
-    tuned = (root / "stacks" / "Pulumi.eagle-nccl-ll.yaml").read_text()
-    (root / "stacks" / "Pulumi.failing.yaml").write_text(
-        tuned.replace("  sglab:sim:\n", "  sglab:sim:\n    faults:\n      error-period-s: 5\n", 1))
-    code, lines, records = rehearse(capsys, tmp_path, "--root", str(root), "--stable", "eagle-default",
+    failing_stack(monkeypatch, tmp_path, "error-period-s: 5")
+    code, lines, records = rehearse(capsys, tmp_path, "--stable", "eagle-default",
                                     "--canary", "failing", "--users", "8", "--max-windows", "20")
     assert lines[-1].startswith("canary: abort") and "error-rate" in lines[-1], "\n".join(lines[-6:])
     assert code == 1

@@ -140,14 +140,16 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_a_shift_of_the_traffic_mix_toward_a_category_the_draft_handles_badly_is_flagged(root, capsys):
+def test_a_shift_of_the_traffic_mix_toward_a_category_the_draft_handles_badly_is_flagged(root, capsys, monkeypatch):
     """Suite traffic first (the draft gains), then mostly translation (the category it accepts worst): the watch,
     looking over its horizon after every window, flags the drop below zero and breaks it down by category,
     translation carrying the tokens. Whether translation's own interval is already below zero at the first
     flagged look is the power of 10 live windows, not asserted; where a category is named as the loss, it is
     translation."""
     prometheus_binary()
-    code = main(["watch", "--stack", "production", "--root", str(root), "--target", "sim", "--users", "2",
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(root / "stacks"))  # as a user points sglab at a stacks directory
+    monkeypatch.setenv("SGLAB_RESULTS_DIR", str(root / "results"))
+    code = main(["watch", "--stack", "production", "--target", "sim", "--users", "2",
                  "--windows", "22", "--horizon-windows", "10", "--shift-to", "translation", "--shift-after", "10"])
     out = capsys.readouterr().out
     lines = out.strip().splitlines()
