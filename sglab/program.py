@@ -1,14 +1,16 @@
 """The Pulumi program: namespace, HF token Secret, the preflight, then one `SGLangServer` per arm, then the load
 generators and stack outputs.
 
-`run()` reads as the deployment order. Each builder takes the `Deployment` context and adds resources and
-outputs to it. The capacity preflight runs before anything is declared, so a plan that could deadlock on GPU
-capacity changes nothing; the preflight Job runs before any server is replaced, so a launch command the
-image's SGLang refuses, or weights that are not there, leave the running servers untouched.
+`run()` reads as the deployment order. Each builder takes the `Deployment` context and adds resources and outputs
+to it. The capacity preflight runs before anything is declared, so a plan that could deadlock on GPU capacity, or
+GPU nodes whose driver is too old for the image's CUDA build, change nothing; the preflight Job runs before any
+server is replaced, so a launch command the image's SGLang refuses, or weights that are not there, leave the
+running servers untouched.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +23,7 @@ from sglab.core.errors import ConfigError
 from sglab.config.loader import LoadedStack
 from sglab.config.stack import StackConfig
 from sglab.deploy.benchmark_job import build_benchmark_job
-from sglab.deploy.capacity import check_capacity
+from sglab.deploy.capacity import Node, check_capacity, check_drivers, read_cluster_nodes
 from sglab.deploy.locust import build_locust
 from sglab.deploy.namespace import declare_hf_cache, declare_namespace
 from sglab.deploy.objects import hf_token_secret_manifest
@@ -65,9 +67,36 @@ def _refusal(exc: ConfigError) -> pulumi.RunError:
     return pulumi.RunError(str(exc))
 
 
-def read_stack() -> Deployment:
-    """The stack config from Pulumi config; bad input, or a plan that could deadlock, stops `pulumi up` with one
-    clear message before anything is declared."""
+def cluster_nodes() -> list[Node]:
+    """The cluster's nodes, read with the kubeconfig and context this stack's Kubernetes provider uses."""
+    kube = pulumi.Config("kubernetes")
+    return read_cluster_nodes(kube.get("context"), kube.get("kubeconfig"))
+
+
+def check_node_drivers(loaded: LoadedStack, read_nodes: Callable[[], Sequence[Node]]) -> None:
+    """The driver check (sglab/deploy/capacity.py) on the nodes as read now; nodes that cannot be read (no
+    cluster in a preview, a deployer that may not list nodes) leave it unchecked, said."""
+    if loaded.config.placement.gpus_per_node == 0:
+        return
+    try:
+        nodes = read_nodes()
+    except Exception as exc:  # noqa: BLE001 - whatever stops the read, the check is skipped and says why
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        pulumi.log.warn(f"driver: the nodes could not be read ({reason}): not checked")
+        return
+    try:
+        summary, warnings = check_drivers(loaded.config, loaded.name, nodes)
+    except ConfigError as exc:
+        raise _refusal(exc) from None
+    for warning in warnings:
+        pulumi.log.warn(warning)
+    if summary is not None:
+        pulumi.log.info(summary)
+
+
+def read_stack(read_nodes: Callable[[], Sequence[Node]] = cluster_nodes) -> Deployment:
+    """The stack config from Pulumi config; bad input, a plan that could deadlock, or GPU nodes whose driver is too
+    old for the image stop `pulumi up` with one clear message before anything is declared."""
     try:
         config: PulumiStack = read_pulumi_config()
     except ConfigError as exc:
@@ -87,6 +116,7 @@ def read_stack() -> Deployment:
         pulumi.log.warn(warning)
     if capacity is not None:
         pulumi.log.info(capacity.describe())
+    check_node_drivers(config.loaded, read_nodes)
     return Deployment(stack_name=config.loaded.name, loaded=config.loaded, secrets=dict(config.secrets))
 
 
@@ -166,9 +196,9 @@ def build_arms(dep: Deployment, releases: list[ArmRelease]) -> None:
                                            "release": a.release, "carried": a.carried} for a in wave.arms})
 
 
-def run() -> Deployment:
-    """The whole program (`__main__.py` calls this)."""
-    dep = read_stack()
+def run(read_nodes: Callable[[], Sequence[Node]] = cluster_nodes) -> Deployment:
+    """The whole program (`__main__.py` calls this; a test passes the nodes the driver check reads)."""
+    dep = read_stack(read_nodes)
     try:
         declare_namespace(dep)
         build_hf_token_secret(dep)

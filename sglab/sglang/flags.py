@@ -45,7 +45,14 @@ DEFAULT_IMAGE = f"{IMAGE_REPOSITORY}:v{SGLANG_VERSION}"
 # release of each newer flag was read from the PyPI wheels of 0.5.8 to 0.5.23.
 OLDEST_KNOWN = "0.5.3"
 
+# The CUDA major of the pinned release's plain tag (the multi-arch manifest above), and the same release built for
+# CUDA 12 (NVIDIA driver R525 or newer, where CUDA 13 needs R580: sglab/deploy/capacity.py)
+DEFAULT_IMAGE_CUDA_MAJOR = 13
+CUDA12_IMAGE = f"{DEFAULT_IMAGE}-cu129"
+
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+# A CUDA build in a tag: -cu130 (13.0), -cu129 (12.9), -cu13 ...: v0.5.8-cu130-amd64-runtime, v0.5.3.post1-cu126
+_CUDA_BUILD = re.compile(r"(?:^|[-_.])cu(\d{2,3})(?=$|[-_.])")
 # lmsysorg/sglang tags: v0.5.23, v0.5.3-cu129, v0.5.3.post1-cu129-amd64, v0.5.23-cu130 ...
 _RELEASE_TAG = re.compile(r"^v(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?(?:-[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
 _REFERENCE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+|:[0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
@@ -69,6 +76,19 @@ class ImageRef:
             return None
         major, minor, patch, post = match.groups()
         return f"{major}.{minor}.{patch}" + (f".post{post}" if post else "")
+
+    @property
+    def cuda_major(self) -> int | None:
+        """The CUDA major the image is built for, where the reference says: a `-cuNNN` build in the tag (any
+        repository), or the pinned release's plain tag; None otherwise (another tag, a digest alone)."""
+        if self.tag is None:
+            return None
+        build = _CUDA_BUILD.search(self.tag)
+        if build is not None:
+            digits = build.group(1)
+            return int(digits[:2] if len(digits) == 3 else digits)
+        pinned = self.version == SGLANG_VERSION and self.tag == f"v{SGLANG_VERSION}"
+        return DEFAULT_IMAGE_CUDA_MAJOR if pinned else None
 
 
 def parse_image(image: str) -> ImageRef:
