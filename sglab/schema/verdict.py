@@ -265,6 +265,7 @@ class Verdict(Part):
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
 
 
+# A sweep's status, as its state (sweep.json, sglab.sweep.run.SweepState) and its verdict's outcome record it
 SweepStatus = Literal["running", "interrupted", "swept", "no-winner", "confirming", "confirmed", "not-confirmed",
                       "calibrated"]  # calibrated: a cluster sweep's calibration step (sglab/sweep/run.py)
 

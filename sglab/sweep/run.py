@@ -47,6 +47,7 @@ from sglab.core.untrusted import printable
 from sglab.core.untrusted_json import read_json
 from sglab.results.store import RESULT_LIMITS, create_run_dir, new_run_id, write_json_atomic
 from sglab.schema.result import LevelResult, RunResult
+from sglab.schema.verdict import SweepStatus
 from sglab.sweep.race import (PREFIX, NodeOffset, RaceRecord, calibrated_node, calibration_arm, node_offsets,
                               race_record)
 from sglab.sweep.grid import Grid
@@ -58,8 +59,6 @@ STATE_LIMITS = replace(RESULT_LIMITS, what="a sweep state",
                        fix="give a sweep.json sglab wrote")
 BASELINE = "baseline"  # the arm every candidate is compared with
 MAX_ARMS = 4096  # arms of one sweep (a grid is a product of short lists; no sweep runs this many)
-Status = Literal["running", "interrupted", "swept", "no-winner", "confirming", "confirmed", "not-confirmed",
-                 "calibrated"]  # calibrated: a cluster sweep's calibration step (no arms, docs/sweep.md)
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Text = Annotated[str, Field(max_length=4000)]
 Count = Annotated[int, Field(ge=0, le=MAX_CONCURRENCY)]
@@ -120,7 +119,7 @@ class SweepState(BaseModel):
     records: Annotated[dict[Name, dict], Field(max_length=MAX_LEVELS)] = Field(default_factory=dict)
     contenders: Annotated[list[Name], Field(max_length=MAX_ARMS)] = Field(default_factory=list)
     finalists: Annotated[list[Name], Field(max_length=MAX_ARMS)] = Field(default_factory=list)
-    status: Status = "running"
+    status: SweepStatus = "running"
     winner: Name | None = None
     winner_cleared_min: bool = False
     confirmation: Annotated[dict[str, Any], _typed(ConfirmationRecord)] | None = None

@@ -156,9 +156,14 @@ def test_a_malformed_record_is_refused_when_read_naming_its_key(tmp_path: Path, 
 
 
 def test_a_sweep_verdict_records_every_status_a_sweep_state_has() -> None:
-    from typing import get_args
+    """One declaration of a sweep's statuses (sglab.schema.verdict.SweepStatus), read by the state and the verdict."""
+    from sglab.core.paths import project_root
+    from sglab.schema.verdict import SweepStatus, SweepVerdict
+    from sglab.sweep.run import SweepState
 
-    from sglab.schema.verdict import SweepStatus
-    from sglab.sweep.run import Status
-
-    assert set(get_args(SweepStatus)) == set(get_args(Status))
+    assert SweepState.model_fields["status"].annotation == SweepStatus
+    assert SweepVerdict.model_fields["outcome"].annotation == SweepStatus
+    sglab = project_root() / "sglab"
+    declared = [str(p.relative_to(sglab)) for p in sorted(sglab.rglob("*.py"))
+                if '"confirming", "confirmed", "not-confirmed"' in p.read_text(encoding="utf-8")]
+    assert declared == ["schema/verdict.py"]
