@@ -381,23 +381,32 @@ class SequentialRun(Schema):
         return dict(sorted((int(k), v) for k, v in (self.__pydantic_extra__ or {}).items()))
 
 
-# A sweep's confirmation A/B (`RunResult.sweep`, sglab/sweep/confirm.py).
+# A sweep's arm as SweepArm.record() writes it. The sweep's state (sweep.json, sglab.sweep.run.SweepState, not
+# sealed) and a confirmation's result (`RunResult.sweep`) hold the same record, read through this model; names,
+# texts and counts are bounded, as sweep.json is read from a file sglab may not have written.
 
-class ConfirmedArm(Schema):
-    """The sweep arm a confirmation confirms, as sglab.sweep.grid.SweepArm.record() writes it: promote rebuilds the
-    arm of that name from the stack's grid and compares it with this (sglab.sweep.run.ArmRecord)."""
+MAX_ARM_COUNT = 4096  # a sweep arm's num_steps, eagle_topk and num_draft_tokens: far above any grid's
+BoundedName = Annotated[str, Field(min_length=1, max_length=200)]
+BoundedText = Annotated[str, Field(max_length=4000)]
+ArmCount = Annotated[int, Field(ge=0, le=MAX_ARM_COUNT)]
 
-    name: str
-    num_steps: int
-    eagle_topk: int
-    num_draft_tokens: int
+
+class SweepArmRecord(Schema):
+    """One sweep arm as sglab.sweep.grid.SweepArm.record() writes it, in sweep.json's arms and as the arm a
+    confirmation confirms (`RunResult.sweep.arm`). Only compared with the grid's own arm of that name (a resume and
+    promote rebuild the arm from the stack's grid), never run as it is."""
+
+    name: BoundedName
+    num_steps: ArmCount
+    eagle_topk: ArmCount
+    num_draft_tokens: ArmCount
     adaptive: bool
-    variant: str
-    nccl: dict[str, str]
-    config_hash: str
-    algorithm: str | None = Field(None, description="a draft-model arm's algorithm; with draft_model_path, written "
-                                  "only for such arms")
-    draft_model_path: str | None = None
+    variant: BoundedName
+    nccl: Annotated[dict[BoundedName, BoundedText], Field(max_length=64)]
+    config_hash: BoundedName
+    algorithm: BoundedName | None = Field(None, description="a draft-model arm's algorithm; with "
+                                          "draft_model_path, written only for such arms")
+    draft_model_path: BoundedText | None = None
 
     @model_serializer(mode="wrap")
     def _draft_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -409,11 +418,14 @@ class ConfirmedArm(Schema):
         return data
 
 
+# A sweep's confirmation A/B (`RunResult.sweep`, sglab/sweep/confirm.py).
+
 class SweepConfirmation(Schema):
-    """The sweep run and the arm a confirmation A/B confirms (sglab/sweep/confirm.py sweep_record)."""
+    """The sweep run and the arm a confirmation A/B confirms (sglab/sweep/confirm.py sweep_record): promote rebuilds
+    the arm of that name from the stack's grid and compares it with this record."""
 
     sweep_run_id: str
-    arm: ConfirmedArm
+    arm: SweepArmRecord
     selected_by: dict[LevelKey, dict[str, Any]] = Field(
         default_factory=dict, description="level -> the sweep's race record there (sglab.sweep.race.RaceRecord): "
                                           "shown, never evidence")

@@ -27,9 +27,9 @@ from sglab.core.errors import ConfigError
 from sglab.load.request import BenchRequest
 from sglab.results import integrity
 from sglab.results.store import write_result
-from sglab.schema.result import RunResult, SweepConfirmation
+from sglab.schema.result import RunResult, SweepArmRecord, SweepConfirmation
 from sglab.sweep.grid import Grid, arm_stack, expand
-from sglab.sweep.run import ArmRecord, SweepState
+from sglab.sweep.run import SweepState
 
 SEED_OFFSET = 7919  # the confirmation's seed: the sweep's + this (fresh prompts and orders, reproducible)
 
@@ -114,7 +114,7 @@ def confirmed_source(source: LoadedStack, result: RunResult, *, explicit: bool
         return None, (f"run {run} confirms arm {arm['name']}, which is not an arm of stack '{source.name}''s grid "
                       "(sglab:sweep)", fix)
     try:
-        same = ArmRecord.model_validate(arm) == ArmRecord.model_validate(found.record())
+        same = SweepArmRecord.model_validate(arm) == SweepArmRecord.model_validate(found.record())  # as written
     except ValueError:
         same = False
     if not same:

@@ -46,7 +46,9 @@ from sglab.core.errors import ConfigError
 from sglab.core.untrusted import printable
 from sglab.core.untrusted_json import read_json
 from sglab.results.store import RESULT_LIMITS, create_run_dir, new_run_id, write_json_atomic
-from sglab.schema.result import LevelResult, RunResult
+from sglab.schema.result import BoundedName as Name
+from sglab.schema.result import BoundedText as Text
+from sglab.schema.result import LevelResult, RunResult, SweepArmRecord
 from sglab.schema.verdict import SweepStatus
 from sglab.sweep.race import (PREFIX, NodeOffset, RaceRecord, calibrated_node, calibration_arm, node_offsets,
                               race_record)
@@ -59,28 +61,10 @@ STATE_LIMITS = replace(RESULT_LIMITS, what="a sweep state",
                        fix="give a sweep.json sglab wrote")
 BASELINE = "baseline"  # the arm every candidate is compared with
 MAX_ARMS = 4096  # arms of one sweep (a grid is a product of short lists; no sweep runs this many)
-Name = Annotated[str, Field(min_length=1, max_length=200)]
-Text = Annotated[str, Field(max_length=4000)]
-Count = Annotated[int, Field(ge=0, le=MAX_CONCURRENCY)]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class ArmRecord(_Strict):
-    """SweepArm.record() as saved: only compared with the grid's own arm of that name, never run as it is."""
-
-    name: Name
-    num_steps: Count
-    eagle_topk: Count
-    num_draft_tokens: Count
-    adaptive: bool
-    variant: Name
-    nccl: Annotated[dict[Name, Text], Field(max_length=64)]
-    config_hash: Name
-    algorithm: Name | None = None
-    draft_model_path: Text | None = None
 
 
 class SkippedRecord(_Strict):
@@ -110,7 +94,7 @@ class SweepState(BaseModel):
     metric: Name
     gated_levels: Annotated[list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]], Field(max_length=MAX_LEVELS)]
     max_rounds: Annotated[int, Field(ge=1, le=MAX_ROUNDS)]
-    arms: Annotated[list[Annotated[dict[str, Any], _typed(ArmRecord)]], Field(max_length=MAX_ARMS)]
+    arms: Annotated[list[Annotated[dict[str, Any], _typed(SweepArmRecord)]], Field(max_length=MAX_ARMS)]
     skipped: Annotated[list[Annotated[dict[str, str], _typed(SkippedRecord)]],
                        Field(max_length=MAX_ARMS * 4)] = Field(default_factory=list)
     notes: Annotated[list[Text], Field(max_length=256)] = Field(default_factory=list)
@@ -558,7 +542,7 @@ def rebuild_arms(state: SweepState, grid: Grid, path: Path) -> None:
         if arm is None:
             raise ConfigError(path, "arms", f"arm {saved['name']} is not an arm of stack '{state.stack}''s grid",
                               fix)
-        if ArmRecord.model_validate(arm.record()) != ArmRecord.model_validate(saved):
+        if SweepArmRecord.model_validate(arm.record()) != SweepArmRecord.model_validate(saved):
             raise ConfigError(path, "arms", f"arm {saved['name']} is recorded with other flags than the grid "
                               f"gives it (changed since sweep {state.run_id} started, or edited)", fix)
     names = {a["name"] for a in state.arms}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -99,7 +100,8 @@ def _recorded_run() -> dict:
     document["sequential"] = {"1": own.model_dump(mode="json"),
                               "stop_rule": {"1": [[0.005, "standard"], [0.02, "strict"]]},
                               "others": {"1": [target.model_dump(mode="json")]}, "sequence": sequence}
-    document["sweep"] = {"sweep_run_id": "20260101T000000Z-sweep", "arm": ARM, "selected_by": {"1": {"rounds": 8}},
+    document["sweep"] = {"sweep_run_id": "20260101T000000Z-sweep", "arm": copy.deepcopy(ARM),
+                         "selected_by": {"1": {"rounds": 8}},
                          "note": "confirmation of the sweep's winner on fresh rounds"}
     document["verdict"] = judge(result).model_dump(mode="json")
     return document
@@ -141,6 +143,8 @@ def test_a_sweep_verdict_and_a_run_that_continues_no_sequence_keep_their_shape(t
     (lambda d: d["sequential"]["sequence"]["runs"][0]["levels"].update({"x": [0.1]}),
      "sequential.sequence.runs.0.levels.x.[key]", "pattern"),
     (lambda d: d["sweep"]["arm"].pop("num_steps"), "sweep.arm.num_steps", "Field required"),
+    (lambda d: d["sweep"]["arm"].update(num_steps=-1), "sweep.arm.num_steps", "greater than or equal to 0"),
+    (lambda d: d["sweep"]["arm"].update(name=""), "sweep.arm.name", "at least 1 character"),
     (lambda d: d["verdict"]["levels"][0]["decode"].update(estimate="big"), "verdict.Verdict.levels.0.decode.estimate",
      "valid number"),
     (lambda d: d["verdict"].update(forged=True), "verdict.Verdict.forged", "Extra inputs"),

@@ -139,6 +139,8 @@ def test_a_resume_on_other_simulated_nodes_than_the_sweep_started_on_is_refused(
     ("calibration_rounds", -1),  # the race would size itself by it
     ("arms", [{"name": "s1-k1-d2"}]),  # a record without its flags
     ("arms", [None]),
+    ("arms", [{"name": "s1-k1-d2", "num_steps": 1, "eagle_topk": 1, "num_draft_tokens": 2, "adaptive": False,
+               "variant": "default", "nccl": {}, "config_hash": "c" * 64, "surplus": 1}]),  # a key no arm writes
     ("gated_levels", list(range(1, 100))),
     ("records", []),
     ("target", "elsewhere"),
