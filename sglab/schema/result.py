@@ -381,9 +381,10 @@ class SequentialRun(Schema):
         return dict(sorted((int(k), v) for k, v in (self.__pydantic_extra__ or {}).items()))
 
 
-# A sweep's arm as SweepArm.record() writes it. The sweep's state (sweep.json, sglab.sweep.run.SweepState, not
-# sealed) and a confirmation's result (`RunResult.sweep`) hold the same record, read through this model; names,
-# texts and counts are bounded, as sweep.json is read from a file sglab may not have written.
+# A sweep's records: the arm SweepArm.record() writes, each gated level's race and the slot nodes' calibration.
+# The sweep's state (sweep.json, sglab.sweep.run.SweepState, not sealed) and a confirmation's result
+# (`RunResult.sweep`) hold the same records, read through these models; names, texts and counts are bounded, as
+# sweep.json is read from a file sglab may not have written.
 
 MAX_ARM_COUNT = 4096  # a sweep arm's num_steps, eagle_topk and num_draft_tokens: far above any grid's
 BoundedName = Annotated[str, Field(min_length=1, max_length=200)]
@@ -418,6 +419,100 @@ class SweepArmRecord(Schema):
         return data
 
 
+class NodeOffset(Schema):
+    """One slot node against the baseline's: the baseline config on each, paired by round
+    (sglab.sweep.race.node_offsets)."""
+
+    node: str
+    rounds: int
+    mean_log: float | None  # mean of log(value on this node / value on the baseline's node), oriented
+    halfwidth_log: float | None  # of its interval (None: unbounded, fewer than 2 rounds)
+    estimate: float | None  # exp(mean_log) - 1: this node is that much faster (negative: slower)
+    low: float | None
+    high: float | None
+
+    def describe(self, against: str) -> str:
+        if self.estimate is None:
+            return f"{self.node}: not measured"
+        if self.low is None or self.high is None:
+            return f"{self.node}: {self.estimate:+.1%} against {against} ({self.rounds} rounds, no interval yet)"
+        return (f"{self.node}: {self.estimate:+.1%} [{self.low:+.1%}, {self.high:+.1%}] against {against} "
+                f"({self.rounds} rounds)")
+
+
+RaceReason = Literal["below-min", "not-best"]  # why an arm was eliminated
+RaceArmStatus = Literal["selected", "picked", "leader", "survivor", "eliminated"]
+RaceOutcome = Literal["selected", "picked", "leader", "no-winner", "continue"]
+
+
+class RaceArm(Schema):
+    """One arm at the race's last look, with its rank (1 = the pick)."""
+
+    arm: str
+    rank: int
+    status: RaceArmStatus
+    node: str | None = None  # the node it ran on (its values are corrected by that node's calibrated offset)
+    rounds: int  # rounds this arm was measured in
+    baseline_rounds: int = 0  # of those, the rounds the baseline ran too (what `estimate` is over)
+    mean_log: float | None  # against the baseline, over the rounds both ran
+    lower_log: float | None  # its confidence sequence at the arm level (None: unbounded)
+    upper_log: float | None
+    estimate: float | None
+    low: float | None
+    high: float | None
+    eliminated_at: int | None = None  # the look (round count) that eliminated it
+    reason: RaceReason | None = None
+    gap_to_pick: float | None = None  # paired: exp(mean(g_arm - g_pick)) - 1 over the rounds both ran
+    p_beats_pick: float | None = None  # estimated P(this arm is better than the pick); None: eliminated or the pick
+
+
+class RaceLook(Schema):
+    rounds: int
+    planned: list[str]  # what the rule asked this round to run ("baseline" included)
+    measured: list[str]  # what gave a value
+    leader: str | None
+    p_correct: float
+    eliminated: dict[str, RaceReason] = Field(default_factory=dict)
+
+
+class RaceRecord(Schema):
+    """A gated level's best-arm race replayed from its rounds (sglab.sweep.race.race_record): every look, every
+    elimination, the pick and its P(correct). In sweep.json's records and a confirmation's `selected_by`: shown,
+    never evidence (a resume recomputes it from the sealed rounds)."""
+
+    method: str = Field(description="the rule (sglab.sweep.race.RACE)")
+    sequence: str = Field(description="the sequence it decides on (sglab.analysis.sequential.METHOD)")
+    confidence: float  # familywise: the best arm is eliminated with probability <= 1 - confidence
+    arm_confidence: float  # each sequence: 1 - (1 - confidence) / K
+    min_gain: float
+    threshold_log: float
+    min_rounds: int
+    max_rounds: int | None
+    challengers: int
+    outcome: RaceOutcome
+    winner: str | None  # the pick once the race stopped (selected, picked, leader); never a promotion
+    leader: str | None  # the pick so far (also while the race continues)
+    p_correct: float | None  # estimated P(the pick is the best arm) among the arms not eliminated
+    p_correct_guaranteed: bool  # every other arm eliminated: P(correct) >= confidence by construction
+    p_clears_min: float | None  # estimated P(the pick beats the baseline by min-gain)
+    winner_cleared_min: bool  # the pick's confidence sequence with the baseline clears log(1 + min-gain)
+    rounds: int  # looks taken
+    arm_rounds: int  # measured segments, baseline included (the cost in arm-rounds)
+    next_round: list[str]  # while `continue`: the baseline (if needed) and the arms of the next round
+    challengers_now: list[str]  # the arms most likely to beat the pick, at the last look
+    off_plan: list[int] = Field(default_factory=list)  # rounds that measured other arms than the rule asked for
+    baseline_node: str | None = None
+    calibration: list[NodeOffset] = Field(default_factory=list)  # the slot nodes against the baseline's node
+    calibration_rounds: int = 0  # rounds of the calibration block before the race
+    arms: list[RaceArm]
+    looks: list[RaceLook]
+
+    @property
+    def survivors(self) -> list[str]:
+        """Arms not eliminated, the pick included."""
+        return [a.arm for a in self.arms if a.status != "eliminated"]
+
+
 # A sweep's confirmation A/B (`RunResult.sweep`, sglab/sweep/confirm.py).
 
 class SweepConfirmation(Schema):
@@ -426,9 +521,8 @@ class SweepConfirmation(Schema):
 
     sweep_run_id: str
     arm: SweepArmRecord
-    selected_by: dict[LevelKey, dict[str, Any]] = Field(
-        default_factory=dict, description="level -> the sweep's race record there (sglab.sweep.race.RaceRecord): "
-                                          "shown, never evidence")
+    selected_by: dict[LevelKey, RaceRecord] = Field(
+        default_factory=dict, description="level -> the sweep's race record there: shown, never evidence")
     note: str = ""
 
 

@@ -276,7 +276,8 @@ class RankedArm(Part):
     level: int
     rank: int = Field(description="1 = the pick")
     arm: str
-    status: str = Field(description="selected, picked, leader, survivor or eliminated (sglab.sweep.race.Status)")
+    status: str = Field(description="selected, picked, leader, survivor or eliminated "
+                        "(sglab.schema.result.RaceArmStatus)")
     rounds: int
     baseline_rounds: int | None = None
     gain: float | None = None

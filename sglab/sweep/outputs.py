@@ -15,8 +15,7 @@ from typing import Any
 
 from sglab.analysis.operating_point import level_phrase
 from sglab.analysis.samples import per_round
-from sglab.schema.result import RunResult
-from sglab.sweep.race import NodeOffset
+from sglab.schema.result import NodeOffset, RunResult
 from sglab.sweep.run import BASELINE, SweepState
 
 DEFAULT_GPUS_PER_ARM = 8  # a simulator arm has no GPUs; its cost is reported as if each arm held 8

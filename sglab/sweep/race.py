@@ -68,13 +68,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
 from scipy import stats
 
 from sglab.analysis.sequential import METHOD, bounds
+from sglab.schema.result import NodeOffset, RaceArm, RaceArmStatus, RaceLook, RaceOutcome, RaceRecord
 
 # The calibration of the slot nodes.
 
@@ -90,26 +89,6 @@ def calibration_arm(node: str) -> str:
 def calibrated_node(arm: str) -> str | None:
     """The node a calibration arm ran on (None: not a calibration arm)."""
     return arm[len(PREFIX):] if arm.startswith(PREFIX) else None
-
-
-class NodeOffset(BaseModel):
-    """One slot node against the baseline's: the baseline config on each, paired by round."""
-
-    node: str
-    rounds: int
-    mean_log: float | None  # mean of log(value on this node / value on the baseline's node), oriented
-    halfwidth_log: float | None  # of its interval (None: unbounded, fewer than 2 rounds)
-    estimate: float | None  # exp(mean_log) - 1: this node is that much faster (negative: slower)
-    low: float | None
-    high: float | None
-
-    def describe(self, against: str) -> str:
-        if self.estimate is None:
-            return f"{self.node}: not measured"
-        if self.low is None or self.high is None:
-            return f"{self.node}: {self.estimate:+.1%} against {against} ({self.rounds} rounds, no interval yet)"
-        return (f"{self.node}: {self.estimate:+.1%} [{self.low:+.1%}, {self.high:+.1%}] against {against} "
-                f"({self.rounds} rounds)")
 
 
 def node_offsets(values: np.ndarray, nodes: Sequence[str], *, confidence: float) -> list[NodeOffset]:
@@ -354,76 +333,10 @@ class Race:
 
 
 # One sweep's race replayed from its measured rounds: every look, every elimination, the pick and its
-# P(correct).
+# P(correct), as a RaceRecord (sglab/schema/result.py: sweep.json and a confirmation's result hold it).
 
 BASELINE = "baseline"
-Reason = Literal["below-min", "not-best"]
-Status = Literal["selected", "picked", "leader", "survivor", "eliminated"]
-Outcome = Literal["selected", "picked", "leader", "no-winner", "continue"]
-
-
-class RaceArm(BaseModel):
-    """One arm at the race's last look, with its rank (1 = the pick)."""
-
-    arm: str
-    rank: int
-    status: Status
-    node: str | None = None  # the node it ran on (its values are corrected by that node's calibrated offset)
-    rounds: int  # rounds this arm was measured in
-    baseline_rounds: int = 0  # of those, the rounds the baseline ran too (what `estimate` is over)
-    mean_log: float | None  # against the baseline, over the rounds both ran
-    lower_log: float | None  # its confidence sequence at the arm level (None: unbounded)
-    upper_log: float | None
-    estimate: float | None
-    low: float | None
-    high: float | None
-    eliminated_at: int | None = None  # the look (round count) that eliminated it
-    reason: Reason | None = None
-    gap_to_pick: float | None = None  # paired: exp(mean(g_arm - g_pick)) - 1 over the rounds both ran
-    p_beats_pick: float | None = None  # estimated P(this arm is better than the pick); None: eliminated or the pick
-
-
-class RaceLook(BaseModel):
-    rounds: int
-    planned: list[str]  # what the rule asked this round to run ("baseline" included)
-    measured: list[str]  # what gave a value
-    leader: str | None
-    p_correct: float
-    eliminated: dict[str, Reason] = Field(default_factory=dict)
-
-
-class RaceRecord(BaseModel):
-    method: str = "best-arm race"
-    sequence: str = METHOD  # the race decides on the verdict's sequence (sglab.analysis.sequential)
-    confidence: float  # familywise: the best arm is eliminated with probability <= 1 - confidence
-    arm_confidence: float  # each sequence: 1 - (1 - confidence) / K
-    min_gain: float
-    threshold_log: float
-    min_rounds: int
-    max_rounds: int | None
-    challengers: int
-    outcome: Outcome
-    winner: str | None  # the pick once the race stopped (selected, picked, leader); never a promotion
-    leader: str | None  # the pick so far (also while the race continues)
-    p_correct: float | None  # estimated P(the pick is the best arm) among the arms not eliminated
-    p_correct_guaranteed: bool  # every other arm eliminated: P(correct) >= confidence by construction
-    p_clears_min: float | None  # estimated P(the pick beats the baseline by min-gain)
-    winner_cleared_min: bool  # the pick's confidence sequence with the baseline clears log(1 + min-gain)
-    rounds: int  # looks taken
-    arm_rounds: int  # measured segments, baseline included (the cost in arm-rounds)
-    next_round: list[str]  # while `continue`: the baseline (if needed) and the arms of the next round
-    challengers_now: list[str]  # the arms most likely to beat the pick, at the last look
-    off_plan: list[int] = Field(default_factory=list)  # rounds that measured other arms than the rule asked for
-    baseline_node: str | None = None
-    calibration: list[NodeOffset] = Field(default_factory=list)  # the slot nodes against the baseline's node
-    calibration_rounds: int = 0  # rounds of the calibration block before the race
-    arms: list[RaceArm]
-    looks: list[RaceLook]
-
-    @property
-    def survivors(self) -> list[str]:
-        """Arms not eliminated, the pick included."""
-        return [a.arm for a in self.arms if a.status != "eliminated"]
+RACE = "best-arm race"  # RaceRecord.method
 
 
 def _finite(x: float) -> float | None:
@@ -479,7 +392,7 @@ def race_record(names: Sequence[str], values: np.ndarray, *, min_gain: float, co
 
 def _record(race: Race, names: list[str], looks: list[RaceLook], off_plan: list[int],
             nodes: list[str | None]) -> RaceRecord:
-    outcome: Outcome = OUTCOMES[int(race.outcome[0])]  # type: ignore[assignment]
+    outcome: RaceOutcome = OUTCOMES[int(race.outcome[0])]  # type: ignore[assignment]
     alive, leader = race.alive[0], int(race.leader[0])
     winner = names[leader] if outcome in ("selected", "picked", "leader") and leader >= 0 else None
     measured = np.isfinite(race.values[0, :, : race.t])
@@ -511,13 +424,13 @@ def _record(race: Race, names: list[str], looks: list[RaceLook], off_plan: list[
     ranked = ([leader] if leader >= 0 else []) + rest + gone
     arms = []
     for rank, j in enumerate(ranked, start=1):
-        status: Status = ("eliminated" if not alive[j] else
-                          outcome if j == leader and winner is not None else "survivor")  # type: ignore[assignment]
+        status: RaceArmStatus = ("eliminated" if not alive[j] else
+                                 outcome if j == leader and winner is not None else "survivor")  # type: ignore[assignment]
         arms.append(RaceArm(rank=rank, status=status, **states[j]))
     plan = race.plan()[0]
     lower_pick = float(race.base_lower[0, leader]) if leader >= 0 else -math.inf
     return RaceRecord(
-        confidence=race.confidence, arm_confidence=race.arm_confidence,
+        method=RACE, sequence=METHOD, confidence=race.confidence, arm_confidence=race.arm_confidence,
         min_gain=race.min_gain, threshold_log=race.threshold_log, min_rounds=race.min_rounds,
         max_rounds=race.max_rounds, challengers=race.challengers, outcome=outcome, winner=winner,
         leader=names[leader] if leader >= 0 else None,

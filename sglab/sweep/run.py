@@ -21,7 +21,7 @@ in it decides anything on a resume: the arms are rebuilt from the grid by name, 
 the confirmation are recomputed from the sealed results (load_resume). It is read through the one bounded reader
 into a typed model whose counts and rounds are bounded by the config's own limits, so a damaged or hostile file
 is one ConfigError (file, key, fix), never a traceback or an allocation. The race records
-(sglab.sweep.race.RaceRecord, one per gated level) are kept so the outputs and a reader see every look without
+(sglab.schema.result.RaceRecord, one per gated level) are kept so the outputs and a reader see every look without
 rerunning the statistics.
 """
 
@@ -48,10 +48,9 @@ from sglab.core.untrusted_json import read_json
 from sglab.results.store import RESULT_LIMITS, create_run_dir, new_run_id, write_json_atomic
 from sglab.schema.result import BoundedName as Name
 from sglab.schema.result import BoundedText as Text
-from sglab.schema.result import LevelResult, RunResult, SweepArmRecord
+from sglab.schema.result import LevelResult, NodeOffset, RaceRecord, RunResult, SweepArmRecord
 from sglab.schema.verdict import SweepStatus
-from sglab.sweep.race import (PREFIX, NodeOffset, RaceRecord, calibrated_node, calibration_arm, node_offsets,
-                              race_record)
+from sglab.sweep.race import PREFIX, calibrated_node, calibration_arm, node_offsets, race_record
 from sglab.sweep.grid import Grid
 
 # The saved state.

@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sglab.analysis.sequential import sequential_test
@@ -20,6 +21,7 @@ from sglab.config.policy import PromotionPolicy
 from sglab.schema.records import Confound, RecordedLoadPlan, RecordedPolicy
 from sglab.schema.result import RunResult
 from sglab.results.store import create_run_dir, load_result, write_result
+from sglab.sweep.race import node_offsets, race_record
 
 DATA = Path(__file__).parents[1] / "data" / "results"
 V1 = DATA / "v1-article-replay.json"
@@ -88,6 +90,17 @@ SWEEP_VERDICT = {"kind": "sweep", "outcome": "swept", "sentence": "sweep of 2 ar
                               "p_correct": 0.97}]}
 
 
+def _race() -> dict:
+    """A gated level's race as a sweep records it (sweep.json's records, a confirmation's selected_by): two arms,
+    one slot node calibrated, eight rounds."""
+    rng = np.random.default_rng(3)
+    values = np.log([100.0, 106.0, 101.0]) + rng.normal(0.0, 0.01, (8, 3))
+    offsets = node_offsets(np.log([[100.0, 100.5]] * 4) + rng.normal(0.0, 0.01, (4, 2)), ["slot"], confidence=0.95)
+    record = race_record(["s3-k1-d4", "s5-k1-d6"], values, min_gain=0.01, max_rounds=8, arm_nodes=["slot", "slot"],
+                         baseline_node="base", calibration=offsets, calibration_rounds=4)
+    return record.model_dump(mode="json")
+
+
 def _recorded_run() -> dict:
     """A sequential A/B whose result records all three: the looks and the sequence, a sweep arm, the verdict."""
     result = synthetic_result(levels=(1,), rounds=8, gain=0.05, seed=4, policy={"method": "sequential"})
@@ -101,8 +114,7 @@ def _recorded_run() -> dict:
                               "stop_rule": {"1": [[0.005, "standard"], [0.02, "strict"]]},
                               "others": {"1": [target.model_dump(mode="json")]}, "sequence": sequence}
     document["sweep"] = {"sweep_run_id": "20260101T000000Z-sweep", "arm": copy.deepcopy(ARM),
-                         "selected_by": {"1": {"rounds": 8}},
-                         "note": "confirmation of the sweep's winner on fresh rounds"}
+                         "selected_by": {"1": _race()}, "note": "confirmation of the sweep's winner on fresh rounds"}
     document["verdict"] = judge(result).model_dump(mode="json")
     return document
 
@@ -121,6 +133,7 @@ def test_a_result_recording_looks_a_sweep_arm_and_a_verdict_round_trips_through_
     assert back.sequential.others["1"][0].looks[-1].rounds == 8
     assert back.sequential.sequence.runs[0].levels == {"1": [0.01, 0.02]}
     assert back.sweep.arm.num_draft_tokens == 4 and "algorithm" not in stored["sweep"]["arm"]
+    assert back.sweep.selected_by["1"].calibration[0].node == "slot" and back.sweep.selected_by["1"].looks
     assert back.verdict.outcome == judge(back).outcome
 
 
@@ -145,6 +158,14 @@ def test_a_sweep_verdict_and_a_run_that_continues_no_sequence_keep_their_shape(t
     (lambda d: d["sweep"]["arm"].pop("num_steps"), "sweep.arm.num_steps", "Field required"),
     (lambda d: d["sweep"]["arm"].update(num_steps=-1), "sweep.arm.num_steps", "greater than or equal to 0"),
     (lambda d: d["sweep"]["arm"].update(name=""), "sweep.arm.name", "at least 1 character"),
+    (lambda d: d["sweep"]["selected_by"]["1"].update(outcome="won"), "sweep.selected_by.1.outcome", "'selected'"),
+    (lambda d: d["sweep"]["selected_by"]["1"].pop("arms"), "sweep.selected_by.1.arms", "Field required"),
+    (lambda d: d["sweep"]["selected_by"]["1"]["arms"][0].update(forged=True), "sweep.selected_by.1.arms.0.forged",
+     "Extra inputs"),
+    (lambda d: d["sweep"]["selected_by"]["1"]["calibration"][0].update(rounds="many"),
+     "sweep.selected_by.1.calibration.0.rounds", "valid integer"),
+    (lambda d: d["sweep"]["selected_by"].update(x=d["sweep"]["selected_by"]["1"]), "sweep.selected_by.x.[key]",
+     "pattern"),
     (lambda d: d["verdict"]["levels"][0]["decode"].update(estimate="big"), "verdict.Verdict.levels.0.decode.estimate",
      "valid number"),
     (lambda d: d["verdict"].update(forged=True), "verdict.Verdict.forged", "Extra inputs"),

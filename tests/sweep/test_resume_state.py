@@ -161,6 +161,23 @@ def test_a_state_file_that_is_not_an_object_is_one_config_error(tmp_path: Path) 
         load_state(tmp_path)
 
 
+def test_a_confirmation_stores_the_sweeps_race_records_as_the_sweep_saved_them(tmp_path: Path) -> None:
+    """`selected_by` is typed (sglab.schema.result.RaceRecord) and written back key for key: the seal covers it."""
+    from sglab.results import integrity
+    from sglab.sweep.confirm import sweep_record
+
+    _, grid, run_dir = swept(tmp_path)
+    state = load_state(run_dir)
+    result = synthetic_result(levels=(1,), rounds=4, stack="pick")
+    result.sweep = sweep_record(state, grid.arm(BEST).record())
+    path = write_result(result, tmp_path / "confirmation")
+    stored = json.loads(path.read_text())["sweep"]
+    assert stored["selected_by"] == json.loads((run_dir / STATE_FILE).read_text())["records"]
+    assert stored["arm"] == grid.arm(BEST).record()
+    back = load_result(path)
+    assert integrity.verify(back) is None and back.sweep.selected_by["1"].winner == BEST
+
+
 def confirmation_of(tmp_path: Path, arm: dict):
     """A sealed confirmation result naming `arm`, read back from its file as promote reads it."""
     result = synthetic_result(levels=(1,), rounds=4, stack="pick")
