@@ -49,7 +49,8 @@ def test_locust_sends_the_api_key(tmp_path, env: dict[str, str], failing: bool) 
         prefix = tmp_path / "keyed"
         proc = subprocess.run(
             [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "-u", "2", "-r", "10",
-             "-t", "3s", "--only-summary", "--csv", str(prefix), "--endpoint", "chat", "--max-new-tokens", "8",
+             "-t", "3s", "--only-summary",
+             "--stop-timeout", "30", "--csv", str(prefix), "--endpoint", "chat", "--max-new-tokens", "8",
              "--candidate-url", url, "CandidateUser"],
             cwd=ROOT, env=child_env(env), capture_output=True, text=True, timeout=60)
     rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(open(f"{prefix}_stats.csv"))}

@@ -33,7 +33,8 @@ def test_plain_locust_run_measures_full_streams_and_token_rows(tmp_path):
         prefix = tmp_path / "plain"
         proc = subprocess.run(
             [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "-u", "2", "-r", "10",
-             "-t", "6s", "--only-summary", "--csv", str(prefix), "--max-new-tokens", "16", "--stack", "plain",
+             "-t", "6s", "--only-summary",
+             "--stop-timeout", "30", "--csv", str(prefix), "--max-new-tokens", "16", "--stack", "plain",
              "--baseline-url", base_url],
             cwd=ROOT, env=child_env({"SGLAB_CANDIDATE_URL": cand_url,
                                      "SGLAB_STACKS_DIR": str(_random_words_stack(tmp_path))}),
@@ -71,7 +72,8 @@ def test_chat_endpoint_counts_tokens_exactly(tmp_path):
         prefix = tmp_path / "chat"
         proc = subprocess.run(
             [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "-u", "2", "-r", "10",
-             "-t", "3s", "--only-summary", "--csv", str(prefix), "--endpoint", "chat", "--max-new-tokens", "12",
+             "-t", "3s", "--only-summary",
+             "--stop-timeout", "30", "--csv", str(prefix), "--endpoint", "chat", "--max-new-tokens", "12",
              "--candidate-url", url, "CandidateUser"],
             cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
