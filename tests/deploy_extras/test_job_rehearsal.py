@@ -56,7 +56,7 @@ def test_job_pod_rehearsal_end_to_end(tmp_path, monkeypatch):
         with start_sims([baseline_arm(in_pod), candidate_arm(in_pod)]) as sims:
             services = {service_url(namespace, "baseline", baseline_arm(stack).port): sims.urls["baseline"],
                         service_url(namespace, "candidate", candidate_arm(stack).port): sims.urls["candidate"]}
-            command = [services.get(part, part) for part in command] + ["--quick", "--no-progress"]
+            command = [services.get(part, part) for part in command] + ["--quick", "--rounds", "4", "--no-progress"]
             assert command[:2] == ["sglab", "bench"]
             done = subprocess.run([sys.executable, "-m", "sglab.cli", *command[1:]], env=env, capture_output=True,
                                   text=True, timeout=600)

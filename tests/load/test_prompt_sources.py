@@ -172,7 +172,7 @@ def test_a_bad_dataset_in_the_stack_exits_2_without_a_traceback(tmp_path: Path) 
 def test_quick_bench_with_the_suite_on_the_simulator_is_complete_with_categories(tmp_path: Path) -> None:
     stacks = _stack_dir(tmp_path, "    prompts:\n      source: suite\n")
     out = tmp_path / "results"
-    proc = _bench(stacks, out, "--quick")
+    proc = _bench(stacks, out, "--quick", "--rounds", "4")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = run_dirs(out, "eagle-nccl-ll")
     result = load(run_dir)

@@ -51,8 +51,8 @@ def test_the_simulator_models_a_loss_for_eagle_default() -> None:
 def test_a_quick_run_prints_the_verdict_its_sealed_rounds_give(tmp_path: Path) -> None:
     env = without_server_env(os.environ)
     env["SGLAB_RESULTS_DIR"] = str(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "sglab.cli", "bench", "--target", "sim", "--quick", "--no-progress",
-                           "--seed", "2", "--stack", "eagle-nccl-ll"],
+    proc = subprocess.run([sys.executable, "-m", "sglab.cli", "bench", "--target", "sim", "--quick", "--rounds", "4",
+                           "--no-progress", "--seed", "2", "--stack", "eagle-nccl-ll"],
                           capture_output=True, text=True, env=env, timeout=600, cwd=project_root())
     assert proc.returncode in (0, 3), proc.stderr[-3000:]  # 3: measured, nothing decided (the exit table)
     (result_file,) = tmp_path.glob("*/*/result.json")

@@ -25,7 +25,8 @@ def test_bench_compare_report_promote_dry_run(tmp_path: Path) -> None:
     env = {**os.environ, "SGLAB_RESULTS_DIR": str(tmp_path)}
     production = project_root() / "stacks" / "Pulumi.production.yaml"
     before = production.read_bytes()
-    bench = sglab("bench", "--stack", "eagle-nccl-ll", "--target", "sim", "--quick", "--no-progress", env=env)
+    bench = sglab("bench", "--stack", "eagle-nccl-ll", "--target", "sim", "--quick", "--rounds", "4", "--no-progress",
+                  env=env)
     assert bench.returncode == 0, bench.stderr[-2000:]
     run_dirs = list((tmp_path / "eagle-nccl-ll").iterdir())
     assert len(run_dirs) == 1
