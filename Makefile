@@ -53,7 +53,7 @@ lint: install-test
 	$(BIN)/mypy
 
 # Before the tests, at once: lint, SGLang's parser venv, and the browser and Prometheus the end-to-end tests use.
-# The tests then run as four pytest processes (tools/run-tests.sh says which and why).
+# The tests then run as five pytest processes (tools/run-tests.sh says which and why).
 test: install-test
 	@$(MAKE) --no-print-directory --output-sync=target -j3 lint sglang-contract-venv test-services
 	@bash tools/run-tests.sh

@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# The suite as four pytest processes at once. On CI's 2 cores this more than halves the wall time: most tests wait
+# The suite as five pytest processes at once. On CI's 2 cores this more than halves the wall time: most tests wait
 # on simulators, rounds and servers starting, not on the CPU. Groups:
 #   pulumi  the tests that run the Pulumi program: Pulumi's mocks deadlock in a process where Locust's gevent
 #           monkey-patching ran, so they get a process of their own (tests/pulumi_harness.py refuses otherwise);
-#   e2e     the directories whose tests start simulators and Locust (the long ones), split in two of about the
-#   e2e2    same length: the bench and the UI; the canary rehearsals and sweeps;
+#   e2e     the directories whose tests start simulators and Locust (the long ones), in three: the bench; the
+#   e2e2    canary rehearsals and sweeps; the web UI (its Locust runs and the browser);
+#   ui
 #   rest    everything else under tests/ (a new directory lands here by itself).
-# The last three import Locust before pytest starts: its gevent monkey-patching must come before anything imports
+# The last four import Locust before pytest starts: its gevent monkey-patching must come before anything imports
 # ssl (httpx, urllib3), or importing Locust later in the process ends in a RecursionError.
 # Each group's output (with its 12 slowest tests: where the suite's time goes) is printed whole when the group
-# ends; the exit status is the worst of the four, and the last line adds their counts up.
+# ends; the exit status is the worst of the five, and the last line adds their counts up.
 set -u
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 PULUMI="tests/deploy tests/deploy_extras tests/probe"
-E2E="tests/load tests/ui"
+E2E="tests/load"
 E2E2="tests/serving tests/sweep"
+UI="tests/ui"
 ignore() { for d in "$@"; do printf -- '--ignore=%s ' "$d"; done; }
 
 logs=$(mktemp -d)
@@ -34,12 +36,14 @@ run pulumi "" $PULUMI
 run e2e "import locust; " $E2E
 # shellcheck disable=SC2086
 run e2e2 "import locust; " $E2E2
+# shellcheck disable=SC2086
+run ui "import locust; " $UI
 # shellcheck disable=SC2046,SC2086
-run rest "import locust; " tests $(ignore $PULUMI $E2E $E2E2)
+run rest "import locust; " tests $(ignore $PULUMI $E2E $E2E2 $UI)
 
 status=0
 passed=0 failed=0 skipped=0 errors=0
-for name in pulumi e2e e2e2 rest; do
+for name in pulumi e2e e2e2 ui rest; do
   wait "${pids[$name]}"; rc=$?
   echo "=== tests: $name (exit $rc) ==="
   cat "$logs/$name.log"
