@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from sglab.config.base import _DNS_LABEL, _LABEL_NAME, KeyedValueError, Model, _check_labels
+from sglab.config.base import _CPU, _DNS_LABEL, _LABEL_NAME, _QUANTITY, KeyedValueError, Model, _check_labels
+from sglab.config.cluster import image_problem
 from sglab.config.loadplan import MAX_ROUNDS
 
 Ratio = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -205,6 +206,44 @@ def _gateway_peers() -> list[NetworkPeer]:
                         pod_labels={"app.kubernetes.io/component": "proxy"})]
 
 
+# The Gateway API Inference Extension's endpoint picker (EPP), v1.5.0 (2026-04-18): the extension's last release
+# that ships it (v1.6.0 moved it to llm-d/llm-d-router and keeps only a round-robin conformance picker).
+PICKER_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
+
+
+class EndpointPicker(Model):
+    """The InferencePool's endpoint picker, rendered with the pool (sglab/serving/picker.py): the extension's EPP
+    configured to pick a ready serving pod at random for every request, so the stable and canary pods get the same
+    mix of requests (the live judge's assumption); a platform's load- or prefix-aware picker would not. Pin the
+    image's digest in production (image@sha256:...)."""
+
+    image: str = PICKER_IMAGE
+    cpu: str = "1"
+    memory: str = "1Gi"
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        problem = image_problem(value)
+        if problem is not None:
+            raise ValueError(f"{value!r} {problem}; give a pinned reference, e.g. {PICKER_IMAGE}")
+        return value
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, value: str) -> str:
+        if not _CPU.match(value):
+            raise ValueError(f"{value!r} is not a CPU quantity (e.g. 1, 500m)")
+        return value
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str) -> str:
+        if not _QUANTITY.match(value):
+            raise ValueError(f"{value!r} is not a memory quantity (e.g. 1Gi)")
+        return value
+
+
 class Gateway(Model):
     """The entry point: an HTTPRoute attached to an existing Gateway; `peers` are what carries its traffic to the
     pods (the proxies' pods, or a cloud gateway's proxy subnet), the servers' NetworkPolicy admits only them."""
@@ -217,10 +256,10 @@ class Gateway(Model):
     peers: list[NetworkPeer] = Field(default_factory=_gateway_peers, min_length=1)
     # A streamed reply can run for minutes; implementations' defaults (often seconds) would cut it.
     request_timeout_s: Annotated[int, Field(ge=1)] = 3600
-    # Route to an InferencePool (Gateway API Inference Extension) of the serving pods instead of Services.
+    # Route to an InferencePool (Gateway API Inference Extension) of the serving pods instead of Services, behind
+    # the endpoint picker the stack renders with it.
     inference_pool: bool = False
-    endpoint_picker: str = "sglang-epp"
-    endpoint_picker_port: Annotated[int, Field(ge=1, le=65535)] = 9002
+    endpoint_picker: EndpointPicker = Field(default_factory=EndpointPicker)
 
 
 class ObjectKey(Model):

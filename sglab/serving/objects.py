@@ -2,15 +2,16 @@
 
 The candidate arm renders as an Argo Rollouts `Rollout` from the same pod template as the benchmarked
 Deployment, with its canary steps (sglab/config/serving.py: argo_steps), an AnalysisTemplate whose Job runs
-the live judge (`sglab canary` in the project image), the HTTPRoute (or InferencePool), the scraping object
-and the watch CronJob; the baseline arm stays a Deployment: the standing control. A stack without
-sglab:serving gets `{"enabled": false, ...}` and renders exactly as before.
+the live judge (`sglab canary` in the project image), the HTTPRoute (or InferencePool and its endpoint picker:
+sglab/serving/picker.py), the scraping object and the watch CronJob; the baseline arm stays a Deployment: the
+standing control. A stack without sglab:serving gets `{"enabled": false, ...}` and renders exactly as before.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from sglab.serving.picker import endpoint_picker_values, pool_spec
 from sglab.serving.spec import POD_LABELS, REVISION_LABEL, SHARED_CONFIG_LABEL, SPEC_ENV, judge_spec
 from sglab.config.arms import ArmSpec, baseline_arm, build_arm
 from sglab.config.stack import StackConfig
@@ -214,6 +215,9 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
     if arm.role == "baseline":
         return {**common, "workload": "Deployment", "replicas": serving.control.replicas}
     release = release_name("candidate")
+    picker_labels = _pod_labels(stack_name, "endpoint-picker") if serving.gateway.inference_pool else {}
+    if picker_labels:  # the pool's picker reads the servers' /metrics, on their port
+        common["peers"] = [*common["peers"], {"podSelector": {"matchLabels": picker_labels}}]
     analysis_name = f"{release}-{JUDGE_METRIC}"
     spec_json = judge_spec(stack, stack_name, overrides=_prometheus_credentials(serving)[0]).to_env()
     startup_s = stack.rollout.startup_timeout_min * 60
@@ -238,10 +242,7 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
         "trafficServices": serving.traffic_router == "gateway-api" and not serving.gateway.inference_pool,
         "analysisTemplate": {"name": analysis_name, "spec": analysis_template(stack, stack_name, spec_json)},
         "httpRoute": {"name": release, "spec": http_route(serving, release, arm.port, baseline_arm(stack).port)},
-        **({"inferencePool": {"name": release, "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/instance": release}},
-            "targetPorts": [{"number": arm.port}],
-            "endpointPickerRef": {"name": serving.gateway.endpoint_picker, "port": {
-                "number": serving.gateway.endpoint_picker_port}}}}} if serving.gateway.inference_pool else {}),
+        **({"inferencePool": {"name": release, "spec": pool_spec(stack, release, arm.port)},
+            "endpointPicker": endpoint_picker_values(stack, release, picker_labels)} if picker_labels else {}),
         **({"watch": watch} if watch else {}),
     }

@@ -287,29 +287,38 @@ def _every_pod(objects: list[dict]) -> list[tuple[str, dict]]:
     return pods
 
 
-@pytest.mark.parametrize("name", shipped_stacks())
-def test_every_rendered_pod_is_locked_down(name, monkeypatch, tmp_path):
-    """Servers, Locust, the benchmark Job and any other Job: no escalation, no capabilities, seccomp, a read-only
-    root, a token only where the pod writes through the API (the result-writing Jobs, with minimal RBAC)."""
+# production routed through an InferencePool: its endpoint picker is one more pod
+POOL = {"serving": {"traffic-router": "replicas", "gateway": {"inference-pool": True}}}
+
+
+@pytest.mark.parametrize("name, sections", [pytest.param(name, {}, id=name) for name in shipped_stacks()]
+                         + [pytest.param("production", POOL, id="production-inference-pool")])
+def test_every_rendered_pod_is_locked_down(name, sections, monkeypatch, tmp_path):
+    """Servers, Locust, the benchmark Job, the endpoint picker and any other Job: no escalation, no capabilities,
+    seccomp, a read-only root, a token only where the pod writes through the API (the result-writing Jobs, with
+    minimal RBAC) or reads it (the endpoint picker: its pool's pods, a namespaced Role)."""
     from sglab.config.loader import load_mapping
     from sglab.core.paths import stack_path
     from sglab.deploy.render import render_stack
 
     loaded = load_stack(name)
     raw = {k: v for k, v in loaded.raw.items() if k != "__lines__"}
+    for key, section in sections.items():
+        raw[key] = {**raw[key], **section}
     raw["locust"] = {**raw.get("locust", {}), "enabled": True}
     raw["locust-password"] = {"secure": "v1:x"}
     raw["benchmark-job"] = {**raw.get("benchmark-job", {}), "enabled": True}
     raw["probe"] = {**raw.get("probe", {}), "enabled": True, "hidden-size": 7168}
     pods = _every_pod(render_stack(load_mapping(name, stack_path(name), raw)).objects)
     assert any(what.startswith("Job/sglab-probe-") for what, _ in pods) and len(pods) >= 6
+    assert any(what == "Deployment/sglang-candidate-epp" for what, _ in pods) is bool(sections)
     for what, pod in pods:
         spec = pod["spec"]
         tokens = {v["name"] for v in spec.get("volumes", [])
                   if any("serviceAccountToken" in s for s in v.get("projected", {}).get("sources", []))}
         has_token = spec.get("automountServiceAccountToken") is True or bool(tokens)
-        writes_results = what.startswith(("Job/sglab-bench-", "Job/sglab-probe-"))
-        assert has_token is writes_results, what
+        uses_api = what.startswith(("Job/sglab-bench-", "Job/sglab-probe-")) or what.endswith("-epp")
+        assert has_token is uses_api, what
         if tokens:  # a projected token instead of automount: never in an init container (the probe's, say)
             assert spec["automountServiceAccountToken"] is False, what
             assert not [c for c in spec.get("initContainers", [])
@@ -322,7 +331,7 @@ def test_every_rendered_pod_is_locked_down(name, monkeypatch, tmp_path):
             assert (security.get("seccompProfile") or pod_context.get("seccompProfile")) == {"type": "RuntimeDefault"}
             assert security.get("readOnlyRootFilesystem") is True, what
         server_image = what.startswith(("Deployment/sglang-", "Rollout/sglang-", "LeaderWorkerSet/",
-                                        "Job/sglab-preflight-"))
+                                        "Job/sglab-preflight-")) and not what.endswith("-epp")
         if not server_image or loaded.config.backend == "sim":
             for container in spec["containers"]:  # the project image's user (an init container may run the servers')
                 effective = {**spec["securityContext"], **container.get("securityContext", {})}
