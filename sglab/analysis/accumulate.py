@@ -53,11 +53,12 @@ PLAN_KEYS = ("profile", "round_duration_s", "round_requests", "max_new_tokens", 
 
 
 class SequenceError(Exception):
-    """An earlier run of the sequence is missing or cannot be trusted: what and the fix."""
+    """An earlier run of the sequence is missing or cannot be trusted: what and the fix, made `printable` here
+    (they may quote a directory's name or a reader's exception, and a new run records them)."""
 
     def __init__(self, why: str, fix: str):
-        self.why, self.fix = why, fix
-        super().__init__(f"{why}\n  fix: {fix}")
+        self.why, self.fix = printable(why, limit=None), printable(fix, limit=None)
+        super().__init__(f"{self.why}\n  fix: {self.fix}")
 
 
 def key_of(*, stack: str, kind: str, config_hash: dict, policy: dict, plan: dict, target_kind: str,
@@ -117,7 +118,7 @@ def _trusted(run_dir: Path) -> RunResult:
                             "restore the run as it was written, or start afresh with `--fresh-sequence` (recorded "
                             "in the result)")
     if found.run_id != run_dir.name:
-        raise SequenceError(f"{run_dir} holds run {printable(found.run_id, limit=80)}, not the run of that name the "
+        raise SequenceError(f"{run_dir} holds run {found.run_id}, not the run of that name the "
                             "sequence recorded", f"move it back under its own run id, {FRESH_FIX}")
     return found
 
@@ -134,21 +135,21 @@ def _stack_runs(stack: str, base: Path | None) -> list[tuple[Path, RunResult]]:
             found = load_result(run_dir)
         except Exception as exc:  # noqa: BLE001 - any unreadable result refuses the sequence, with its reason
             raise SequenceError(f"{run_dir} cannot be read, so the sequence of runs of this stack cannot be "
-                                f"followed: {printable(str(exc), limit=300)}",
+                                f"followed: {str(exc)[:300]}",
                                 f"restore it as it was written or move it out of {run_dir.parent}, "
                                 f"{FRESH_FIX}") from None
         problem = integrity.verify(found)
         if problem is not None:
-            raise SequenceError(f"run {printable(found.run_id, limit=80)} in {run_dir.parent} cannot be trusted: "
+            raise SequenceError(f"run {found.run_id} in {run_dir.parent} cannot be trusted: "
                                 f"{problem}", f"restore the run as it was written or move it out of "
                                 f"{run_dir.parent}, {FRESH_FIX}")
         if found.run_id != run_dir.name:
-            raise SequenceError(f"{run_dir} holds run {printable(found.run_id, limit=80)}: a run stored under "
+            raise SequenceError(f"{run_dir} holds run {found.run_id}: a run stored under "
                                 "another name would reorder the sequence", f"move it back to {run_dir.parent}/"
-                                f"{printable(found.run_id, limit=80)} or out of {run_dir.parent}, {FRESH_FIX}")
+                                f"{found.run_id} or out of {run_dir.parent}, {FRESH_FIX}")
         if found.stack != stack:
             raise SequenceError(f"run {found.run_id} in {run_dir.parent} is a run of stack "
-                                f"{printable(found.stack, limit=80)}, not {stack}",
+                                f"{found.stack}, not {stack}",
                                 f"move it to its own stack's results, {FRESH_FIX}")
         out.append((run_dir, found))
     return out
@@ -257,11 +258,11 @@ def recheck(result: RunResult, base: Path | None, policy) -> str | None:
         if _levels(found, policy) != entry.levels:
             return f"earlier run {run_id}'s rounds, recomputed, differ from the ones its sequence recorded"
         if found.stack != result.stack:
-            return f"earlier run {run_id} is a run of stack {printable(found.stack, limit=80)}, not {result.stack}"
+            return f"earlier run {run_id} is a run of stack {found.stack}, not {result.stack}"
         if machines(found) != machines(result):
             return (f"earlier run {run_id} of its sequence ran on other machines "
-                    f"({printable(str(machines(found)), limit=300)} against this run's "
-                    f"{printable(str(machines(result)), limit=300)}): a sequence measures one pair on one set of "
+                    f"({machines(found)} against this run's "
+                    f"{machines(result)}): a sequence measures one pair on one set of "
                     "machines")
     if _seed(result) in counted:
         return (f"its load seed {_seed(result)} was already counted by earlier run {counted[_seed(result)]}: the "

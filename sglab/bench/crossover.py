@@ -112,7 +112,7 @@ def period_one(request: BenchRequest, run_id: str) -> PeriodOne:
         raise RefusedError(f"--crossover-of {run_id}: {exc}") from None
     problem = integrity.verify(first)
     if problem is None and first.run_id != run_id:
-        problem = f"it holds run {printable(first.run_id, limit=80)}"
+        problem = f"it holds run {first.run_id}"
     if problem is not None:
         raise RefusedError(f"--crossover-of {run_id} cannot be trusted: {problem}; restore the run as it was written")
 
@@ -121,7 +121,7 @@ def period_one(request: BenchRequest, run_id: str) -> PeriodOne:
 
     if first.kind != "ab" or first.target.kind != "urls" or not first.complete or first.invalid_reason:
         raise refuse(f"it is a {first.kind} run of {first.target.kind}, complete {first.complete}, invalid "
-                     f"{printable(first.invalid_reason, limit=200) if first.invalid_reason else 'no'}",
+                     f"{first.invalid_reason or 'no'}",
                      "period 1 is a complete, valid A/B of servers given by URL")
     if first.design is not None and first.design.joined_run:
         raise refuse("it is itself the second period of a crossover", "give the first run of the pair")
@@ -135,8 +135,8 @@ def period_one(request: BenchRequest, run_id: str) -> PeriodOne:
     infos = arm_infos(request, request.urls)
     record_machines(request, request.urls, infos)  # what each server reports now
     if machines(first) != arm_machines(infos):
-        raise refuse(f"its servers were others ({printable(str(machines(first)), limit=300)}, now "
-                     f"{printable(str(arm_machines(infos)), limit=300)})", "serve the same images and versions, "
+        raise refuse(f"its servers were others ({machines(first)}, now "
+                     f"{arm_machines(infos)})", "serve the same images and versions, "
                      "swapped between the machines")
     arms = {a.name: a for a in first.arms}
     was = {arm: machine_of(arms[arm].url, arms[arm].machine.node_name if arms[arm].machine else None)

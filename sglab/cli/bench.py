@@ -434,16 +434,16 @@ def run(args: argparse.Namespace) -> int:
         notes.append(f"crossover: period 1 is run {joined.run_id} (baseline on {joined.first['baseline']}, "
                      f"candidate on {joined.first['candidate']}); this run measures period 2 on the swapped "
                      f"machines, as many rounds again ({_levels_phrase(period_one.totals())} in all)")
-    print(printable(f"sglab bench {request.loaded.name}: {request.kind} run, arms {arms}, target "
-                    f"{request.target_kind}, {profile.name} profile, levels {profile.levels()} "
-                    f"({profile.level_label}), {gated_rounds}, {request.plan.ungated_rounds or request.plan.rounds} "
-                    f"rounds elsewhere; {_prompts_phrase(request.plan)}", limit=None), file=sys.stderr)
+    print(f"sglab bench {request.loaded.name}: {request.kind} run, arms {arms}, target {request.target_kind}, "
+          f"{profile.name} profile, levels {profile.levels()} ({profile.level_label}), {gated_rounds}, "
+          f"{request.plan.ungated_rounds or request.plan.rounds} rounds elsewhere; {_prompts_phrase(request.plan)}",
+          file=sys.stderr)
     scale = request.sim_env.get("SGLAB_SIM_TIME_SCALE")
     if args.quick and scale and float(scale) < QUICK_SIM_TIME_SCALE and args.time_scale is None:
         notes.append(f"--quick runs the simulators at {scale}x, not {QUICK_SIM_TIME_SCALE:g}x: at concurrency "
                      f"{max(profile.levels())} a faster scale would outrun the load generator")
     for note in notes:
-        print(f"note: {printable(note, limit=None)}", file=sys.stderr)
+        print(f"note: {note}", file=sys.stderr)
     try:
         if sequential:
             # a joined run's plan holds its rounds: as many again as period 1
@@ -485,11 +485,11 @@ def run(args: argparse.Namespace) -> int:
             return USAGE
         print(f"result stored in ConfigMap {namespace}/{args.result_configmap}")
     if result.invalid_reason:
-        print(f"run invalid: {printable(result.invalid_reason)}; it cannot be judged. What was measured before is kept "
+        print(f"run invalid: {result.invalid_reason}; it cannot be judged. What was measured before is kept "
               f"in {run_dir}; fix or restart that server and run the bench again", file=sys.stderr)
         return UNDECIDED  # an arm died or froze mid-run: result.invalid_reason
     if not result.complete:
-        print(f"run incomplete ({printable(result.incomplete_reason)}); what was measured is kept in {run_dir}",
+        print(f"run incomplete ({result.incomplete_reason}); what was measured is kept in {run_dir}",
               file=sys.stderr)
         return INTERRUPTED
     return 0

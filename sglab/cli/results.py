@@ -79,7 +79,8 @@ def _state(result: RunResult) -> str:
 
 
 def rows(stack: str, base: Path | None = None, unreadable: list[ConfigError] | None = None) -> list[tuple[str, ...]]:
-    """One row per run (cells made `printable`); the runs that cannot be read are also added to `unreadable`."""
+    """One row per run (an unreadable run's directory and problem made `printable`); the runs that cannot be read
+    are also added to `unreadable`."""
     out = []
     for run_dir in list_runs(stack, base):
         try:
@@ -97,7 +98,7 @@ def rows(stack: str, base: Path | None = None, unreadable: list[ConfigError] | N
         complete = _state(result)
         outcome = result.verdict.outcome if result.verdict is not None else "-"
         cells = (result.run_id, result.kind, complete, result.target.kind, levels, _gains(result), outcome)
-        out.append(tuple(printable(c, limit=120) for c in cells))
+        out.append(tuple(str(c)[:120] for c in cells))  # a loaded result holds no control character
     return out
 
 

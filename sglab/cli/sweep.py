@@ -81,7 +81,7 @@ def _skip_variants(loaded, args) -> dict[str, str]:
     decision = prune_variants(probe, loaded.config.sweep.variants())
     for note in decision.notes:
         print(f"probe: {printable(note, limit=None)}", file=sys.stderr)
-    return {s.name: s.reason for s in decision.skipped}
+    return {s.name: printable(s.reason, limit=None) for s in decision.skipped}  # the probe file's words, recorded
 
 
 def _grid(loaded, args):
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     quick_left = [s for s in grid.skipped if s.reason == QUICK_REASON]
     for s in grid.skipped:
         if s.reason != QUICK_REASON:
-            print(printable(f"  skipped {s.name}: {s.reason}", limit=None), file=sys.stderr)
+            print(f"  skipped {s.name}: {s.reason}", file=sys.stderr)
     if quick_left:
         print(f"  left out by --quick (not in sweep.quick-arms): {len(quick_left)}", file=sys.stderr)
     if args.list:
@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
     if state.status == "interrupted":
         return INTERRUPTED
     if state.winner and state.confirmation is None and not args.no_confirm:
-        print(f"sweep pick {printable(state.winner)}, {chance_phrase(pick_record(state))}: confirmation A/B on "
+        print(f"sweep pick {state.winner}, {chance_phrase(pick_record(state))}: confirmation A/B on "
               "fresh rounds",
               file=sys.stderr)
         state.status = "confirming"
@@ -236,9 +236,9 @@ def run(args: argparse.Namespace) -> int:
     # the pick and its P(correct selection) in result.json (never A/B evidence)
     result.verdict = SweepVerdict.model_validate(sweep_verdict(state))
     write_result(result, run_dir, overwrite=True)
-    print(printable(ranking_table(state), newlines=True, limit=None))  # names and reasons from sweep.json
+    print(ranking_table(state))  # sweep.json's names and reasons: plain text by its schema
     print(f"sweep: {run_dir}")
-    print(printable(result.verdict.sentence, limit=None))
+    print(result.verdict.sentence)
     if args.result_configmap and _store(result, run_dir, args.result_configmap) != 0:
         return USAGE
     if state.status == "confirmed":

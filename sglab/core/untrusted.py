@@ -28,6 +28,28 @@ def is_control(ch: str) -> bool:
     return category in _HIDDEN_CATEGORIES or category == "Zs"
 
 
+def hidden_text(value: object, *, allow: str = "") -> tuple[tuple[str | int, ...], str] | None:
+    """(key path, character) of the first `is_control` character (other than those in `allow`) in a string inside
+    `value`: the string itself, the items of a list or tuple, the keys and values of a dict, nested; None when
+    there is none. What a document's reader checks once where it enters (sglab/schema/records.py PlainText)."""
+    if isinstance(value, str):
+        hidden = next((ch for ch in value if ch not in allow and is_control(ch)), None)
+        return None if hidden is None else ((), hidden)
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) \
+        else ()
+    for key, item in items:
+        if isinstance(key, str) and (found := hidden_text(key)) is not None:
+            return (key,), found[1]
+        if (found := hidden_text(item, allow=allow)) is not None:
+            return (key, *found[0]), found[1]
+    return None
+
+
+def character_name(ch: str) -> str:
+    """'U+001B (escape)': a hidden character as an error message names it."""
+    return f"U+{ord(ch):04X} ({unicodedata.name(ch, 'a control code').lower()})"
+
+
 def _escape(ch: str) -> str:
     code = ord(ch)
     if code <= 0xFF:

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sglab.core.untrusted import printable
 from sglab.config.arms import ArmSpec, attribution_arms, baseline_arm, candidate_arm
 from sglab.config.loader import LoadedStack
 from sglab.config.loadplan import LoadPlan
@@ -69,7 +70,7 @@ def check_live_flags(request: BenchRequest, urls: dict[str, str], infos: list[Ar
         try:
             live = get_server_info(urls[arm.name])
         except ServerInfoError as exc:
-            mismatch = [f"{arm.name}: cannot read server info ({exc})"]
+            mismatch = [f"{arm.name}: cannot read server info ({printable(exc, limit=None)})"]
         else:
             mismatch = live_mismatches(arm, live)
             info.unverified = unverified(arm, live)

@@ -388,7 +388,7 @@ class BenchRun:
 
     def _end_invalid(self, what: str) -> None:
         if self.invalid is None:
-            self.invalid = f"{what} at {self._where()}"
+            self.invalid = printable(f"{what} at {self._where()}", limit=None)  # it may quote a server
             if self.interrupted is None:
                 self.interrupted = f"invalid: {self.invalid}"
             self.collector.close()
@@ -427,7 +427,7 @@ class BenchRun:
                     self.run_level(level, progress, result)
         except BaseException as exc:
             if self.interrupted is None:
-                self.interrupted = f"failed: {type(exc).__name__}: {exc}"
+                self.interrupted = f"failed: {type(exc).__name__}: {printable(exc, limit=None)}"
             if not isinstance(exc, (KeyboardInterrupt, gevent.GreenletExit)):
                 self._finish(result)
                 raise

@@ -247,7 +247,7 @@ def live_mismatches(arm: ArmSpec, info: ServerInfo) -> list[str]:
             if declared.get(key) != reported.get(key):
                 found.append(f"{arm.name}: env {key} is {reported.get(key)!r} on the server, "
                              f"the stack declares {declared.get(key)!r}")
-    return found
+    return [printable(f, limit=None) for f in found]  # they quote the server's answer (untrusted text)
 
 
 def unverified(arm: ArmSpec, info: ServerInfo) -> list[str]:
@@ -274,7 +274,8 @@ def server_identity(info: ServerInfo) -> dict[str, Any]:
     scale = block.get("time_scale") if simulator else None
     version = info.version
     out = {"producer": "simulator" if simulator else "sglang",
-           "server_version": str(version) if isinstance(version, (str, int, float)) and version != "" else None,
+           "server_version": printable(version, limit=120) if isinstance(version, (str, int, float)) and version != ""
+           else None,  # untrusted text, recorded as the result shows it
            "time_scale": float(scale) if isinstance(scale, (int, float)) and not isinstance(scale, bool) else None}
     node = block.get("node") if simulator else None
     if isinstance(node, str) and node:
@@ -381,6 +382,7 @@ def arm_machine(*, url: str | None, target_kind: str, declared_image: str,
         found = placement(url)
         fields["notes"] += found.pop("notes", [])
         fields.update(found)
+    fields["notes"] = [printable(n, limit=None) for n in fields["notes"]]  # they quote servers and the API
     return ArmMachine(**fields)
 
 

@@ -28,6 +28,7 @@ from locust.contrib.fasthttp import FastHttpUser
 from locust.exception import StopUser
 
 from sglab.config.loadplan import MAX_OUTPUT_TOKENS
+from sglab.core.untrusted import printable
 from sglab.core.untrusted_json import MiB
 from sglab.load.collector import SampleCollector, Ticket, get_collector, text_sha256
 from sglab.load.profiles import CLOSED_LOOP, Pacing
@@ -375,7 +376,7 @@ def _sample(ticket: Ticket, prompt_index: int, m: StreamMetrics, expected: int, 
         spec_verify_ct=m.spec_verify_ct,
         spec_correct_drafts=m.spec_correct_drafts,
         accept_length=m.accept_length,
-        error=error,
+        error=None if error is None else printable(error, newlines=True, limit=None),  # a server's words
     )
 
 

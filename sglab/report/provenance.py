@@ -22,7 +22,6 @@ from sglab.analysis.provenance import Producer, machine_facts, parity_phrase, pr
 from sglab.analysis.verdict import next_step
 from sglab.schema.result import ArmMachine, RunResult
 from sglab.schema.verdict import OutputParity, Verdict
-from sglab.core.untrusted import printable
 
 
 def parity_line(parity: OutputParity | None) -> str | None:
@@ -61,10 +60,9 @@ def machine_text(machine: ArmMachine | None) -> str:
 
 def machine_lines(result: RunResult) -> list[str]:
     """`produced by: ...` and one `machine <arm>: ...` line per arm, for the console."""
-    lines = [f"produced by: {printable(producer_of(result).describe())}"]
-    lines += [f"machine {printable(a.name)}: {printable(machine_text(a.machine))}" for a in result.arms]
-    lines += [f"unverified {printable(a.name)}: {printable(unverified_text(a.unverified))}" for a in result.arms
-              if a.unverified]
+    lines = [f"produced by: {producer_of(result).describe()}"]
+    lines += [f"machine {a.name}: {machine_text(a.machine)}" for a in result.arms]
+    lines += [f"unverified {a.name}: {unverified_text(a.unverified)}" for a in result.arms if a.unverified]
     return lines
 
 

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from sglab.core.errors import ConfigError
 from sglab.core.paths import project_root, write_atomic
 from sglab.results.integrity import sealed_document
+from sglab.schema.records import error_key, error_message
 from sglab.schema.result import SCHEMA_VERSION, RunResult
 from sglab.core.untrusted_json import MiB, JsonLimits, json_type, read_json
 
@@ -98,8 +99,8 @@ def parse_result(data: object, path: Path | str) -> RunResult:
         result = RunResult.model_validate(data)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        key = ".".join(str(p) for p in err["loc"])[:200]
-        raise ConfigError(path, key, err["msg"], "the file is damaged or not a sglab result") from None
+        raise ConfigError(path, error_key(err), error_message(err),
+                          "the file is damaged or not a sglab result") from None
     result._stored_document = data
     return result
 

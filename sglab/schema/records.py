@@ -10,12 +10,86 @@ written by a newer sglab still loads. Readers that treat them as dicts (`plan["r
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import functools
+import types
+import typing
+from typing import Any, ClassVar, Union
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer, model_validator
+
+from sglab.core.untrusted import character_name, hidden_text
+
+# A field's marker (Annotated[str | None, MULTILINE]): its text is genuinely several lines (a server's error body),
+# so a line break or a tab is kept there; every other control or invisible character is refused as anywhere else.
+MULTILINE = "multi-line"
+# A field's marker for text kept byte for byte and never printed (a model's answers, compared for output parity):
+# not checked.
+VERBATIM = "verbatim"
 
 
-class Record(BaseModel):
+class HiddenTextError(ValueError):
+    """A string of a document holds a control or invisible character; `loc` is its key path below the model."""
+
+    def __init__(self, loc: tuple[str | int, ...], ch: str) -> None:
+        self.loc = loc
+        super().__init__(f"holds {character_name(ch)}, a control or invisible character, which no field of a sglab "
+                         "document holds (it would move the cursor, recolour or hide a line where it is printed)")
+
+
+def _holds_text(annotation: Any) -> bool:
+    """A str may sit in a value of this type (a nested model checks its own fields)."""
+    if annotation is str or annotation is Any or annotation is dict or annotation is list:
+        return True
+    if isinstance(annotation, type):
+        return False
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _holds_text(args[0])
+    if origin in (Union, types.UnionType, list, tuple, dict, set, frozenset):
+        return any(_holds_text(a) for a in args if a is not Ellipsis)
+    return False  # a Literal's strings are the model's own
+
+
+@functools.cache
+def _text_fields(model: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """(field, characters allowed besides plain text) of every field of `model` that may hold a str."""
+    return tuple((name, "\n\t" if MULTILINE in field.metadata else "") for name, field in model.model_fields.items()
+                 if VERBATIM not in field.metadata and _holds_text(field.annotation))
+
+
+class PlainText(BaseModel):
+    """Every string a document holds, at any depth (list items, dict keys and values, unknown keys a Record
+    keeps), is plain text: a control or invisible character (sglab.core.untrusted.is_control) is refused where
+    the document is read or built, with its key path, so what a reader prints of it needs no escaping."""
+
+    @model_validator(mode="after")
+    def _plain_text(self) -> Any:
+        values = self.__dict__
+        for name, allow in _text_fields(type(self)):
+            found = hidden_text(values.get(name), allow=allow)
+            if found is not None:
+                raise HiddenTextError((name, *found[0]), found[1])
+        found = hidden_text(self.__pydantic_extra__ or {})
+        if found is not None:
+            raise HiddenTextError(found[0], found[1])
+        return self
+
+
+def error_key(err: Any) -> str:
+    """The key path of a pydantic error of a document (one item of `ValidationError.errors()`), down to the
+    string a HiddenTextError found."""
+    inner = err.get("ctx", {}).get("error")
+    loc = (*err["loc"], *inner.loc) if isinstance(inner, HiddenTextError) else err["loc"]
+    return ".".join(str(p) for p in loc)[:200]
+
+
+def error_message(err: Any) -> str:
+    """What is wrong with the value at `error_key(err)`, without pydantic's 'Value error, ' prefix."""
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
+class Record(PlainText):
     """Only what the producer recorded is written back: a field it left out stays out (it is not null)."""
 
     model_config = ConfigDict(extra="allow")

@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, field_validator,
                       model_serializer, model_validator)
 
-from sglab.schema.records import Confound, RecordedLint, RecordedLoadPlan, RecordedPolicy
+from sglab.schema.records import (MULTILINE, VERBATIM, Confound, PlainText, RecordedLint, RecordedLoadPlan,
+                                  RecordedPolicy)
 from sglab.schema.verdict import RecordedVerdict
 from sglab.core.untrusted import is_control
 
@@ -35,7 +36,7 @@ TargetKind = Literal["sim", "urls", "in-cluster", "interactive"]
 UrlsSource = Literal["sglab", "locust", "form"]
 
 
-class Schema(BaseModel):
+class Schema(PlainText):
     model_config = ConfigDict(extra="forbid")
 
 
@@ -133,7 +134,9 @@ class RequestSample(Schema):
     temperature: float | None = Field(None, description="the sampling temperature the request asked for")
     output_sha256: str | None = Field(None, description="sha256 of the output text (RunResult.output_texts holds "
                                       "the text); None: not recorded or the request failed")
-    error: str | None = None
+    error: Annotated[str | None, MULTILINE] = Field(None, description="why the request failed: the server's error "
+                                                   "body (several lines, made printable where it was read) or "
+                                                   "the exception")
     metrics: dict[str, float] = Field(default_factory=dict, description="per-request values of registry metrics "
                                       "without a field of their own (sglab/metrics)")
 
@@ -247,7 +250,7 @@ class LoadGen(Schema):
 Algorithm = Literal["sha256", "hmac-sha256"]
 
 
-class IntegrityRecord(BaseModel):
+class IntegrityRecord(PlainText):
     """The seal over a result (`RunResult.integrity`), written and checked by sglab/results/integrity.py."""
 
     model_config = ConfigDict(extra="forbid")
@@ -574,8 +577,9 @@ class RunResult(Schema):
     sweep: SweepConfirmation | None = Field(None, description="a sweep's confirmation A/B: the sweep run and the arm "
                                             "it confirms (sglab/sweep/confirm.py); promote rebuilds that arm from "
                                             "the stack")
-    output_texts: dict[str, str] = Field(default_factory=dict, description="output_sha256 -> text of every distinct "
-                                         "output of the request samples: output parity (sglab/analysis/provenance.py)")
+    output_texts: Annotated[dict[str, str], VERBATIM] = Field(
+        default_factory=dict, description="output_sha256 -> text of every distinct output of the request samples: "
+        "output parity (sglab/analysis/provenance.py); a model's answers, kept byte for byte and never printed")
     integrity: IntegrityRecord | None = Field(None, description="digest (or HMAC) over the document and the "
                                               "planned schedule, set on every save (sglab/results/integrity.py)")
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import ConfigDict, Discriminator, Field, Tag
+
+from sglab.schema.records import PlainText
 
 Outcome = Literal["promote", "reject", "inconclusive"]
 LevelOutcome = Literal["win", "lose", "undecided", "no-data"]
 
 
-class Part(BaseModel):
+class Part(PlainText):
     """A part of the verdict document. Unknown keys are refused: a stored snapshot (`RunResult.verdict`) with a key
     this sglab does not know is not a verdict it wrote."""
 

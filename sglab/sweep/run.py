@@ -46,6 +46,7 @@ from sglab.core.errors import ConfigError
 from sglab.core.untrusted import printable
 from sglab.core.untrusted_json import read_json
 from sglab.results.store import RESULT_LIMITS, create_run_dir, new_run_id, write_json_atomic
+from sglab.schema.records import PlainText, error_key, error_message
 from sglab.schema.result import BoundedName as Name
 from sglab.schema.result import BoundedText as Text
 from sglab.schema.result import LevelResult, NodeOffset, RaceRecord, RunResult, SweepArmRecord
@@ -62,7 +63,7 @@ BASELINE = "baseline"  # the arm every candidate is compared with
 MAX_ARMS = 4096  # arms of one sweep (a grid is a product of short lists; no sweep runs this many)
 
 
-class _Strict(BaseModel):
+class _Strict(PlainText):
     model_config = ConfigDict(extra="forbid")
 
 
@@ -84,7 +85,7 @@ def _typed(model: type[BaseModel]):
     return AfterValidator(lambda value: model.model_validate(value).model_dump(mode="json", exclude_unset=True))
 
 
-class SweepState(BaseModel):
+class SweepState(PlainText):
     model_config = ConfigDict(extra="forbid")
 
     run_id: Name
@@ -137,7 +138,7 @@ def load_state(run_dir: Path) -> SweepState:
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         where = [] if exc.title == "SweepState" else ["plan"]
-        raise ConfigError(path, ".".join(str(p) for p in [*where, *err["loc"]])[:200], str(err["msg"])[:300],
+        raise ConfigError(path, ".".join([*where, error_key(err)])[:200], error_message(err)[:300],
                           "the file is damaged or not a sweep's state; start the sweep again") from None
 
 

@@ -1,7 +1,8 @@
 """Nothing raw reaches a terminal. Escape sequences written into every source of untrusted
 text (a stack's model path and env key, a prompt file's categories, a result's fields, a probe result, a
-server's reply, a log record of the web UI) never reach stdout or stderr raw: each printer goes through
-sglab.core.untrusted.printable."""
+server's reply, a log record of the web UI) never reach stdout or stderr raw: a document sglab reads (a stack,
+a result) is refused where it enters, naming the key; text from outside (a server's reply, a probe result, a log
+record) is made printable (sglab.core.untrusted.printable) where it is read or printed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from sglab.cli import main
+from sglab.core.errors import USAGE
 from sglab.results.integrity import KEY_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,14 +72,16 @@ def test_validate_and_render_print_no_raw_model_path_or_env_key(stack, capsys):
     assert "\\x1b" in out.err  # the key is shown, escaped
 
 
-def _tampered_result(tmp_path: Path, **changes) -> Path:
-    """The v1 run, sealed, then given escape sequences in free-text fields a table prints (its HMAC fails)."""
+def _tampered_result(tmp_path: Path, *, mismatches: bool = True, **changes) -> Path:
+    """The v1 run, sealed, then given escape sequences in free-text fields a table prints (its HMAC fails), or
+    (`mismatches=False`) only `changes`."""
     from sglab.results.integrity import sealed_document
     from sglab.schema.result import RunResult
 
     document = sealed_document(RunResult.model_validate_json(V1.read_text()))
-    document["live_mismatches"] = [f"model-path differs{ESC}"]
-    document["arms"][1]["live_mismatches"] = [f"flag{ESC}\u202e"]
+    if mismatches:
+        document["live_mismatches"] = [f"model-path differs{ESC}"]
+        document["arms"][1]["live_mismatches"] = [f"flag{ESC}\u202e"]
     document.update(changes)
     run = tmp_path / "results" / "article-replay" / "20261201T123502Z-670167"
     run.mkdir(parents=True)
@@ -85,30 +89,77 @@ def _tampered_result(tmp_path: Path, **changes) -> Path:
     return run
 
 
-def test_compare_report_results_and_promote_print_no_raw_result_field(tmp_path, capsys):
-    run = _tampered_result(tmp_path)
-    assert main(["compare", str(run)]) == 0
+def _assert_refused(argv: list[str], capsys, key: str) -> None:
+    """The command stops with the usage status, one message naming the file and key, nothing raw, no traceback."""
+    assert main(argv) == USAGE, argv
     out = capsys.readouterr()
     assert_clean(out.out, out.err)
-    assert "does not match" in out.err and "\\x1b[1A" in out.out  # the warning stands, the fields are visible
-    assert main(["report", str(run), "--output", "console", "--out", str(tmp_path / "report")]) == 0
-    assert_clean(*capsys.readouterr())
-    main(["results", "--stack", "article-replay"])
-    assert_clean(*capsys.readouterr())
-    main(["promote", "--stack", "article-replay", "--dry-run", "--result", str(run)])
-    assert_clean(*capsys.readouterr())
+    assert f"result.json: {key}: holds U+" in out.err and "control or invisible character" in out.err, out.err
+    assert "Traceback" not in out.err
+
+
+def test_a_result_holding_a_control_character_is_refused_where_it_is_read(tmp_path, capsys):
+    """compare, report, results and promote read the file through its schema, which refuses the escape sequence
+    at its key: nothing of it is printed, nothing is written."""
+    run = _tampered_result(tmp_path)
+    report = tmp_path / "report"
+    for argv in (["compare", str(run)], ["report", str(run), "--output", "console", "--out", str(report)],
+                 ["promote", "--stack", "article-replay", "--dry-run", "--result", str(run)],
+                 ["results", "--stack", "article-replay"]):
+        _assert_refused(argv, capsys, "arms.1.live_mismatches.0")
+    assert not report.exists()
+
+
+@pytest.mark.parametrize("field, value, key", [
+    ("incomplete_reason", f"stopped{ESC}\r\x9b31m", "incomplete_reason"),
+    ("invalid_reason", f"arm died{ESC}", "invalid_reason"),
+    ("loadgen", {"host": "lab\u202eok"}, "loadgen.host"),
+    ("target", {"kind": "urls", "urls": {f"candidate{ESC}": "http://x"}}, "target.urls.candidate\\x1b[1A\\x1b[2K"),
+    ("policy", {"checks": "standard", "notes": [f"a{ESC}"]}, "policy.notes.0"),
+])
+def test_a_result_field_cannot_hide_a_line(tmp_path, capsys, field, value, key):
+    """Any string of the document, at any depth (an unknown key a record keeps included), is refused with its
+    key path; run_id and stack are refused as directory names."""
+    run = _tampered_result(tmp_path, mismatches=False, **{field: value})
+    for argv in (["compare", str(run)], ["promote", "--stack", "article-replay", "--dry-run", "--result", str(run)]):
+        _assert_refused(argv, capsys, key)
 
 
 @pytest.mark.parametrize("field, value", [("run_id", f"20261201T123502Z-670167{ESC}HMAC ok"),
-                                          ("stack", f"article-replay{ESC}"),
-                                          ("incomplete_reason", f"stopped{ESC}\r\x9b31m"),
-                                          ("invalid_reason", f"arm died{ESC}")])
-def test_a_result_field_cannot_hide_a_line(tmp_path, capsys, field, value):
-    run = _tampered_result(tmp_path, **{field: value, "complete": field not in ("incomplete_reason", "invalid_reason")})
-    for argv in (["compare", str(run)], ["results", "--stack", "article-replay"],
-                 ["promote", "--stack", "article-replay", "--dry-run", "--result", str(run)]):
-        main(argv)
-        assert_clean(*capsys.readouterr())
+                                          ("stack", f"article-replay{ESC}")])
+def test_a_result_name_that_is_not_a_directory_name_is_refused(tmp_path, capsys, field, value):
+    run = _tampered_result(tmp_path, **{field: value})
+    assert main(["compare", str(run)]) == USAGE
+    out = capsys.readouterr()
+    assert_clean(out.out, out.err)
+    assert f"{field}: " in out.err and "not a safe directory name" in out.err
+
+
+def test_a_requests_error_keeps_its_lines_but_no_control_character(tmp_path):
+    """A server's error body is several lines: a line break or a tab is kept, an escape sequence refused."""
+    from pydantic import ValidationError
+
+    from sglab.schema.result import RequestSample
+
+    sample = {"arm": "baseline", "level": 1, "round_index": 0, "start_s": 0.0}
+    assert RequestSample.model_validate({**sample, "error": "HTTP 500\n\tat line 2"}).error == "HTTP 500\n\tat line 2"
+    with pytest.raises(ValidationError, match="error.*U\\+001B"):
+        RequestSample.model_validate({**sample, "error": f"HTTP 500\n{ESC}"})
+
+
+def test_a_valid_result_loads_as_stored_and_its_seal_holds(tmp_path):
+    """Checking the text on load changes nothing of a valid document: what is read is what was sealed."""
+    from sglab.results import integrity
+    from sglab.results.integrity import sealed_document
+    from sglab.results.store import load_result
+    from sglab.schema.result import RunResult
+
+    document = sealed_document(RunResult.model_validate_json(V1.read_text()))
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(document))
+    result = load_result(path)
+    assert integrity.verify(result) is None
+    assert sealed_document(result) == document
 
 
 def _probe_json(tmp_path: Path) -> Path:
@@ -135,18 +186,18 @@ def test_probe_show_prints_no_raw_variant_name_or_error(tmp_path, capsys):
     assert "default\\x1b" in out.out
 
 
-def test_the_bench_table_prints_a_runs_fields_escaped(tmp_path, capsys):
-    """The bench prints the verdict table of the run (arm lints, live mismatches from the servers)."""
-    from sglab.bench.sequential import judge_and_report
+def test_a_result_holding_a_control_character_cannot_be_built(tmp_path):
+    """What the bench prints (arm lints, live mismatches from the servers) comes from a result that could not
+    have been built with an escape sequence in it."""
+    from pydantic import ValidationError
+
+    from sglab.schema.records import error_key
     from sglab.schema.result import RunResult
 
     document = json.loads(_tampered_result(tmp_path).joinpath("result.json").read_text())
-    run = tmp_path / "judged"
-    run.mkdir()
-    judge_and_report(RunResult.model_validate(document), run)
-    out = capsys.readouterr()
-    assert_clean(out.out, out.err)
-    assert "differs\\x1b" in out.out
+    with pytest.raises(ValidationError, match="U\\+001B") as refused:
+        RunResult.model_validate(document)
+    assert error_key(refused.value.errors()[0]) == "arms.1.live_mismatches.0"
 
 
 @pytest.mark.parametrize("category", [f"code{ESC}", "code\nverdict: promote", "x" * 65, "\u202ecode"])
@@ -165,7 +216,7 @@ def test_a_category_that_is_not_a_label_is_refused_where_it_enters(tmp_path, cap
     trace.write_text(json.dumps({"timestamp_s": 0, "prompt": "hi", "output_tokens": 4, "category": category}) + "\n")
     with pytest.raises(ConfigError, match=r"trace.jsonl:1: load.trace.file:category: the category"):
         read_trace(trace)
-    run = _tampered_result(tmp_path)
+    run = _tampered_result(tmp_path, mismatches=False)
     document = json.loads((run / "result.json").read_text())
     document["levels"][0]["requests"][0]["category"] = category
     (run / "result.json").write_text(json.dumps(document))
