@@ -25,3 +25,22 @@ def test_long_text_is_cut_with_a_marker():
     shown = printable("x" * 2000, limit=100)
     assert shown.startswith("x" * 100) and "1900 more characters" in shown
     assert printable("x" * 2000, limit=None) == "x" * 2000
+
+
+def test_hidden_text_finds_the_first_hidden_character_with_its_key_path():
+    from sglab.core.untrusted import hidden_text
+
+    assert hidden_text({"a": ["ok", {"b": "x\u200by"}]}) == (("a", 1, "b"), "\u200b")
+    assert hidden_text({"k\x1b": "v"}) == (("k\x1b",), "\x1b")
+    assert hidden_text(["line one\nline two\t."], allow="\n\t") is None
+    assert hidden_text(["line\r"], allow="\n\t") == ((0,), "\r")
+    assert hidden_text({"n": 1.5, "s": "plain text"}) is None
+
+
+def test_a_config_check_that_quotes_the_raw_value_shows_it_escaped():
+    """KeyedValueError makes its message printable once, for every check that quotes what it refused."""
+    from sglab.config.base import KeyedValueError
+
+    refused = KeyedValueError(("env", "A"), "'A\x1b[2K' is not a valid name")
+    assert "\x1b" not in str(refused) and "A\\x1b[2K" in str(refused)
+    assert refused.loc == ("env", "A")

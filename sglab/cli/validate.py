@@ -36,27 +36,27 @@ def run_validate(args: argparse.Namespace) -> int:
     from sglab.deploy.capacity import check_capacity  # a plan that could deadlock on GPU nodes is no valid plan
 
     capacity, capacity_warnings = check_capacity(stack, loaded.name)
-    for note in capacity_warnings:
-        print(f"warning: {printable(note, limit=None)}", file=sys.stderr)
+    for note in capacity_warnings:  # what follows quotes only the validated stack: no control character in it
+        print(f"warning: {note}", file=sys.stderr)
     print(f"{printable(loaded.path, limit=None)}: valid")
     if capacity is not None:
-        print(printable(capacity.describe(), newlines=True, limit=None))
+        print(capacity.describe())
     from sglab.deploy.namespace import tenancy_lines
 
     for line in tenancy_lines(stack, loaded.name):
-        print(printable(line, limit=None))
+        print(line)
     for arm in (baseline_arm(stack), candidate_arm(stack)):
-        print(f"{arm.role}: config-hash {arm.config_hash[:12]}  {printable(arm.launch_command, limit=None)}")
+        print(f"{arm.role}: config-hash {arm.config_hash[:12]}  {arm.launch_command}")
     found = confounds(stack)
     if found:
         print(f"confounds ({len(found)}): the candidate differs from the baseline beyond speculation in")
         for c in found:
-            print(f"  - {printable(c.describe(), limit=None)}")
+            print(f"  - {c.describe()}")
         print("  results of this stack are reported with these confounds and cannot be promoted")
     else:
         print("confounds: none (baseline and candidate differ only in the speculative block)")
     for line in lint_lines(lints):
-        print(printable(line, newlines=True, limit=None))
+        print(line)
     note = traffic_note(stack)
     if note:
         print(note)
@@ -81,12 +81,11 @@ def run_render(args: argparse.Namespace) -> int:
     lints = stack_lints(loaded.config)
     raise_blocking(lints, loaded.path)
     rendered = render_stack(loaded)
-    for note in rendered.warnings:
-        print(f"warning: {printable(note, limit=None)}", file=sys.stderr)
+    for note in rendered.warnings:  # from the validated stack
+        print(f"warning: {note}", file=sys.stderr)
     for lint in lints:
-        print(f"warning: lint {printable(lint.describe(), limit=None)}", file=sys.stderr)
-    header = printable(header_comment(rendered) + "".join(f"# {line}\n" for line in lint_lines(lints)),
-                       newlines=True, limit=None)
+        print(f"warning: lint {lint.describe()}", file=sys.stderr)
+    header = header_comment(rendered) + "".join(f"# {line}\n" for line in lint_lines(lints))
     if args.out is None:
         sys.stdout.write(header + to_multidoc(rendered.objects))
         return 0

@@ -42,7 +42,9 @@ FIT, SILENT = object(), ""  # value_problem: fits the type / does not fit, pydan
 
 
 def _shown(value: Any) -> str:
-    return printable(repr(value), limit=60)
+    """The value as a message quotes it (repr escapes what would not print; KeyedValueError escapes the rest)."""
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:60] + "..."
 
 
 _LAX_BOOLEANS = {"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"}
@@ -116,7 +118,7 @@ def type_problem(annotation: Any, value: Any) -> Any:
         for key, item in value.items():
             problem = type_problem(args[1], item)
             if isinstance(problem, str) and problem:
-                return f"{printable(key, limit=60)} {problem}"
+                return f"{key} {problem}"  # text_problem refused a hidden character in it first
         return FIT
     return None
 
@@ -133,7 +135,7 @@ def text_problem(value: Any, *, skip: tuple[type, ...] = ()) -> tuple[tuple[str 
     if isinstance(value, str):
         hidden = next((ch for ch in value if is_control(ch)), None)
         if hidden is not None:
-            return (), (f"{printable(value, limit=80)} contains U+{ord(hidden):04X} "
+            return (), (f"{_shown(value)} contains U+{ord(hidden):04X} "
                         f"({unicodedata.name(hidden, 'a control code').lower()}), a control character or an invisible "
                         "one (shown escaped) that prints as something else, nothing or a plain space, which no path "
                         "or name may hold; retype the value by hand (pasted text often carries a zero-width or "
@@ -143,7 +145,7 @@ def text_problem(value: Any, *, skip: tuple[type, ...] = ()) -> tuple[tuple[str 
             return (), (f"holds what looks like {kind}, which validate and render would print; remove it: "
                         f"{SECRETS_FIX}")
         if has_url_credentials(value):
-            return (), (f"holds a URL with credentials ({printable(redact_url_credentials(value), limit=80)}), which "
+            return (), (f"holds a URL with credentials ({_shown(redact_url_credentials(value))}), which "
                         "validate and render would print; remove the user:password@ part or the secret query "
                         f"parameter: {SECRETS_FIX}")
         return None
@@ -152,7 +154,7 @@ def text_problem(value: Any, *, skip: tuple[type, ...] = ()) -> tuple[tuple[str 
             return None  # a Pulumi secret's ciphertext
         for key, item in value.items():
             if isinstance(key, str) and _has_control(key):
-                return (), (f"the key {printable(key, limit=80)} contains a control character (shown escaped); "
+                return (), (f"the key {_shown(key)} contains a control character (shown escaped); "
                             "rename it")
             found = text_problem(item, skip=skip)
             if found is not None:
@@ -192,9 +194,9 @@ def is_under(path: str, directory: str) -> bool:
 def dir_problem(path: str, system_dirs: tuple[str, ...], example: str, why: str = "") -> str | None:
     """Why `path` is not a directory of its own outside `system_dirs` ('problem; fix'), or None."""
     if not path.startswith("/"):
-        return f"{printable(path, limit=80)} is not an absolute path; write it from the root, like {example}"
+        return f"{path} is not an absolute path; write it from the root, like {example}"
     if any(part in (".", "..") for part in path.split("/")):
-        return (f"{printable(path, limit=80)} has a '.' or '..' segment, which hides where it really points; "
+        return (f"{path} has a '.' or '..' segment, which hides where it really points; "
                 f"write the directory itself, like {example}")
     norm = normal_dir(path)
     inside = next((d for d in system_dirs if is_under(norm, d)), None)
@@ -207,13 +209,15 @@ def dir_problem(path: str, system_dirs: tuple[str, ...], example: str, why: str 
 
 
 class KeyedValueError(ValueError):
-    """A cross-field check failing at a key below the validated model (`loc`, kebab-case, e.g. server.tp-size).
+    """A check failing at a key below the validated model (`loc`, kebab-case, e.g. server.tp-size; () the field
+    itself).
 
-    The loader reports that key path and its line instead of the whole section.
+    The loader reports that key path and its line instead of the whole section. The message is made `printable`
+    here, once: it may quote the raw value that was refused (a control character in it is shown escaped).
     """
 
     def __init__(self, loc: str | tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
+        super().__init__(printable(message, limit=2000))
         if isinstance(loc, str):
             loc = tuple(int(p) if p.isdigit() else p for p in loc.split("."))
         self.loc = loc
@@ -244,7 +248,7 @@ class Model(BaseModel):
         if field is not None:
             problem = type_problem(field.annotation, value)
             if isinstance(problem, str) and problem:
-                raise ValueError(problem)
+                raise KeyedValueError((), problem)
         return value
 
 
@@ -291,7 +295,7 @@ def check_env(env: Any, nccl_key: str) -> Any:
         return env
     for key in env:
         key = str(key)
-        if faked := faked_acceptance({printable(key, limit=80): ""}, ()):  # sglab/sglang/honesty.py: any backend
+        if faked := faked_acceptance({key: ""}, ()):  # sglab/sglang/honesty.py: any backend
             raise KeyedValueError((key,), refusal(faked, "the stack"))
         if is_hf_token_env(key):
             raise KeyedValueError((key,), f"{key} carries the Hugging Face token, which must not be plain text "
@@ -299,7 +303,7 @@ def check_env(env: Any, nccl_key: str) -> Any:
                                           "Deployment and the stack ConfigMap); delete it and set the secret: "
                                           "pulumi config set --secret sglab:hf-token <token>")
         if not _ENV_NAME.match(key):
-            raise KeyedValueError((key,), f"{printable(repr(key), limit=80)} is not a valid environment variable "
+            raise KeyedValueError((key,), f"{_shown(key)} is not a valid environment variable "
                                           "name; use letters, digits and '_', not starting with a digit")
         word = secret_word(key)
         if word is not None:

@@ -29,7 +29,7 @@ from sglab.config.nccl import KNOWN_NCCL_KEYS, UnknownNcclKeyWarning
 from sglab.core.errors import ConfigError, guess
 from sglab.core.paths import list_stacks, project_root, stack_path, stacks_dir
 from sglab.sglang.secret_names import has_url_credentials, is_secret_name
-from sglab.core.untrusted import is_control, printable
+from sglab.core.untrusted import is_control
 from sglab.sglang import flags, rules
 from sglab.sglang.flags import DEFAULT_IMAGE, OLDEST_KNOWN, SGLANG_VERSION, at_least, parse_image, version_key
 
@@ -103,7 +103,7 @@ def load_mapping(name: str, path: Path, namespaced: dict[str, Any]) -> LoadedSta
         try:  # needs the arms' effective launch commands, so it runs on the validated model
             check_contract(config)
         except KeyedValueError as exc:
-            key = f"{NAMESPACE}:" + ".".join(printable(p, limit=80) for p in exc.loc)
+            key = f"{NAMESPACE}:" + ".".join(str(p) for p in exc.loc)
             problem, _, fix = str(exc).partition(";")
             raise ConfigError(path, key, problem.strip(), fix.strip() or "see docs/config.md",
                               _line_at(namespaced, exc.loc)) from None
@@ -204,7 +204,7 @@ def _sglab_keys(document: Any, path: Path) -> dict[str, Any]:
         key_str = str(key)
         namespace, sep, rest = key_str.partition(":")
         if any(is_control(ch) for ch in key_str):
-            raise ConfigError(path, None, f"the key {printable(key_str, limit=80)} contains a control character "
+            raise ConfigError(path, None, f"the key {key_str[:80]} contains a control character "
                               "(shown escaped)", "rename it", _line(config, key))
         if not sep:
             raise ConfigError(path, f"config.{key_str}", "config keys need a namespace",
@@ -310,7 +310,7 @@ def _from_validation(exc: ValidationError, path: Path, namespaced: dict[str, Any
     keyed = err.get("ctx", {}).get("error")
     if isinstance(keyed, KeyedValueError):
         loc = loc + keyed.loc
-    key = f"{NAMESPACE}:" + ".".join(printable(p, limit=80) for p in loc) if loc else NAMESPACE
+    key = f"{NAMESPACE}:" + ".".join(str(p)[:80] for p in loc) if loc else NAMESPACE
     line = _line_at(namespaced, loc)
     kind = err["type"]
     msg = err["msg"]
@@ -321,27 +321,27 @@ def _from_validation(exc: ValidationError, path: Path, namespaced: dict[str, Any
         owner = _model_at(loc)
         options = _field_names(owner) if owner else []
         guess = _guess(str(loc[-1]), options)
-        problem = f"unknown key '{printable(loc[-1], limit=80)}'"
+        problem = f"unknown key '{str(loc[-1])[:80]}'"
         fix = f"did you mean '{guess}'?" if guess else (f"valid keys here: {', '.join(options)}" if options else
                                                        "remove it")
         elsewhere = DECLARED_ELSEWHERE.get(".".join(str(p) for p in loc))
         if elsewhere:
             fix = f"move it to {elsewhere}"
         if len(loc) == 1:
-            problem = f"unknown key '{printable(loc[0], limit=80)}' (not a sglab setting)"
+            problem = f"unknown key '{str(loc[0])[:80]}' (not a sglab setting)"
         return ConfigError(path, key, problem, fix, line)
     if kind == "missing":
         return ConfigError(path, key, "required key is missing", f"add {loc[-1]}: to this section", line)
     if kind == "literal_error":
         expected = err.get("ctx", {}).get("expected", "")
         fix = f"use one of {expected}"
-        return ConfigError(path, key, f"invalid value {printable(repr(err.get('input')), limit=80)}", fix, line)
+        return ConfigError(path, key, f"invalid value {repr(err.get('input'))[:80]}", fix, line)
     if "nccl" in [str(p) for p in loc] and "NCCL_" in msg and ";" not in msg:
         fix = "use one of the values NCCL documents (see docs/config.md#nccl)"
     if kind.endswith("_type") or kind.endswith("_parsing"):
         secret = any(is_secret_name(str(p)) or str(p).replace("-", "_") in SECRET_FIELDS for p in loc) or \
             has_url_credentials(str(err.get("input")))
-        got = "" if secret else f" (got {printable(repr(err.get('input')), limit=80)})"
+        got = "" if secret else f" (got {repr(err.get('input'))[:80]})"
         return ConfigError(path, key, f"{msg}{got}", "give a value of that type", line)
     if ";" in msg and fix is None:
         problem, _, rest = msg.partition(";")

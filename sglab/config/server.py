@@ -25,7 +25,6 @@ from sglab.config.base import (CONTAINER_SYSTEM_DIRS, DEFAULT_HOST_PATH_PREFIXES
                                _DNS_SUBDOMAIN, KeyedValueError, Model, check_env, dir_problem, is_under)
 from sglab.config.nccl import NcclEnv
 from sglab.sglang import flags, honesty, rules, sim_knobs
-from sglab.core.untrusted import printable
 from sglab.sglang.secret_names import secret_word
 
 
@@ -342,7 +341,7 @@ class ModelVolume(Model):
             raise KeyedValueError("claim-name", "kind is pvc but claim-name is missing: name the PersistentVolumeClaim "
                                                 "holding the weights")
         if self.claim_name is not None and not _DNS_SUBDOMAIN.match(self.claim_name):
-            raise KeyedValueError("claim-name", f"claim-name {printable(repr(self.claim_name), limit=80)} is not a "
+            raise KeyedValueError("claim-name", f"claim-name {self.claim_name!r} is not a "
                                   "PersistentVolumeClaim name; use lowercase letters, digits, '-' and '.'")
         if self.kind == "hostPath" and not self.host_path:
             raise KeyedValueError("host-path", "kind is hostPath but host-path is missing: give the node directory "

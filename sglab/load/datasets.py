@@ -44,7 +44,7 @@ from typing import Any
 
 from sglab.config.loadplan import MAX_OUTPUT_TOKENS
 from sglab.core.errors import ConfigError
-from sglab.core.untrusted import is_control, printable
+from sglab.core.untrusted import is_control
 from sglab.core.untrusted_json import MiB, JsonLimits, JsonRefused, decode, jsonl_lines, loads, parse, read_bytes
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -151,7 +151,7 @@ MAX_CATEGORY_CHARS = 64
 def category_label(value: str, file: str, key: str, line: int | None) -> str:
     """A category is a label printed in every table: no controls or line breaks, at most 64 characters."""
     if len(value) > MAX_CATEGORY_CHARS or any(is_control(ch) for ch in value):
-        raise ConfigError(file, key, f"the category {printable(value, limit=40)!r} is not a label (at most "
+        raise ConfigError(file, key, f"the category {value[:40]!r} is not a label (at most "
                           f"{MAX_CATEGORY_CHARS} characters, no control characters or line breaks)",
                           "give a short category name such as code or chat", line)
     return value

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sglab.core.errors import ConfigError
-from sglab.core.untrusted import printable
 from sglab.core.untrusted_json import JsonLimits, JsonRefused, jsonl_lines, parse
 from sglab.results import integrity
 
@@ -58,7 +57,8 @@ def sealed(record: dict[str, Any], key: bytes | None | Literal["machine"] = "mac
 
 
 def seal_problem(record: dict[str, Any], key: bytes | None | Literal["machine"] = "machine") -> str | None:
-    """None when the line's seal matches its content; else what is wrong, in words."""
+    """None when the line's seal matches its content; else what is wrong, in words (quoting the line raw: the
+    ConfigError that carries it makes it printable)."""
     seal = record.get(SEAL)
     if not isinstance(seal, dict) or not isinstance(seal.get("digest"), str):
         return "it carries no seal (written by hand, or by an sglab that did not seal its log)"
@@ -68,10 +68,10 @@ def seal_problem(record: dict[str, Any], key: bytes | None | Literal["machine"] 
         secret = integrity.machine_key() if isinstance(key, str) else key
         if secret is None or integrity.key_id(secret) != seal.get("key_id"):
             return (f"it is sealed with a key this machine does not hold (key id "
-                    f"{printable(seal.get('key_id'), limit=40)}); set ${integrity.KEY_ENV} to that machine's key")
+                    f"{str(seal.get('key_id'))[:40]}); set ${integrity.KEY_ENV} to that machine's key")
         ok = hmac.compare_digest(_mac(record, secret), seal["digest"])
     else:
-        return f"its seal names an unknown algorithm {printable(seal.get('algorithm'), limit=40)}"
+        return f"its seal names an unknown algorithm {str(seal.get('algorithm'))[:40]}"
     return None if ok else "its seal does not match its content: the line was changed after it was written"
 
 
@@ -170,7 +170,7 @@ def break_even(entry: LogEntry | None) -> tuple[float | None, str]:
         value = lv["break_even_accept_length"]
         if not _break_even_value(value):
             raise ConfigError(LOG_NAME, f"line {entry.line} levels[{i}].break_even_accept_length",
-                              f"{printable(repr(value), limit=40)} is no accept length (a finite number above 1)",
+                              f"{repr(value)[:40]} is no accept length (a finite number above 1)",
                               RESTORE_FIX)
         found.append((float(value), lv.get("concurrency")))
     if not found:

@@ -35,7 +35,6 @@ from sglab.config.arms import ArmSpec, candidate_arm
 from sglab.config.loader import LoadedStack, load_stack
 from sglab.core.errors import ConfigError
 from sglab.core.paths import project_root, stack_path, write_atomic
-from sglab.core.untrusted import printable
 from sglab.promotion.evidence import EVIDENCE_CHECKS, Case, PromotionCheck, PromotionRefused, run_checks
 from sglab.promotion.log import LOG_NAME, ROLLBACK, LogEntry, append_log, effective, read_log
 from sglab.results.store import git_commit, utc_now_iso
@@ -345,7 +344,7 @@ def plan_rollback(target: str, before: str, entries: list[LogEntry], target_path
     foreign = sorted(str(k) for k in previous if k not in PROMOTED_KEYS)
     if foreign:
         raise PromotionRefused(f"the newest {newest.describe()} in {log_name} records keys no promotion owns "
-                               f"({printable(', '.join(foreign), limit=200)}); a rollback writes only "
+                               f"({', '.join(foreign)[:200]}); a rollback writes only "
                                f"sglab:{', sglab:'.join(PROMOTED_KEYS)}",
                                f"restore {log_name} from version control")
     now = owned_values(before)
