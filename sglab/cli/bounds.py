@@ -3,7 +3,9 @@
 An option that overrides a stack value (`--rounds`, `--round-s`, `--concurrency`, ...) is parsed with
 `model_option(Model, "field", key)`: argparse validates the text as the stack file's key is validated
 (type, range, finite), so each bound is declared once, on the pydantic field (sglab/config/), and a bad
-value is refused before anything starts, naming the option (argparse), the key and the limit; exit 2.
+value is refused before anything starts, naming the option (argparse), the key and the limit; exit 2. The
+refused text is quoted as repr shows it (a control character escaped) and cut; argparse's message reaches the
+terminal as a UsageError, which `sglab.cli.main` prints `printable`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from sglab.core.untrusted import printable
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -53,7 +54,7 @@ def _scalar(text: str, kind: Any, key: str) -> Any:
         if kind is float:
             return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{printable(text, limit=40)!r}: give a "
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: give a "
                                          f"{'whole number' if kind is int else 'number'} ({key})") from None
     return text
 
@@ -67,7 +68,7 @@ def _refusal(exc: ValidationError, key: str, shown: str) -> argparse.ArgumentTyp
     message = str(err["msg"])
     for old, new in _WORDS:
         message = message.replace(old, new)
-    return argparse.ArgumentTypeError(f"{printable(shown, limit=40)!r}: {message} (the limit of {key})")
+    return argparse.ArgumentTypeError(f"{shown[:40]!r}: {message} (the limit of {key})")
 
 
 def time_scale_option(text: str) -> float:
@@ -79,7 +80,7 @@ def time_scale_option(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"time scale {printable(text, limit=40)!r} is not a number") from None
+        raise argparse.ArgumentTypeError(f"time scale {text[:40]!r} is not a number") from None
     problem = time_scale_problem(value)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
@@ -102,7 +103,7 @@ def model_option(model: type[BaseModel], field: str, key: str, *, item: bool = F
     def parse(text: str) -> Any:
         value = _parse(text)
         if item and len(value) != 1:
-            raise argparse.ArgumentTypeError(f"{printable(text, limit=40)!r}: give one value ({key})")
+            raise argparse.ArgumentTypeError(f"{text[:40]!r}: give one value ({key})")
         return value[0] if item else value
 
     def _parse(text: str) -> Any:
@@ -114,7 +115,7 @@ def model_option(model: type[BaseModel], field: str, key: str, *, item: bool = F
                 raise _refusal(exc, key, text) from None
         values = [_scalar(x.strip(), item_type, key) for x in text.split(",") if x.strip()]
         if not values:
-            raise argparse.ArgumentTypeError(f"{printable(text, limit=40)!r}: give comma-separated values, "
+            raise argparse.ArgumentTypeError(f"{text[:40]!r}: give comma-separated values, "
                                              f"e.g. 1,4,16 ({key})")
         try:
             return adapter.validate_python(values)

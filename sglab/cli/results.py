@@ -102,6 +102,11 @@ def rows(stack: str, base: Path | None = None, unreadable: list[ConfigError] | N
     return out
 
 
+def _say(text: str) -> None:
+    """A line that quotes names from the command line, the disk or the cluster (a run id, a path): `printable`."""
+    print(printable(text, limit=1000))
+
+
 def run(args: argparse.Namespace) -> int:
     base = Path(args.out) if args.out else None
     if args.action == "pull":
@@ -111,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
     unreadable: list[ConfigError] = []
     table = rows(args.stack, base, unreadable)
     if not table:
-        print(f"no runs for stack '{printable(args.stack)}' under {printable((base or results_root()) / args.stack)}")
-        print(f"run one: sglab bench --stack {printable(args.stack)}")
+        _say(f"no runs for stack '{args.stack}' under {(base or results_root()) / args.stack}")
+        _say(f"run one: sglab bench --stack {args.stack}")
         return 0
     header = ("run id", "kind", "complete", "target", "levels", "decode gain", "verdict")
     widths = [max(len(str(r[i])) for r in [header, *table]) for i in range(len(header))]
@@ -140,9 +145,9 @@ def _prune(args: argparse.Namespace, base: Path | None, report, prune_results) -
     pruned = prune_results(args.stack, keep, report=report, namespace=args.namespace, context=args.context,
                            kubeconfig=args.kubeconfig, base=base, spare={calibration} if calibration else set())
     for run_id, path in pruned.deleted:
-        print(f"moved out of the cluster: {printable(run_id)} (kept at {printable(path)})")
+        _say(f"moved out of the cluster: {run_id} (kept at {path})")
     for run_id in pruned.not_home:
-        print(f"left in the cluster: {printable(run_id)} (not on disk as pulled; see above)")
+        _say(f"left in the cluster: {run_id} (not on disk as pulled; see above)")
 
 
 def _pull(args: argparse.Namespace, base: Path | None) -> int:
@@ -152,7 +157,7 @@ def _pull(args: argparse.Namespace, base: Path | None) -> int:
                          base=base)
     pulled = sorted(report.written)
     for path in pulled:
-        print(f"pulled: {printable(path)}")
+        _say(f"pulled: {path}")
     if args.keep != KEEP_ALL:
         _prune(args, base, report, prune_results)
     from sglab.probe.store import pull_probe_results
@@ -160,13 +165,13 @@ def _pull(args: argparse.Namespace, base: Path | None) -> int:
     probes = pull_probe_results(args.stack, namespace=args.namespace, context=args.context,
                                 kubeconfig=args.kubeconfig, base=base)
     for path in probes.written:
-        print(f"pulled probe: {printable(path)}")
+        _say(f"pulled probe: {path}")
     for problem in probes.rejected:
-        print(f"skipped probe ConfigMap {printable(problem)}")
+        _say(f"skipped probe ConfigMap {problem}")
     for path in probes.conflicts:
-        print(f"kept probe: {printable(path)} (the cluster's differs; the file on disk is never overwritten)")
+        _say(f"kept probe: {path} (the cluster's differs; the file on disk is never overwritten)")
     if not pulled and not probes.written:
-        print(f"nothing new to pull for stack '{args.stack}'")
+        _say(f"nothing new to pull for stack '{args.stack}'")
     return 0
 
 
@@ -251,21 +256,21 @@ def _prune_disk(args: argparse.Namespace, base: Path | None) -> int:
     doomed, why = prune_plan(args.stack, args.keep, base)
     present = {d.name for d in list_runs(args.stack, base)}
     for run_id in sorted(set(why) & present):
-        print(f"keep {printable(run_id)}: {why[run_id]}")
+        _say(f"keep {run_id}: {why[run_id]}")
     freed_bytes = 0
     for run_dir in doomed:
         size = _size_bytes(run_dir)
         freed_bytes += size
         if not args.yes:
-            print(f"would delete {printable(run_dir.name)} ({size / 1e6:.1f} MB)")
+            _say(f"would delete {run_dir.name} ({size / 1e6:.1f} MB)")
             continue
         if run_dir.is_symlink():
             run_dir.unlink()  # the link goes; what it points at is not ours to delete
         else:
             shutil.rmtree(run_dir)
-        print(f"deleted {printable(run_dir.name)} ({size / 1e6:.1f} MB)")
+        _say(f"deleted {run_dir.name} ({size / 1e6:.1f} MB)")
     if not doomed:
-        print(f"nothing to prune: stack '{printable(args.stack)}' has {len(present)} run(s), all kept")
+        _say(f"nothing to prune: stack '{args.stack}' has {len(present)} run(s), all kept")
     elif args.yes:
         print(f"{len(doomed)} run(s) deleted, {freed_bytes / 1e6:.1f} MB freed")
     else:
