@@ -42,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _say(text: str, *, lines: bool = False, **kwargs) -> None:
-    """Every line quotes the result (run id, sentence) or the stack files (the diff, `lines`): `printable`, so
-    a result cannot add or hide a line."""
+    """Every line quotes the result (run id, sentence), the promotion log or the stack files (the diff, `lines`):
+    `printable`, so none of them can add or hide a line."""
     print(printable(text, newlines=lines, limit=None), **kwargs)
 
 
@@ -82,13 +82,13 @@ def run_rollback(args: argparse.Namespace) -> int:
     try:
         done = rollback(args.stack, dry_run=args.dry_run, reason=args.reason[:500])
     except PromotionRefused as exc:
-        print(f"refused: {printable(exc.why, limit=2000)}", file=sys.stderr)
-        print(f"  fix: {printable(exc.fix, limit=2000)}", file=sys.stderr)
+        _say(f"refused: {exc.why}", file=sys.stderr)
+        _say(f"  fix: {exc.fix}", file=sys.stderr)
         return USAGE
     restored = done.restored.describe() if done.restored else "the config before the first logged promotion"
-    print(f"undoes: {printable(done.undone.describe())}")
-    print(f"restores: {printable(restored)}")
-    print(done.diff, end="" if done.diff.endswith("\n") else "\n")
+    _say(f"undoes: {done.undone.describe()}")
+    _say(f"restores: {restored}")
+    _say(done.diff, lines=True, end="" if done.diff.endswith("\n") else "\n")
     if done.written:
         print(f"rolled back {done.target}: wrote {done.target_path}, logged in {done.log_path}")
         print(f"next: {done.next_command}")

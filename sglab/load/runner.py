@@ -516,10 +516,11 @@ class BenchProgress:
             self._progress.update(self._task, advance=1, status=status)
 
     def note(self, message: str) -> None:
+        text = printable(message, limit=None)
         if self._progress is not None:
-            self._progress.console.print(printable(message, limit=None), markup=False, highlight=False)
+            self._progress.console.print(text, markup=False, highlight=False)
         else:
-            print(printable(message, limit=None), file=sys.stderr)
+            print(text, file=sys.stderr)
 
 
 # ---- Locust's own CSV and HTML reports, in the run directory (one row per arm and metric) ---------------------------
