@@ -170,9 +170,12 @@ class UiSession:
     # ---- arms and users ------------------------------------------------------------------
 
     def arm_urls(self) -> dict[str, str | None]:
+        """The arms' URLs as a run records them: Locust's command line, environment or the web-UI form (untrusted
+        text, made `printable`: a result holds no control character)."""
         from sglab.load.settings import url_from_options
 
-        return {arm: url_from_options(self.environment, arm) for arm in self.stack.arms}
+        return {arm: printable(url, limit=None) if (url := url_from_options(self.environment, arm)) else None
+                for arm in self.stack.arms}
 
     def form_changes(self, form) -> list[str]:
         """`field=value` for each bound field the /swarm form would change (none when unbound)."""

@@ -82,3 +82,25 @@ def test_locustfile_does_not_import_the_ui():
 def test_url_source_round_trips(value):
     result = _result(target_kind="urls", urls_source=value)
     assert RunResult.model_validate_json(result.model_dump_json()).target.urls_source == value
+
+
+def test_a_url_from_the_form_is_recorded_printable_so_its_result_loads(monkeypatch):
+    """Locust's options and the web-UI form are untrusted text: the run records the URL with its control
+    characters escaped, since a result refuses them where it is built and read."""
+    from types import SimpleNamespace
+
+    from sglab.ui.session import UiSession
+
+    monkeypatch.delenv("SGLAB_BASELINE_URL", raising=False)
+    monkeypatch.setenv("SGLAB_CANDIDATE_URL", "http://127.0.0.1:30001")
+    options = SimpleNamespace(baseline_url="http://127.0.0.1:30000\x1b[2K\u202e", candidate_url=None)
+    session = SimpleNamespace(environment=SimpleNamespace(parsed_options=options),
+                              stack=SimpleNamespace(arms={"baseline": None, "candidate": None}))
+    urls = UiSession.arm_urls(session)
+    assert urls == {"baseline": "http://127.0.0.1:30000\\x1b[2K\\u202e", "candidate": "http://127.0.0.1:30001"}
+    arms = [ArmInfo(name=name, role=name, speculative=name == "candidate", config_hash=name, launch_command=name,
+                    url=urls[name]) for name in urls]
+    run = LiveRun(run_id="20260101T000000Z-abcdef", stack="eagle-nccl-ll", arms=arms,
+                  started_at="2026-01-01T00:00:00+00:00", started_monotonic_s=100.0, target_kind="urls",
+                  urls_source="form")
+    assert RunResult.model_validate_json(run.to_result().model_dump_json()).target.urls == urls
