@@ -162,6 +162,36 @@ def test_a_valid_result_loads_as_stored_and_its_seal_holds(tmp_path):
     assert sealed_document(result) == document
 
 
+def test_what_a_server_says_is_recorded_printable_so_its_result_is_built_and_read():
+    """A server's version, node, flags, error body and a failed info read are made printable where sglab reads
+    them: the records built from them hold no control character, and an error body keeps its lines."""
+    from types import SimpleNamespace
+
+    from sglab.config import baseline_arm, load_stack
+    from sglab.load.targets import arm_machine, live_mismatches
+    from sglab.load.users import _sample
+    from sglab.schema.result import ArmMachine, RequestSample
+    from sglab.sglang.client import ServerInfo
+
+    arm = baseline_arm(load_stack("eagle-nccl-ll").config)
+    info = ServerInfo("http://127.0.0.1:1", {"version": f"0.5{ESC}", "speculative_algorithm": f"EAGLE3{ESC}",
+                                             "sglab_sim": {"simulator": True, "node": f"node{ESC}"}})
+    machine = arm_machine(url=None, target_kind="urls", declared_image="img", info=info)
+    unread = arm_machine(url=None, target_kind="urls", declared_image="img", info=None,
+                         info_error=f"HTTP 500: {ESC}\u202e")
+    found = live_mismatches(arm, info)
+    assert any("EAGLE3\\x1b" in m for m in found)
+    assert_clean(machine.server_version or "", machine.node_name or "", *found, *unread.notes)
+    for record in (machine, unread):
+        assert ArmMachine.model_validate_json(record.model_dump_json()) == record
+    ticket = SimpleNamespace(arm="baseline", level=1, round_index=0, warmup=False, started_epoch=10.0)
+    metrics = SimpleNamespace(prompt_tokens=1, output_tokens=0, ttft_s=None, e2e_s=None, itl_s=[],
+                              decode_tok_per_s=None, spec_verify_ct=None, spec_correct_drafts=None, accept_length=None)
+    sample = _sample(ticket, 0, metrics, 4, f"HTTP 502\n<h1>{ESC}bad</h1>", SimpleNamespace(run_started_epoch=0.0))
+    assert sample.error == "HTTP 502\n<h1>\\x1b[1A\\x1b[2Kbad</h1>"
+    assert RequestSample.model_validate_json(sample.model_dump_json()) == sample
+
+
 def _probe_json(tmp_path: Path) -> Path:
     from sglab.probe.result import ProbeResult, SizeResult, VariantResult, to_json
 
