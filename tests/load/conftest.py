@@ -35,6 +35,12 @@ def bench(args: list[str], out: Path, *, timeout: float = 240, check: bool = Tru
     return proc
 
 
+def locust_stats(json_file: Path) -> dict[tuple[str, str], dict]:
+    """(method, name) -> entry of `locust --json-file`: written from the final stats at exit, where `--csv` holds
+    its last once-a-second snapshot (a short run's only requests can finish after it)."""
+    return {(entry["method"], entry["name"]): entry for entry in json.loads(json_file.read_text())}
+
+
 def run_dirs(out: Path, stack: str) -> list[Path]:
     folder = out / stack
     return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []

@@ -4,7 +4,6 @@ Job reads from the stack's Secret; without it, the refusal says which variable t
 
 from __future__ import annotations
 
-import csv
 import subprocess
 import sys
 
@@ -15,7 +14,7 @@ from sglab.config.loader import load_stack
 from sglab.sglang.client import ServerInfoError, auth_headers, flush_cache, get_server_info
 from sglab.sim.testing import running_sim
 
-from .conftest import ROOT, child_env
+from .conftest import ROOT, child_env, locust_stats
 
 KEYS = ["--api-key", "user-key", "--admin-api-key", "admin-key"]
 
@@ -28,6 +27,7 @@ def test_the_headers_come_from_the_env_and_the_admin_key_falls_back_to_the_api_k
         {"Authorization": "Bearer a"}
 
 
+@pytest.mark.slow
 def test_server_info_and_flush_use_the_keys_and_a_refusal_names_the_variable(monkeypatch) -> None:
     with running_sim(["--model-path", "m", *KEYS]) as url:
         monkeypatch.delenv("SGLAB_API_KEY", raising=False)
@@ -43,21 +43,20 @@ def test_server_info_and_flush_use_the_keys_and_a_refusal_names_the_variable(mon
 
 
 @pytest.mark.parametrize("env, failing", [({"SGLAB_API_KEY": "user-key"}, False), ({}, True)])
+@pytest.mark.slow
 def test_locust_sends_the_api_key(tmp_path, env: dict[str, str], failing: bool) -> None:
     cand = candidate_arm(load_stack("eagle-nccl-ll").config)
     with running_sim([*cand.args, *KEYS], env={**cand.env, "SGLAB_SIM_TIME_SCALE": "5"}) as url:
-        prefix = tmp_path / "keyed"
+        stats = tmp_path / "keyed.json"
         proc = subprocess.run(
             [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "-u", "2", "-r", "10",
-             "-t", "3s", "--only-summary",
-             "--stop-timeout", "30", "--csv", str(prefix), "--endpoint", "chat", "--max-new-tokens", "8",
-             "--candidate-url", url, "CandidateUser"],
+             "-t", "3s", "--stop-timeout", "30", "--only-summary", "--json-file", str(tmp_path / "keyed"),
+             "--endpoint", "chat", "--max-new-tokens", "8", "--candidate-url", url, "CandidateUser"],
             cwd=ROOT, env=child_env(env), capture_output=True, text=True, timeout=60)
-    rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(open(f"{prefix}_stats.csv"))}
-    main = rows[("POST", "candidate /v1/chat/completions")]
+    main = locust_stats(stats)[("POST", "candidate /v1/chat/completions")]
     # how many requests fit in the 3 s is the machine's business (a loaded one started Locust late and sent one);
     # what is tested is that every one of them carried the key, or failed without it
-    assert int(main["Request Count"]) >= 1
-    assert (int(main["Failure Count"]) == int(main["Request Count"])) if failing else \
-        (int(main["Failure Count"]) == 0 and proc.returncode == 0), proc.stderr[-2000:]
+    assert main["num_requests"] >= 1
+    assert (main["num_failures"] == main["num_requests"]) if failing else \
+        (main["num_failures"] == 0 and proc.returncode == 0), proc.stderr[-2000:]
     assert "user-key" not in proc.stdout + proc.stderr

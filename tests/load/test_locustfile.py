@@ -7,11 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import load_stack
 from sglab.sim.testing import running_sim
 
-from .conftest import FIXED_ITL_MS, FIXED_PROFILE, FIXED_TTFT_MS, ROOT, child_env
+from .conftest import FIXED_ITL_MS, FIXED_PROFILE, FIXED_TTFT_MS, ROOT, child_env, locust_stats
 
 
 def _random_words_stack(tmp_path) -> Path:
@@ -24,6 +26,7 @@ def _random_words_stack(tmp_path) -> Path:
     return stacks
 
 
+@pytest.mark.slow
 def test_plain_locust_run_measures_full_streams_and_token_rows(tmp_path):
     stack = load_stack("eagle-nccl-ll").config
     base, cand = baseline_arm(stack), candidate_arm(stack)
@@ -57,6 +60,7 @@ def test_plain_locust_run_measures_full_streams_and_token_rows(tmp_path):
     assert ("TOKENS", "baseline accept_length x1000") not in rows
 
 
+@pytest.mark.slow
 def test_custom_arguments_are_registered():
     proc = subprocess.run([sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--list"],
                           cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60)
@@ -65,21 +69,20 @@ def test_custom_arguments_are_registered():
     assert "ArmUser" not in proc.stdout  # the runner-only user stays out of plain runs
 
 
+@pytest.mark.slow
 def test_chat_endpoint_counts_tokens_exactly(tmp_path):
     stack = load_stack("eagle-nccl-ll").config
     cand = candidate_arm(stack)
     with running_sim(list(cand.args), env={**cand.env, "SGLAB_SIM_TIME_SCALE": "5"}) as url:
-        prefix = tmp_path / "chat"
         proc = subprocess.run(
             [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "-u", "2", "-r", "10",
-             "-t", "3s", "--only-summary",
-             "--stop-timeout", "30", "--csv", str(prefix), "--endpoint", "chat", "--max-new-tokens", "12",
-             "--candidate-url", url, "CandidateUser"],
+             "-t", "3s", "--stop-timeout", "30", "--only-summary", "--json-file", str(tmp_path / "chat"),
+             "--endpoint", "chat", "--max-new-tokens", "12", "--candidate-url", url, "CandidateUser"],
             cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(open(f"{prefix}_stats.csv"))}
-    main = rows[("POST", "candidate /v1/chat/completions")]
+    stats = locust_stats(tmp_path / "chat.json")
+    main = stats[("POST", "candidate /v1/chat/completions")]
     # a wrong token count would be a failure: every chat stream carried exactly 12 tokens (how many streams a 3 s run
     # completes depends on how busy the machine is; one is enough to show it)
-    assert int(main["Request Count"]) >= 1 and int(main["Failure Count"]) == 0
-    assert ("TOKENS", "candidate decode tok/s") in rows
+    assert main["num_requests"] >= 1 and main["num_failures"] == 0
+    assert ("TOKENS", "candidate decode tok/s") in stats
