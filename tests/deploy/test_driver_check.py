@@ -42,7 +42,7 @@ def production(**sections):
     ("lmsysorg/sglang:v0.5.8-cu130-amd64-runtime", 13),
     ("lmsysorg/sglang:v0.5.3.post1-cu126", 12),
     ("registry.example.com/team/sglang:v0.5.23-cu130", 13),  # a -cuNNN build tag says it in any repository
-    ("lmsysorg/sglang:v0.5.3", None),  # another release's plain tag: not known here
+    ("lmsysorg/sglang:v0.5.9", None),  # another release's plain tag: not known here
     ("lmsysorg/sglang:latest", None),
     (f"lmsysorg/sglang@sha256:{'a' * 64}", None),  # a digest alone says nothing
     ("sglab:0.1.0", None),
