@@ -17,7 +17,7 @@ STAMP := $(VENV)/.sglab-installed
 CLUSTER_STAMP := $(VENV)/.sglab-cluster-installed
 TEST_STAMP := $(VENV)/.sglab-test-installed
 
-.PHONY: install install-cluster install-test lint test test-services demo image clean-venv sglang-contract-venv
+.PHONY: install install-cluster install-test lint test test-unit test-services demo image clean-venv sglang-contract-venv
 
 install: $(STAMP)
 
@@ -57,6 +57,11 @@ lint: install-test
 test: install-test
 	@$(MAKE) --no-print-directory --output-sync=target -j3 lint sglang-contract-venv test-services
 	@bash tools/run-tests.sh
+
+# The unit tests alone (`-m "not slow"`: no simulator, no Locust; tests/slow_guard.py fails an unmarked test that
+# starts one), for a quick check while editing; `make test` runs them with the end-to-end tests.
+test-unit: install-test
+	@bash tools/run-tests.sh -m "not slow"
 
 test-services:
 	@bash tools/install-browser.sh || echo "warning: no Chromium; the browser test will be skipped (fails under CI)"

@@ -10,10 +10,12 @@
 # The last four import Locust before pytest starts: its gevent monkey-patching must come before anything imports
 # ssl (httpx, urllib3), or importing Locust later in the process ends in a RecursionError.
 # Each group's output (with its 12 slowest tests: where the suite's time goes) is printed whole when the group
-# ends; the exit status is the worst of the five, and the last line adds their counts up.
+# ends; the exit status is the worst of the five, and the last line adds their counts up. Arguments are passed to
+# every group's pytest: `tools/run-tests.sh -m "not slow"` is the unit suite (`make test-unit`).
 set -u
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+EXTRA=("$@")
 PULUMI="tests/deploy tests/deploy_extras tests/probe"
 E2E="tests/load"
 E2E2="tests/serving tests/sweep"
@@ -26,7 +28,7 @@ declare -A pids
 run() {  # name, what the interpreter runs first, pytest arguments...
   local name=$1 first=$2; shift 2
   "$PY" -c "$first"'import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))' -q -ra -p no:cacheprovider \
-    --durations=12 "$@" \
+    --durations=12 "${EXTRA[@]}" "$@" \
     >"$logs/$name.log" 2>&1 &
   pids[$name]=$!
 }

@@ -216,6 +216,7 @@ def _bench_in_cluster(fake: FakeCluster, tmp_path, *extra: str) -> dict:
     return json.loads((tmp_path / run_dir / "result.json").read_text())
 
 
+@pytest.mark.slow
 def test_the_jobs_bench_swaps_the_arms_nodes_between_periods_and_records_who_served_where(tmp_path):
     with cluster() as fake:
         result = _bench_in_cluster(fake, tmp_path)
@@ -236,6 +237,7 @@ def test_the_jobs_bench_swaps_the_arms_nodes_between_periods_and_records_who_ser
                         (3, "baseline", 4, "gpu-node-y"), (3, "candidate", 4, "gpu-node-x")]
 
 
+@pytest.mark.slow
 def test_a_server_that_does_not_come_back_after_a_swap_ends_the_jobs_run_invalid(tmp_path):
     with cluster() as fake:
         fake.broken.add("gpu-node-y")  # the baseline never turns Ready on the candidate's node

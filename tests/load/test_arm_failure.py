@@ -70,6 +70,7 @@ def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
         raise AssertionError(f"the bench did not end within {timeout:g} s\n{stderr[-3000:]}") from None
 
 
+@pytest.mark.slow
 def test_a_killed_candidate_ends_the_run_invalid_and_keeps_what_was_measured(out):
     proc = start_bench(out)
     sims = {}
@@ -97,6 +98,7 @@ def test_a_killed_candidate_ends_the_run_invalid_and_keeps_what_was_measured(out
     assert (run_dir / "result.json").stat().st_size < 2_000_000
 
 
+@pytest.mark.slow
 def test_a_stopped_candidate_is_caught_without_waiting_for_the_request_timeout(out):
     proc = start_bench(out)  # request timeout: the stack's 300 s
     sims = {}
@@ -142,6 +144,7 @@ def test_a_server_that_answers_health_but_sends_nothing_is_caught_by_the_stall_t
     assert "no progress" in (result.invalid_reason or "")
 
 
+@pytest.mark.slow
 def test_sighup_stops_the_run_like_sigterm_and_the_simulators_with_it(out):
     proc = start_bench(out)
     sims = {}
@@ -162,6 +165,7 @@ def test_sighup_stops_the_run_like_sigterm_and_the_simulators_with_it(out):
     assert result.finished_at is not None
 
 
+@pytest.mark.slow
 def test_sigkill_of_the_bench_takes_the_simulators_down_and_the_run_shows_abandoned(out):
     proc = start_bench(out)
     sims = {}

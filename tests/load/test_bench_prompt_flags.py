@@ -129,6 +129,7 @@ def test_an_import_the_flags_cannot_read_is_refused_before_anything_starts(stack
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_a_quick_run_with_the_suite_and_natural_stop_records_both(stack, out) -> None:
     name = stack()  # the stack's policy gates level 1 (the default), so --concurrency 1 can still decide
     proc = bench(["--stack", name, "--quick", "--concurrency", "1", "--rounds", "6", "--prompts", "suite",

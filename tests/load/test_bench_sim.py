@@ -106,6 +106,7 @@ def test_result_document_and_locust_reports(small_run):
     assert "verdict" in proc.stdout.lower()
 
 
+@pytest.mark.slow
 def test_results_lists_runs_and_a_second_run_never_touches_the_first(small_run, tmp_path):
     out, first_dir, _, _ = small_run
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in first_dir.iterdir()}
@@ -123,6 +124,7 @@ def test_results_lists_runs_and_a_second_run_never_touches_the_first(small_run, 
     assert "ab" in listing.stdout and "yes" in listing.stdout
 
 
+@pytest.mark.slow
 def test_ttft_and_itl_match_a_fixed_sim_profile(out):
     bench(["--stack", STACK, "--prompts", "random", "--concurrency", "1", "--rounds", "2", "--round-requests", "3",
            "--warmup-requests", "1", "--max-new-tokens", "24", "--sim-env", f"SGLAB_SIM_SET={FIXED_PROFILE}"], out)
@@ -137,6 +139,7 @@ def test_ttft_and_itl_match_a_fixed_sim_profile(out):
     assert 1000 / FIXED_ITL_MS * 0.85 <= baseline["decode_tok_per_s"]["p50"] <= 1000 / FIXED_ITL_MS * 1.05
 
 
+@pytest.mark.slow
 def test_broken_streams_and_errors_become_failures_with_reasons(out):
     # level 1: the stack's policy gates it, and bench refuses a run that leaves a gated level out
     proc = bench(["--stack", STACK, "--prompts", "random", "--concurrency", "1", "--rounds", "2", "--round-requests",
@@ -164,6 +167,7 @@ def test_broken_streams_and_errors_become_failures_with_reasons(out):
     assert proc.returncode == 0
 
 
+@pytest.mark.slow
 def test_sigint_keeps_a_valid_incomplete_result(out):
     cmd = [sys.executable, "-m", "sglab.cli", "bench", "--stack", STACK, "--prompts", "random", "--out", str(out),
            "--no-progress", "--concurrency", "1,2", "--rounds", "50", "--round-s", "0.5", "--warmup-requests", "1",
@@ -195,6 +199,7 @@ def test_sigint_keeps_a_valid_incomplete_result(out):
     assert "sim-baseline.log" in os.listdir(run_dir)
 
 
+@pytest.mark.slow
 def test_live_flag_mismatch_refuses_to_run(out):
     from sglab.config.arms import baseline_arm, candidate_arm
     from sglab.config.loader import load_stack
@@ -242,6 +247,7 @@ def test_distributed_workers_run_the_same_schedule(out):
     assert "baseline /generate" in (run_dir / "locust_stats.csv").read_text()
 
 
+@pytest.mark.slow
 def test_aa_runs_two_identical_baseline_servers(out):
     bench(["--stack", STACK, "--prompts", "random", "--aa", "--concurrency", "1", "--rounds", "2", "--round-requests",
            "2", "--warmup-requests", "0", "--max-new-tokens", "8", "--time-scale", "5"], out)

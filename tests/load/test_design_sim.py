@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from .conftest import ROOT, bench, child_env, load, run_dirs
 from .test_arm_failure import EXIT_INVALID, sim_pids
 
@@ -26,6 +28,7 @@ def _measured(result: dict) -> list[dict]:
     return sorted((r for r in level["rounds"] if not r["warmup"]), key=lambda r: (r["round_index"], r["arm"]))
 
 
+@pytest.mark.slow
 def test_a_crossover_swaps_the_arms_nodes_between_periods(out):
     bench([*SHORT, "--design", "crossover"], out)
     (run_dir,) = run_dirs(out, STACK)
@@ -53,6 +56,7 @@ def test_a_crossover_swaps_the_arms_nodes_between_periods(out):
     assert (run_dir / "sim-candidate.log").read_text().count("listening on") == 4  # one log, every start
 
 
+@pytest.mark.slow
 def test_a_switchback_serves_one_arm_per_round_in_abba_order_on_one_node(out):
     bench([*SHORT, "--design", "switchback"], out)
     (run_dir,) = run_dirs(out, STACK)
@@ -69,6 +73,7 @@ def test_a_switchback_serves_one_arm_per_round_in_abba_order_on_one_node(out):
     assert design["restarts"] == 2  # the candidate's turn, then the baseline's
 
 
+@pytest.mark.slow
 def test_parallel_keeps_each_arm_on_its_node_without_periods(out):
     bench([*SHORT, "--rounds", "3", "--design", "parallel"], out)
     (run_dir,) = run_dirs(out, STACK)
@@ -80,6 +85,7 @@ def test_parallel_keeps_each_arm_on_its_node_without_periods(out):
                                                                             "candidate": "sim-node-b"}
 
 
+@pytest.mark.slow
 def test_a_server_that_does_not_come_back_ends_the_run_invalid_naming_the_arm_and_node(out):
     cmd = [sys.executable, "-m", "sglab.cli", "bench", "--out", str(out), "--no-progress", *SHORT,
            "--design", "crossover"]

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import ROOT, child_env
 
 
+@pytest.mark.slow
 def test_reports_of_a_worker_the_master_did_not_start_are_ignored():
     proc = subprocess.run([sys.executable, str(Path(__file__).with_name("rogue_master.py"))], cwd=ROOT,
                           env=child_env(), capture_output=True, text=True, timeout=120)

@@ -50,6 +50,7 @@ def assert_paired_same_requests(level: dict, rounds: int) -> None:
     assert {r["round_index"] for r in level["rounds"] if not r["warmup"]} == set(range(rounds))
 
 
+@pytest.mark.slow
 def test_rate_profile_sends_poisson_arrivals_on_schedule_to_both_arms(out):
     # level 1 req/s too: the stack's policy gates level 1, and bench refuses a run that cannot measure it
     bench(["--stack", STACK, "--prompts", "random", "--profile", "rate", "--rates", "1,20", "--rounds", "2",
@@ -77,6 +78,7 @@ def test_rate_profile_sends_poisson_arrivals_on_schedule_to_both_arms(out):
     assert sorted(late)[int(0.9 * len(late))] < P90_LATE_MS
 
 
+@pytest.mark.slow
 def test_trace_profile_replays_the_trace_at_its_times_with_its_lengths(out):
     rows = read_trace(TRACE)
     bench(["--stack", STACK, "--profile", "trace", "--trace", str(TRACE), "--rounds", "2", "--ungated-rounds", "2",

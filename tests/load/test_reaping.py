@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from proctree import alive, cmdline, describe, descendants, kill_all, wait_gone
 from sglab.results.store import load_result
 
@@ -84,6 +86,7 @@ def test_more_workers_than_the_cap_are_refused_at_once(tmp_path):
     assert over.returncode == 2 and "cores" in stderr_of(out), stderr_of(out)[-3000:]
 
 
+@pytest.mark.slow
 def test_sigterm_while_a_worker_never_connects_ends_the_bench_at_once(tmp_path):
     out = tmp_path / "results"
     proc = start_bench(out, *LONG_RUN, "--workers", "2")
@@ -113,6 +116,7 @@ def test_sigterm_while_a_worker_never_connects_ends_the_bench_at_once(tmp_path):
     assert "SIGTERM" in (load_result(run_dir).incomplete_reason or "")
 
 
+@pytest.mark.slow
 def test_sigkill_of_a_bench_with_workers_and_simulators_leaves_no_process(tmp_path):
     out = tmp_path / "results"
     proc = start_bench(out, *LONG_RUN, "--workers", "2")

@@ -44,6 +44,7 @@ def fixed_rounds_stack(tmp_path) -> list[str]:
 
 
 @pytest.mark.parametrize("method", ["sequential", "paired-t"])
+@pytest.mark.slow
 def test_two_url_runs_with_the_machines_swapped_join_into_one_crossover(out, tmp_path, method):
     args = SHORT if method == "sequential" else [*fixed_rounds_stack(tmp_path), *SHORT[2:]]
     with serve({"baseline": FAST, "candidate": SLOW}, tmp_path) as first:
@@ -88,6 +89,7 @@ def test_two_url_runs_with_the_machines_swapped_join_into_one_crossover(out, tmp
     assert check_joined(load_result(run2), out).startswith(f"run {run1.name}, its period 1, is not the run it joined")
 
 
+@pytest.mark.slow
 def test_a_second_run_on_the_same_machines_is_refused_before_anything_is_measured(out, tmp_path):
     with serve({"baseline": FAST, "candidate": SLOW}, tmp_path) as first:
         bench([*SHORT, *urls(first)], out)
@@ -100,6 +102,7 @@ def test_a_second_run_on_the_same_machines_is_refused_before_anything_is_measure
     assert run_dirs(out, STACK) == [run1]
 
 
+@pytest.mark.slow
 def test_a_run_that_is_not_there_or_was_changed_is_refused(out, tmp_path):
     with serve({"baseline": FAST, "candidate": SLOW}, tmp_path) as first:
         bench([*SHORT, *urls(first)], out)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sglab.cli import CLUSTER_MODULES
 
 from .conftest import ROOT, child_env, run_dirs
@@ -30,6 +32,7 @@ def sglab(args: list[str], blocker: Path, timeout: float = 120) -> subprocess.Co
                           text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_the_demo_runs_without_the_cluster_tools(tmp_path):
     blocker = tmp_path / "site"
     blocker.mkdir()

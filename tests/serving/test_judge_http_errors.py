@@ -83,6 +83,7 @@ def test_a_metric_that_is_not_a_prometheus_name_is_refused(value: str) -> None:
         CanaryJudge.model_validate({"http-responses": {"metric": value}})
 
 
+@pytest.mark.slow
 def test_the_simulator_counts_its_responses_by_status_code() -> None:
     """What a sidecar in front of the server counts: an injected 500 shows, the probes and /metrics do not."""
     env = {"SGLAB_SIM_ERROR_RATE": "1.0"}

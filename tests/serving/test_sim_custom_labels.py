@@ -7,6 +7,7 @@ import json
 import re
 
 import httpx
+import pytest
 
 from sglab.sim.testing import running_sim
 
@@ -28,6 +29,7 @@ def _chat(url: str, category: str | None, header: str = "x-custom-labels") -> No
     assert httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=30).status_code == 200
 
 
+@pytest.mark.slow
 def test_allowed_custom_labels_split_the_request_series():
     with running_sim(ARGS, env={"SGLAB_SIM_TIME_SCALE": "20"}) as url:
         _chat(url, "translation")
@@ -45,6 +47,7 @@ def test_allowed_custom_labels_split_the_request_series():
     assert re.search(r'^sglang:num_running_reqs\{model_name="m"\}', text, re.M), "scheduler gauges are unlabelled"
 
 
+@pytest.mark.slow
 def test_without_the_flag_nothing_is_labelled():
     with running_sim(["--model-path", "m", "--enable-metrics"], env={"SGLAB_SIM_TIME_SCALE": "20"}) as url:
         _chat(url, "translation")

@@ -155,6 +155,7 @@ def test_bad_config_is_refused_naming_file_and_key(tmp_path, content, message):
         assert str(path) in str(info.value)
 
 
+@pytest.mark.slow
 def test_bad_config_exits_2_without_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "sglab.sim", *_args("--speculative-adaptive-config",
                                                                       str(tmp_path / "nope.json"))],
@@ -231,6 +232,7 @@ def warm(url: str, rounds: int = 2, concurrency: int = 4, tokens: int = 256) -> 
             t.join(timeout=60)
 
 
+@pytest.mark.slow
 def test_real_server_tier_follows_content_and_decode_rate_follows_the_model():
     env = {"SGLAB_SIM_TIME_SCALE": str(SCALE)}
     adaptive = CHART_COMMON + EAGLE3 + shape(3) + ["--speculative-adaptive"]

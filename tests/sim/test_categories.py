@@ -113,6 +113,7 @@ def five_step_url():
         yield url
 
 
+@pytest.mark.slow
 def test_natural_stopping_follows_the_category(five_step_url):
     suite = load_suite()
     code = [r for r in suite if r.category == "code"][:8]
@@ -141,6 +142,7 @@ def _measure(url: str, records, max_tokens: int) -> float:
     return 1 + correct / verify
 
 
+@pytest.mark.slow
 def test_two_categories_measured_by_a_client_match_the_truth(five_step_url):
     """Code and translation prompts from the suite, 5-step EAGLE: the client's per-category accept length is
     within 3% of the simulator's E[a] for that category, and the two are clearly apart."""

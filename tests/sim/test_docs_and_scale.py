@@ -46,6 +46,7 @@ def test_time_scale_divides_delivered_time():
         assert measured / scale == pytest.approx(model, rel=0.15)
 
 
+@pytest.mark.slow
 def test_api_key_is_required_when_set():
     with running_sim(CHART_COMMON + ["--api-key", "s3cret"], {"SGLAB_SIM_TIME_SCALE": "50"}, wait="port") as url:
         assert httpx.get(url + "/v1/models").status_code == 401

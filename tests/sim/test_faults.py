@@ -15,6 +15,7 @@ from .helpers import CHART_COMMON, EAGLE_2STEP, FAST, sse_events
 PAYLOAD = {"text": "a b c", "sampling_params": {"max_new_tokens": 40, "ignore_eos": True}, "stream": True}
 
 
+@pytest.mark.slow
 def test_health_is_503_during_warmup_then_200():
     with running_sim(CHART_COMMON, {**FAST, "SGLAB_SIM_WARMUP_S": "1.5"}, wait="port") as url:
         assert httpx.get(url + "/health").status_code == 503
@@ -28,6 +29,7 @@ def test_health_is_503_during_warmup_then_200():
         assert httpx.get(url + "/server_info").json()["status"] == "ready"
 
 
+@pytest.mark.slow
 def test_injected_errors_are_5xx_and_seeded():
     args = CHART_COMMON + ["--sim-error-rate", "0.5", "--sim-error-status", "503", "--sim-seed", "3"]
     runs = []
@@ -42,6 +44,7 @@ def test_injected_errors_are_5xx_and_seeded():
     assert set(runs[0]) == {200, 503}
 
 
+@pytest.mark.slow
 def test_a_server_down_every_other_period_fails_all_requests_then_none():
     """error-period-s 1: every request fails for a second, none the next second, and so on."""
     args = CHART_COMMON + ["--sim-error-period-s", "1"]
@@ -71,12 +74,14 @@ def test_the_fault_clock_alternates_from_the_start():
     assert injector.injected["error"] == 4
 
 
+@pytest.mark.slow
 def test_injected_error_on_openai_route_uses_the_envelope():
     with running_sim(CHART_COMMON + ["--sim-error-rate", "1"], FAST) as url:
         response = httpx.post(url + "/v1/completions", json={"prompt": "x", "max_tokens": 3})
         assert response.status_code == 500 and response.json()["object"] == "error"
 
 
+@pytest.mark.slow
 def test_injected_disconnect_cuts_the_stream_without_done():
     with running_sim(CHART_COMMON + ["--sim-disconnect-rate", "1"], FAST) as url:
         with pytest.raises(httpx.HTTPError):
@@ -88,6 +93,7 @@ def test_injected_disconnect_cuts_the_stream_without_done():
         assert httpx.get(url + "/health").status_code == 200
 
 
+@pytest.mark.slow
 def test_injected_stall_pauses_the_stream():
     with running_sim(CHART_COMMON + EAGLE_2STEP + ["--sim-stall-rate", "1", "--sim-stall-s", "1.0"], FAST) as url:
         arrivals, lines = [], []
@@ -101,6 +107,7 @@ def test_injected_stall_pauses_the_stream():
         assert lines[-1] == "data: [DONE]"
 
 
+@pytest.mark.slow
 def test_slow_start_keeps_the_port_closed():
     port = free_port()
     start = time.monotonic()
@@ -111,6 +118,7 @@ def test_slow_start_keeps_the_port_closed():
         assert sock.connect_ex(("127.0.0.1", port)) != 0
 
 
+@pytest.mark.slow
 def test_client_disconnect_aborts_the_request(baseline_url):
     long = {**PAYLOAD, "sampling_params": {"max_new_tokens": 50000, "ignore_eos": True}}
     with httpx.stream("POST", baseline_url + "/generate", json=long) as response:

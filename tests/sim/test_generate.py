@@ -32,6 +32,7 @@ def _check_stream(events: list[dict], max_new: int, prompt_tokens: int) -> None:
     assert final["e2e_latency"] > 0
 
 
+@pytest.mark.slow
 def test_baseline_stream_one_chunk_per_token(baseline_url):
     events, done = stream_generate(baseline_url, {"text": make_prompt(40), "sampling_params": {
         "max_new_tokens": 64, "ignore_eos": True, "temperature": 0}})
@@ -43,6 +44,7 @@ def test_baseline_stream_one_chunk_per_token(baseline_url):
     assert final["decode_throughput"] > 0 and final["prefill_finished_ts"] <= final["decode_finished_ts"]
 
 
+@pytest.mark.slow
 def test_eagle_stream_one_chunk_per_verify_cycle(eagle_url):
     events, done = stream_generate(eagle_url, {"input_ids": list(range(25)), "sampling_params": {
         "max_new_tokens": 200, "ignore_eos": True}})
@@ -65,6 +67,7 @@ def test_eagle_stream_one_chunk_per_verify_cycle(eagle_url):
     assert 1.3 < meta["spec_accept_length"] < 2.2
 
 
+@pytest.mark.slow
 def test_non_streaming_and_batch(eagle_url):
     body = httpx.post(eagle_url + "/generate", json={"text": "a b c", "sampling_params": {
         "max_new_tokens": 33, "ignore_eos": True}}, timeout=30).json()
@@ -75,6 +78,7 @@ def test_non_streaming_and_batch(eagle_url):
     assert [b["meta_info"]["completion_tokens"] for b in batch] == [5, 7]
 
 
+@pytest.mark.slow
 def test_batch_stream_carries_index(baseline_url):
     events, done = stream_generate(baseline_url, {"text": ["one", "two"], "sampling_params": {
         "max_new_tokens": 6, "ignore_eos": True}})
@@ -84,6 +88,7 @@ def test_batch_stream_carries_index(baseline_url):
         assert [e["meta_info"]["completion_tokens"] for e in mine] == [1, 2, 3, 4, 5, 6]
 
 
+@pytest.mark.slow
 def test_without_ignore_eos_stops_deterministically(baseline_url):
     payload = {"text": "stop early please", "sampling_params": {"max_new_tokens": 5000}}
     first = httpx.post(baseline_url + "/generate", json=payload, timeout=60).json()["meta_info"]
@@ -92,6 +97,7 @@ def test_without_ignore_eos_stops_deterministically(baseline_url):
     assert first["completion_tokens"] == second["completion_tokens"] < 5000
 
 
+@pytest.mark.slow
 def test_max_new_tokens_edge_cases(baseline_url):
     one = httpx.post(baseline_url + "/generate", json={"text": "hi", "sampling_params": {
         "max_new_tokens": 1, "ignore_eos": True}}).json()["meta_info"]
@@ -108,6 +114,7 @@ def test_max_new_tokens_edge_cases(baseline_url):
     {"text": "x", "sampling_params": {"temperature": -0.5}},
     {"input_ids": list(range(10)), "sampling_params": {"max_new_tokens": 300000}},
 ])
+@pytest.mark.slow
 def test_bad_requests_get_sglangs_400(baseline_url, payload):
     response = httpx.post(baseline_url + "/generate", json=payload)
     assert response.status_code == 400

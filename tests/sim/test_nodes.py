@@ -22,6 +22,7 @@ def _steps(env: dict[str, str]) -> tuple[list[float], dict]:
     return info["step_time_dict"]["1"], info
 
 
+@pytest.mark.slow
 def test_a_node_at_half_speed_takes_twice_as_long_per_modelled_step():
     model_s = timing.decode_step_ms(SimProfile(), 1, 1.0) / 1000 / 50
     fast, _ = _steps(node_env("sim-node-a", 1.0))

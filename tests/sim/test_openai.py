@@ -18,12 +18,14 @@ def client(eagle_url):
     return openai.OpenAI(base_url=eagle_url + "/v1", api_key="unused", max_retries=0)
 
 
+@pytest.mark.slow
 def test_models(client, eagle_url):
     models = client.models.list()
     assert [m.id for m in models.data] == [MODEL]
     assert httpx.get(eagle_url + "/v1/models/nope").status_code == 404
 
 
+@pytest.mark.slow
 def test_completion_non_streaming(client):
     result = client.completions.create(model=MODEL, prompt="one two three", max_tokens=21,
                                        extra_body={"ignore_eos": True})
@@ -33,11 +35,13 @@ def test_completion_non_streaming(client):
     assert (result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.total_tokens) == (3, 21, 24)
 
 
+@pytest.mark.slow
 def test_completion_default_max_tokens_is_16(client):
     result = client.completions.create(model=MODEL, prompt="x", extra_body={"ignore_eos": True})
     assert result.usage.completion_tokens == 16
 
 
+@pytest.mark.slow
 def test_completion_streaming_deltas_without_usage(client):
     stream = client.completions.create(model=MODEL, prompt="hello", max_tokens=30, stream=True,
                                        extra_body={"ignore_eos": True})
@@ -49,6 +53,7 @@ def test_completion_streaming_deltas_without_usage(client):
     assert all(c.choices[0].finish_reason is None for c in chunks[:-1])
 
 
+@pytest.mark.slow
 def test_completion_streaming_usage_only_when_asked(client):
     stream = client.completions.create(model=MODEL, prompt="hello there", max_tokens=12, stream=True,
                                        stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
@@ -58,6 +63,7 @@ def test_completion_streaming_usage_only_when_asked(client):
     assert count_tokens("".join(c.choices[0].text for c in chunks[:-1])) == 12
 
 
+@pytest.mark.slow
 def test_chat_non_streaming(client):
     result = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi there"}],
                                             max_completion_tokens=17, extra_body={"ignore_eos": True})
@@ -67,6 +73,7 @@ def test_chat_non_streaming(client):
     assert result.choices[0].finish_reason == "length"
 
 
+@pytest.mark.slow
 def test_chat_streaming(client):
     stream = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}],
                                             max_tokens=25, stream=True, stream_options={"include_usage": True},
@@ -81,6 +88,7 @@ def test_chat_streaming(client):
     assert all(c.object == "chat.completion.chunk" for c in chunks)
 
 
+@pytest.mark.slow
 def test_raw_stream_has_no_usage_chunk_by_default(eagle_url):
     with httpx.stream("POST", eagle_url + "/v1/chat/completions", json={
             "model": MODEL, "messages": [{"role": "user", "content": "x"}], "max_tokens": 5, "stream": True,
@@ -89,6 +97,7 @@ def test_raw_stream_has_no_usage_chunk_by_default(eagle_url):
     assert done and all(e["choices"] for e in events)
 
 
+@pytest.mark.slow
 def test_openai_error_envelope(eagle_url, client):
     response = httpx.post(eagle_url + "/v1/completions", json={"model": MODEL, "prompt": "x", "max_tokens": -3})
     assert response.status_code == 400
@@ -100,6 +109,7 @@ def test_openai_error_envelope(eagle_url, client):
         client.chat.completions.create(model=MODEL, messages=[], max_tokens=3)
 
 
+@pytest.mark.slow
 def test_continuous_usage_stats_count_what_was_sent(eagle_url):
     with httpx.stream("POST", eagle_url + "/v1/completions", json={
             "model": MODEL, "prompt": "a b c d", "max_tokens": 40, "stream": True, "ignore_eos": True,

@@ -16,6 +16,7 @@ def _generate(url: str, n: int = 40) -> dict:
         "max_new_tokens": n, "ignore_eos": True}}, timeout=30).json()["meta_info"]
 
 
+@pytest.mark.slow
 def test_server_info_echoes_args_env_and_accept_length(eagle_url):
     before = httpx.get(eagle_url + "/server_info").json()
     assert "avg_spec_accept_length" not in before["internal_states"][0] or before["internal_states"][0][
@@ -44,6 +45,7 @@ def test_server_info_echoes_args_env_and_accept_length(eagle_url):
         state["avg_spec_accept_length"]
 
 
+@pytest.mark.slow
 def test_flush_cache_resets_accept_length(eagle_url):
     _generate(eagle_url)
     response = httpx.post(eagle_url + "/flush_cache")
@@ -53,6 +55,7 @@ def test_flush_cache_resets_accept_length(eagle_url):
     assert "avg_spec_accept_length" not in info
 
 
+@pytest.mark.slow
 def test_baseline_has_no_accept_length(baseline_url):
     _generate(baseline_url)
     info = httpx.get(baseline_url + "/server_info").json()
@@ -60,6 +63,7 @@ def test_baseline_has_no_accept_length(baseline_url):
     assert "avg_spec_accept_length" not in info["internal_states"][0]
 
 
+@pytest.mark.slow
 def test_model_info(eagle_url):
     info = httpx.get(eagle_url + "/get_model_info").json()
     assert info["model_path"] == "/shared/kimi-k2.5-int4" and info["is_generation"] is True
@@ -72,6 +76,7 @@ def _metric(text: str, name: str) -> float:
     raise AssertionError(f"{name} not in /metrics")
 
 
+@pytest.mark.slow
 def test_metrics_exposition(eagle_url):
     before = httpx.get(eagle_url + "/metrics").text
     meta = _generate(eagle_url, 30)
@@ -89,6 +94,7 @@ def test_metrics_exposition(eagle_url):
     assert 'model_name="/shared/kimi-k2.5-int4"' in text
 
 
+@pytest.mark.slow
 def test_metrics_404_without_enable_metrics():
     args = [a for a in CHART_COMMON if a != "--enable-metrics"]
     with running_sim(args, FAST) as url:
@@ -104,6 +110,7 @@ def _same(reported, rendered: str) -> bool:
     return str(reported) == rendered
 
 
+@pytest.mark.slow
 def test_live_server_echoes_every_rendered_flag_and_the_nccl_env():
     """What the benchmark's live-flag check relies on: rendered arm args/env == what /server_info reports."""
     from sglab.config import candidate_arm, load_stack
@@ -121,6 +128,7 @@ def test_live_server_echoes_every_rendered_flag_and_the_nccl_env():
     assert info["sglab_sim"]["nccl_env"] == {k: v for k, v in arm.env.items() if k.startswith("NCCL_")}
 
 
+@pytest.mark.slow
 def test_step_time_dict_with_sglang_record_step_time():
     from sglab.sim import timing
     from sglab.sim.profile import SimProfile
@@ -133,6 +141,7 @@ def test_step_time_dict_with_sglang_record_step_time():
     assert steps[0] == pytest.approx(timing.decode_step_ms(SimProfile(), 1, 1.0) / 1000 / 50)
 
 
+@pytest.mark.slow
 def test_metrics_parse_with_the_prometheus_client_parser(eagle_url):
     from prometheus_client.parser import text_string_to_metric_families
 

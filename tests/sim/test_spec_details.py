@@ -41,12 +41,14 @@ def _chat(url: str, **extra) -> dict:
     return response.json()
 
 
+@pytest.mark.slow
 def test_chat_non_streaming_details(eagle_url):
     body = _chat(eagle_url, return_spec_tokens_details=True)
     _check_identities(body["sglext"]["spec_tokens_details"], body["usage"]["completion_tokens"])
     assert "sglext" not in _chat(eagle_url)  # only when asked
 
 
+@pytest.mark.slow
 def test_completion_non_streaming_details_with_the_openai_client(eagle_url):
     client = openai.OpenAI(base_url=eagle_url + "/v1", api_key="unused", max_retries=0)
     result = client.completions.create(model=MODEL, prompt="a b c", max_tokens=40,
@@ -59,6 +61,7 @@ def test_completion_non_streaming_details_with_the_openai_client(eagle_url):
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
     ("/v1/completions", {"prompt": "hello there"}),
 ])
+@pytest.mark.slow
 def test_stream_sends_details_after_the_finish_chunk_and_before_usage(eagle_url, route, payload):
     body = {"model": MODEL, **payload, "max_tokens": 45, "ignore_eos": True, "stream": True,
             "stream_options": {"include_usage": True}, "return_spec_tokens_details": True}
@@ -72,16 +75,19 @@ def test_stream_sends_details_after_the_finish_chunk_and_before_usage(eagle_url,
     _check_identities(ext["sglext"]["spec_tokens_details"], usage["usage"]["completion_tokens"])
 
 
+@pytest.mark.slow
 def test_bad_flag_type_is_a_400(eagle_url):
     response = httpx.post(eagle_url + "/v1/chat/completions", json={
         "model": MODEL, "messages": [{"role": "user", "content": "x"}], "return_spec_tokens_details": "yes"})
     assert response.status_code == 400 and "return_spec_tokens_details" in response.json()["message"]
 
 
+@pytest.mark.slow
 def test_no_details_without_speculation(baseline_url):
     assert "sglext" not in _chat(baseline_url, return_spec_tokens_details=True)
 
 
+@pytest.mark.slow
 def test_metrics_window_accept_length_equals_the_requests_own(eagle_url):
     """Δgeneration_tokens / Δspec_verify_calls over a window = Σ completion / Σ verify of its requests."""
     before = httpx.get(eagle_url + "/metrics").text
@@ -94,6 +100,7 @@ def test_metrics_window_accept_length_equals_the_requests_own(eagle_url):
     assert '# TYPE sglang:spec_verify_calls_total counter' in after
 
 
+@pytest.mark.slow
 def test_counters_grow_when_a_request_finishes():
     """As in SGLang, a running request's tokens are not in the counters until it ends."""
     with running_sim(CHART_COMMON + EAGLE_2STEP, {"SGLAB_SIM_TIME_SCALE": "2"}) as url:

@@ -212,6 +212,7 @@ def test_a_calibrated_waves_job_reads_the_calibration_steps_sealed_block_and_rac
     assert record["calibration_rounds"] == 3 and len(record["calibration"]) == 2
 
 
+@pytest.mark.slow
 def test_a_url_that_serves_another_config_is_refused_before_any_round(root, tmp_path, capfd):
     name = wave_stack(root, wave=1)
     loaded = load_stack(name, root)

@@ -126,6 +126,7 @@ def test_login_attempts_are_rate_limited_per_client(tmp_path):
             assert user.get("/stats/requests").status_code == 200
 
 
+@pytest.mark.slow
 def test_open_bind_without_login_is_refused(tmp_path):
     out = run_to_exit(sglab_ui_command(free_port(), "--web-host", "0.0.0.0"), child_env(tmp_path), timeout_s=60)
     assert out.returncode == 2, out
@@ -166,6 +167,7 @@ def test_login_limiter_window_slides_and_success_clears():
     assert limiter.retry_after_s("a") is None
 
 
+@pytest.mark.slow
 def test_login_without_the_ui_plugin_is_refused(tmp_path):
     """The login lives in the UI plugin: plain `-f loadtests/locustfile.py --web-login` must not serve unprotected."""
     env = child_env(tmp_path, {"SGLAB_UI_PASSWORD": PASSWORD})

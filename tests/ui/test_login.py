@@ -31,6 +31,7 @@ def test_sglab_ui_refuses_login_without_password(tmp_path):
     assert "starting simulators" not in out.stdout
 
 
+@pytest.mark.slow
 def test_plain_locust_refuses_login_without_password(tmp_path):
     """The cluster master runs plain locust --web-login: without the password it must not serve."""
     out = run_to_exit(locust_command("--web-login", "--web-host", "127.0.0.1", "--web-port", str(free_port())),
@@ -39,6 +40,7 @@ def test_plain_locust_refuses_login_without_password(tmp_path):
     assert "SGLAB_UI_PASSWORD" in out.stderr
 
 
+@pytest.mark.slow
 def test_login_required_when_enabled(tmp_path):
     env = {"SGLAB_UI_USERNAME": "admin", "SGLAB_UI_PASSWORD": PASSWORD}
     with plain_locust(tmp_path, "--web-login", "--baseline-url", "http://127.0.0.1:9", "--candidate-url",
@@ -68,6 +70,7 @@ def test_login_required_when_enabled(tmp_path):
             assert user.get("/sglab/result.json").status_code == 404  # logged in; no test has run yet
 
 
+@pytest.mark.slow
 def test_login_off_serves_without_credentials(tmp_path):
     with plain_locust(tmp_path, "--baseline-url", "http://127.0.0.1:9", "--candidate-url", "http://127.0.0.1:9") as ui:
         assert httpx.get(ui.url + "/", timeout=10).status_code == 200

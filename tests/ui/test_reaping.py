@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 from proctree import cmdline, describe, descendants, kill_all, wait_gone
 
 from .harness import sglab_ui
 
 
+@pytest.mark.slow
 def test_sigkill_of_sglab_ui_leaves_no_process(tmp_path):
     tree: list[int] = []
     try:
