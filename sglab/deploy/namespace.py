@@ -199,6 +199,7 @@ def tenancy_lines(stack: StackConfig, stack_name: str) -> list[str]:
         lines.append(f"api keys: the servers read --api-key and --admin-api-key from Secret {keys.secret} (keys "
                      f"{keys.api_key_key}, {keys.admin_api_key_key}) in {stack.namespace}; create it before pulumi "
                      "up (docs/production.md)")
+    lines.append(images_line(stack))
     priority = stack.placement.priority_class_name
     if priority:
         lines.append(f"priority: {priority} for the servers and the pods beside them; if its value is above other "
@@ -207,6 +208,46 @@ def tenancy_lines(stack: StackConfig, stack_name: str) -> list[str]:
     else:
         lines.append("priority: the cluster's default (no priority class: preempts no other tenant)")
     return lines
+
+
+def stack_images(stack: StackConfig) -> dict[str, list[str]]:
+    """image -> the stack keys that set it, for every image the stack's pods may run: the servers, the project
+    image's pods (the benchmark Job, Locust, the preflight, the judge and the watch) and the endpoint picker."""
+    from sglab.config.arms import baseline_arm, candidate_arm
+
+    images: dict[str, list[str]] = {}
+
+    def add(image: str, key: str) -> None:
+        keys = images.setdefault(image, [])
+        if key not in keys:
+            keys.append(key)
+
+    add(baseline_arm(stack).image, "image")
+    candidate = candidate_arm(stack).image
+    add(candidate, "image" if candidate == stack.image else "candidate.confounds.image")
+    add(stack.project_image, "project-image")
+    if stack.benchmark_job.image:
+        add(stack.benchmark_job.image, "benchmark-job.image")
+    if stack.locust.image:
+        add(stack.locust.image, "locust.image")
+    if stack.serving is not None and stack.serving.gateway.inference_pool:
+        add(stack.serving.gateway.endpoint_picker.image, "serving.gateway.endpoint-picker.image")
+    return images
+
+
+def images_line(stack: StackConfig) -> str:
+    """How each image is pinned: a tag can be moved to other bits, so two pods of one revision (a canary's pod and a
+    node's later pull of the stable one) could run different code; a digest cannot."""
+    parts, tags = [], 0
+    for image, keys in stack_images(stack).items():
+        pinned = "@sha256:" in image
+        tags += not pinned
+        parts.append(f"{image} ({', '.join(keys)}): {'pinned by digest' if pinned else 'a tag'}")
+    line = "images: " + "; ".join(parts)
+    if tags and stack.production:
+        line += (" -- production runs what a tag points to when a pod starts: pin each by digest "
+                 "(name:tag@sha256:<digest>; `docker buildx imagetools inspect <image>` prints it)")
+    return line
 
 
 def declare_namespace(dep: Any) -> None:
