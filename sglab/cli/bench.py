@@ -24,7 +24,7 @@ from sglab.config.loadplan import LoadPlan, PromptSpec, RateSpec, TraceSpec
 from sglab.config.policy import PromotionPolicy
 from sglab.core.children import MAX_LOCUST_WORKERS, worker_count_problem
 from sglab.core.errors import INTERRUPTED, UNDECIDED, USAGE, guess
-from sglab.core.untrusted import printable
+from sglab.core.untrusted import is_control, printable
 from sglab.load.schedule import QUICK_PLAN, QUICK_SIM_TIME_SCALE
 from sglab.sglang.sim_knobs import SIM_KNOBS, is_sim_env
 
@@ -253,6 +253,9 @@ def _sim_env(pairs: list[str], time_scale: float | None) -> dict[str, str]:
             near = guess(key, known)
             raise UsageError(f"--sim-env {key}: the simulator has no such knob"
                              + (f" (did you mean {near}?)" if near else f"; knobs: {', '.join(known)}"))
+        if any(is_control(ch) for ch in value):  # it is recorded in the result, which holds no such character
+            raise UsageError(f"--sim-env {key}: the value {value!r} holds a control or invisible character; give "
+                             "plain text")
         env[key] = value
     if "SGLAB_SIM_TIME_SCALE" in env:  # the same bound as --time-scale's
         try:

@@ -60,7 +60,7 @@ import httpx
 
 from sglab.config.arms import ArmSpec
 from sglab.core.children import PARENT_PID_ENV, free_port, spawn, stop_all
-from sglab.core.untrusted import printable
+from sglab.core.untrusted import is_control, printable
 from sglab.schema.result import ArmMachine
 from sglab.sglang.client import ServerInfo, flush_cache, read_accept_length, spec_counters
 from sglab.sglang.env import without_server_env
@@ -202,10 +202,29 @@ def start_sims(arms: list[ArmSpec], *, extra_env: dict[str, str] | None = None, 
     return targets
 
 
+MAX_URL_CHARS = 2048
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` is not a server's plain http(s) URL, or None: it is requested, recorded in the result and
+    printed, so it is checked where it enters."""
+    if len(url) > MAX_URL_CHARS:
+        return f"is {len(url)} characters long; give at most {MAX_URL_CHARS}"
+    if any(is_control(ch) or ch.isspace() for ch in url):
+        return "holds a control, invisible or space character; give the plain URL"
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("http", "https") or not rest.split("/", 1)[0]:
+        return "is not a server's URL; give http://HOST:PORT (or https://)"
+    return None
+
+
 def given_urls(urls: dict[str, str], *, timeout_s: float = 10.0) -> Targets:
     """The arms at these URLs once each answers /health; a URL with credentials is refused before it is used,
     recorded (result.target.urls) or printed."""
     for arm, url in urls.items():
+        problem = url_problem(url)
+        if problem is not None:
+            raise TargetError(f"the {printable(arm, limit=40)} URL {printable(url, limit=120)} {problem}")
         if has_url_credentials(url) or credential_kind(url):
             raise TargetError(f"the {printable(arm, limit=40)} URL holds credentials "
                               f"({printable(redact_url_credentials(url), limit=120)}), which the result would record "

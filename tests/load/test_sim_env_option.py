@@ -15,3 +15,8 @@ def test_a_declared_knob_is_passed_through():
 def test_an_unknown_knob_is_refused_with_a_guess():
     with pytest.raises(UsageError, match="SGLAB_SIM_EROR_RATE.*SGLAB_SIM_ERROR_RATE"):
         _sim_env(["SGLAB_SIM_EROR_RATE=0.2"], None)
+
+
+def test_a_value_with_a_control_character_is_refused_before_anything_starts():
+    with pytest.raises(UsageError, match=r"--sim-env SGLAB_SIM_NODE: .*control"):
+        _sim_env(["SGLAB_SIM_NODE=n\x1b[31mX"], None)
