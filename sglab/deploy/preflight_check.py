@@ -6,7 +6,8 @@ The preflight Job (sglab/deploy/preflight.py) ships this file and a spec in a Co
 1. every arm's exact launch args through SGLang's own argument parser (`ServerArgs.add_cli_args` on an argparse
    parser, what `python -m sglang.launch_server` builds), so a flag this SGLang does not know, or a value it
    refuses, stops `pulumi up` before a server is replaced; `$(LWS_...)` rank wiring is expanded as Kubernetes
-   would (rank 0);
+   would (rank 0); then through its value checks (`ServerArgs.resolve_once` with `--device cuda`, as on the GPU
+   node: what needs the GPU itself takes its no-GPU defaults, as in tests/sglang_contract/);
 2. the model and draft paths exist on the mounted volume and hold a config.json;
 3. their config.json `architectures` are ones this SGLang registers: the registry (sglang/srt/models/registry.py)
    collects every `EntryClass` of the modules in sglang/srt/models (or SGLANG_EXTERNAL_MODEL_PACKAGE's), less
@@ -143,6 +144,39 @@ def _model_impl(args: list[str]) -> str:
     return "auto"
 
 
+def _flag_value(args: list[str], flag: str) -> str | None:
+    for i, token in enumerate(args[:-1]):
+        if token == flag:
+            return args[i + 1]
+    return None
+
+
+def resolve_with_sglang(args: list[str], env: dict[str, str]) -> str | None:
+    """The problem SGLang's own value checks find in args its parser took, or None: `ServerArgs.resolve_once`
+    (the post-init checks: speculative handlers per algorithm, adaptive tiers, draft and target config reads), run
+    with `--device cuda` as on the GPU node, the arm's env set. An SGLang without resolve_once: None (not checked)."""
+    from sglang.srt.server_args import prepare_server_args
+
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        try:
+            server_args = prepare_server_args([*args, "--device", "cuda"])
+        except SystemExit:  # the parser already passed these args; a flag that reads a file may still exit
+            return "SGLang's argument preparation exited"
+        resolve = getattr(server_args, "resolve_once", None)
+        if resolve is None:
+            return None
+        try:
+            resolve()
+        except Exception as exc:  # SGLang's checks raise ValueError, AssertionError, NotImplementedError, ...
+            return f"{type(exc).__name__}: {exc}"
+        return None
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def run(spec: dict, env: dict[str, str]) -> tuple[list[str], list[str]]:
     """(problems, notes) for the whole spec: every arm's args, then every model path."""
     problems: list[str] = []
@@ -150,10 +184,22 @@ def run(spec: dict, env: dict[str, str]) -> tuple[list[str], list[str]]:
     values = {**RANK_DEFAULTS, **env}
     try:
         for arm in spec["arms"]:
-            problem = parse_with_sglang(expand(list(arm["args"]), values))
+            args = expand(list(arm["args"]), values)
+            problem = parse_with_sglang(args)
             if problem is not None:
                 problems.append(f"arm {arm['name']}: SGLang's launch_server parser refuses the launch command: "
                                 f"{problem}; fix the stack key behind that flag (sglab validate --stack "
+                                f"{spec['stack']} shows the command), or use an image whose SGLang accepts it")
+                continue
+            model = _flag_value(args, "--model-path")
+            if model is None or not model.startswith("/"):  # a hub id: resolution would download its config
+                skipped = f"arm {arm['name']}: SGLang's value checks skipped (the model is not a mounted path)"
+                notes.append(skipped)
+                continue
+            problem = resolve_with_sglang(args, {**values, **arm.get("env", {})})
+            if problem is not None:
+                problems.append(f"arm {arm['name']}: SGLang's own value checks (ServerArgs resolution) refuse the "
+                                f"launch command: {problem}; fix the stack key behind it (sglab validate --stack "
                                 f"{spec['stack']} shows the command), or use an image whose SGLang accepts it")
     except ImportError as exc:
         problems.append(f"the server image {spec['image']} has no importable sglang ({exc}); set sglab:image to an "

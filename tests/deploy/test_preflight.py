@@ -27,6 +27,7 @@ from sglab.deploy import preflight_check as check
 from sglab.deploy.plan import arm_releases
 from sglab.deploy.preflight import MOUNT, preflight_plan
 from pulumi_harness import run_program
+from sglang_contract.conftest import fixture_args
 
 JOB = "kubernetes:batch/v1:Job"
 CHART = "kubernetes:helm.sh/v4:Chart"
@@ -136,6 +137,20 @@ class ServerArgs:
         parser.add_argument("--node-rank", type=int, default=0)
         parser.add_argument("--dist-init-addr")
         parser.add_argument("--model-impl", default="auto")
+        parser.add_argument("--device", default=None)
+
+    def resolve_once(self):  # SGLang's post-init value checks, one rule standing in for them
+        if self.tp_size == 3:
+            raise ValueError("tp_size 3 does not divide the attention heads")
+
+
+def prepare_server_args(argv):
+    import argparse
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    args = ServerArgs()
+    args.__dict__.update(vars(parser.parse_args(argv)))
+    return args
 '''
 
 
@@ -177,6 +192,19 @@ def test_a_good_stack_passes(image):
             "--dist-init-addr", "$(LWS_LEADER_ADDRESS):20000"]
     problems, notes = check.run(spec(image / "weights", args, args), {})
     assert problems == [] and notes == []
+
+
+def test_a_value_the_parser_takes_but_sglangs_own_checks_refuse_fails_naming_its_arm(image):
+    good = ["--model-path", "/m", "--tp-size", "16"]
+    problems, notes = check.run(spec(image / "weights", good, ["--model-path", "/m", "--tp-size", "3"]), {})
+    assert notes == [] and len(problems) == 1
+    assert problems[0].startswith("arm arm1: SGLang's own value checks (ServerArgs resolution) refuse")
+    assert "ValueError: tp_size 3 does not divide the attention heads" in problems[0]
+
+
+def test_a_hub_model_id_is_not_resolved_and_says_so(image):
+    problems, notes = check.run(spec(image / "weights", ["--model-path", "org/model", "--tp-size", "3"]), {})
+    assert problems == [] and notes == ["arm arm0: SGLang's value checks skipped (the model is not a mounted path)"]
 
 
 def test_every_problem_is_reported_with_its_fix(image, tmp_path):
@@ -244,9 +272,11 @@ SHIPPED_GPU_STACKS = ("eagle-nccl-ll", "eagle-default", "article-replay", "produ
 
 
 def test_the_real_parser_accepts_every_shipped_launch_command(tmp_path):
-    """What the preflight Job runs, with SGLang's own parser and model registry: every arm of every shipped GPU
-    stack (the sweep's first wave too) passes against checkpoint dirs holding Kimi-K2.5's architectures, and a
-    flag SGLang does not know fails, naming its arm. One process: importing sglang takes tens of seconds."""
+    """What the preflight Job runs, with SGLang's own parser, value checks and model registry: every arm of every
+    shipped GPU stack (the sweep's first wave too) passes against checkpoint dirs holding Kimi-K2.5's architectures
+    (their configs, as the contract test's fixtures give them, for SGLang's resolution), a flag SGLang does not know
+    fails, and so does a value its parser takes but its resolution refuses, each naming its arm. One process:
+    importing sglang takes tens of seconds."""
     python = sglang_python()
     if python is None:
         pytest.skip("the pinned SGLang's venv (.venv-sglang) is built by `make test` (tools/sglang-contract-venv.sh)")
@@ -259,7 +289,7 @@ def test_the_real_parser_accepts_every_shipped_launch_command(tmp_path):
             sweep = {**json.loads(json.dumps(loaded.raw["sweep"])), "wave": 1}
             loaded = load_mapping(name, loaded.path, {**json.loads(json.dumps(loaded.raw)), "sweep": sweep})
         (spec,) = specs(loaded.config, name, arm_releases(loaded.config, name)).values()
-        arms += [{**arm, "name": f"{name}/{arm['name']}"} for arm in spec["arms"]]
+        arms += [{**arm, "name": f"{name}/{arm['name']}", "args": fixture_args(arm["args"])} for arm in spec["arms"]]
     paths = []
     for key, arch in (("model.path", "KimiK25ForConditionalGeneration"),
                       ("candidate.speculative.draft-model-path", "Eagle3DeepseekV2ForCausalLM")):
@@ -267,13 +297,17 @@ def test_the_real_parser_accepts_every_shipped_launch_command(tmp_path):
         (tmp_path / key / "config.json").write_text(json.dumps({"architectures": [arch]}))
         paths.append({"key": key, "path": str(tmp_path / key)})
     bad = {**arms[0], "name": "bad", "args": [*arms[0]["args"], "--no-such-sglang-flag"]}
-    spec = {"stack": "shipped", "image": "pinned", "arms": [*arms, bad], "paths": paths}
+    refused = {**arms[0], "name": "refused", "args": [*arms[0]["args"], "--speculative-algorithm", "MEDUSA"]}
+    spec = {"stack": "shipped", "image": "pinned", "arms": [*arms, bad, refused], "paths": paths}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     log = tmp_path / "log"
     done = subprocess.run([str(python), check.__file__, "--spec", str(tmp_path / "spec.json"), "--termination-log",
                            str(log)], capture_output=True, text=True, timeout=900)
     assert done.returncode == 1, done.stdout + done.stderr
     assert len(arms) >= 11
-    assert log.read_text().startswith("preflight failed (1 problem):")  # only the bad arm
-    assert "arm bad: SGLang's launch_server parser refuses" in log.read_text()
-    assert "unrecognized arguments: --no-such-sglang-flag" in log.read_text()
+    text = log.read_text()
+    assert text.startswith("preflight failed (2 problems):"), text  # only the two bad arms
+    assert "arm bad: SGLang's launch_server parser refuses" in text
+    assert "unrecognized arguments: --no-such-sglang-flag" in text
+    assert "arm refused: SGLang's own value checks (ServerArgs resolution) refuse" in text
+    assert "Unknown speculative algorithm name: MEDUSA" in text
