@@ -169,19 +169,22 @@ def test_a_bad_dataset_in_the_stack_exits_2_without_a_traceback(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_quick_bench_with_the_suite_on_the_simulator_is_complete_with_categories(tmp_path: Path) -> None:
+def test_a_short_suite_bench_on_the_simulator_is_complete_and_labels_each_request_by_category(tmp_path: Path) -> None:
     stacks = _stack_dir(tmp_path, "    prompts:\n      source: suite\n")
     out = tmp_path / "results"
     proc = _bench(stacks, out, "--quick", "--rounds", "4")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = run_dirs(out, "eagle-nccl-ll")
     result = load(run_dir)
+    suite = build_prompts(PromptSpec(source="suite"))
     assert result["complete"] is True and result["load_plan"]["endpoint"] == "chat"
     assert result["load_plan"]["prompts"]["source"] == "suite" and result["load_plan"]["natural_stop"] is False
     for level in result["levels"]:
         samples = [s for s in level["requests"] if not s["warmup"]]
         assert samples and all(s["error"] is None for s in samples)
-        assert {s["category"] for s in samples} == set(SUITE_CATEGORIES)
+        # each request is labelled with its own prompt's category (the suite's interleaving of all seven is the
+        # unit test's above: how many of them a 4-round level reaches is the machine's pace)
+        assert all(s["category"] == suite[s["prompt_index"]].category for s in samples)
         for s in samples:
             assert s["output_tokens"] == s["expected_output_tokens"]  # fixed length: exactly the suite's own
         rounds = {(s["round_index"], s["arm"]) for s in samples}
