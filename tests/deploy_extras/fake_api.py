@@ -1,8 +1,9 @@
 """A tiny stand-in for the Kubernetes API server's ConfigMap endpoints, served on 127.0.0.1.
 
 Enough for the real `kubernetes` client to list (with a label selector), read, create and replace
-ConfigMaps, and to read and patch PodDisruptionBudgets; every request is recorded so tests can assert what
-the client asked for.
+ConfigMaps, to read and patch PodDisruptionBudgets (a patch that names a resourceVersion other than the
+budget's is refused with 409 Conflict, as the API server refuses it), and to read pods by name; every request is
+recorded so tests can assert what the client asked for.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class FakeConfigMapApi:
     def __init__(self) -> None:
         self.configmaps: dict[tuple[str, str], dict] = {}
         self.pdbs: dict[tuple[str, str], dict] = {}  # PodDisruptionBudgets (policy/v1): get and patch
+        self.pods: dict[tuple[str, str], dict] = {}  # pods (v1): get by name
         self.requests: list[tuple[str, str, dict]] = []
         self.content_types: list[str] = []
         api = self
@@ -62,8 +64,18 @@ class FakeConfigMapApi:
                     if key not in api.pdbs:
                         return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
                     if method == "PATCH":
+                        meta = api.pdbs[key]["metadata"]
+                        wanted = (body or {}).get("metadata", {}).pop("resourceVersion", None)
+                        if wanted is not None and wanted != meta["resourceVersion"]:
+                            return self._send(409, {"kind": "Status", "code": 409, "reason": "Conflict"})
                         _merge(api.pdbs[key], body or {})
+                        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
                     return self._send(200, api.pdbs[key]) if method in ("GET", "PATCH") else self._send(405, {})
+                if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 6 and parts[4] == "pods" \
+                        and method == "GET":
+                    pod = api.pods.get((parts[3], parts[5]))
+                    return self._send(200, pod) if pod else self._send(
+                        404, {"kind": "Status", "code": 404, "reason": "NotFound"})
                 if parts[:3] != ["api", "v1", "namespaces"] or len(parts) < 5 or parts[4] != "configmaps":
                     return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
                 namespace = parts[3]
@@ -134,9 +146,15 @@ class FakeConfigMapApi:
 
     def add_pdb(self, namespace: str, name: str, max_unavailable: int) -> None:
         self.pdbs[(namespace, name)] = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                                        "metadata": {"name": name, "namespace": namespace},
+                                        "metadata": {"name": name, "namespace": namespace, "resourceVersion": "1"},
                                         "spec": {"maxUnavailable": max_unavailable,
                                                  "unhealthyPodEvictionPolicy": "AlwaysAllow"}}
+
+    def add_pod(self, namespace: str, name: str, phase: str = "Running") -> None:
+        self.pods[(namespace, name)] = {"apiVersion": "v1", "kind": "Pod",
+                                        "metadata": {"name": name, "namespace": namespace},
+                                        "spec": {"containers": [{"name": "bench", "image": "sglab"}]},
+                                        "status": {"phase": phase}}
 
     def api_client(self) -> client.ApiClient:
         configuration = client.Configuration()

@@ -1,6 +1,8 @@
 """The benchmark Job's disruption guard against a real `kubernetes` client and a fake API server on 127.0.0.1: it
-holds the arms' PodDisruptionBudgets at 0 while the benchmark runs and lowers them when it is told to stop, also
-as a process stopped by SIGTERM (what the kubelet sends a native sidecar when the Job's main container ends)."""
+holds the arms' PodDisruptionBudgets at 0 while the benchmark runs, on a lease it renews, and lowers them when it
+is told to stop, also as a process stopped by SIGTERM (what the kubelet sends a native sidecar when the Job's main
+container ends). Its reaper releases a hold whose guard died without one: a lapsed lease, a holder pod that is gone
+or has ended; it leaves a live holder and an unheld budget alone."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 
+import pytest
 from kubernetes import client
 
-from sglab.deploy.disruption_guard import HELD_BY, run
+from sglab.deploy.disruption_guard import HELD_BY, HELD_UNTIL, reap, run
 
 from .fake_api import FakeConfigMapApi
 
@@ -85,3 +89,184 @@ def test_the_guard_process_lets_go_on_sigterm(tmp_path):
         assert process.returncode == 0, err
         assert [budget(fake, n) for n in BUDGETS] == [(1, None)] * 2
         assert "released" in out
+
+
+def lease_of(api: FakeConfigMapApi, name: str) -> str | None:
+    return (api.pdbs[(NS, name)]["metadata"].get("annotations") or {}).get(HELD_UNTIL)
+
+
+def rfc3339(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_the_guard_leases_its_hold_and_renews_the_lease_while_it_holds(tmp_path, monkeypatch):
+    monkeypatch.setenv("POD_NAME", "sglab-bench-abc-xyz")
+    with FakeConfigMapApi() as fake:
+        for name in BUDGETS:
+            fake.add_pdb(NS, name, 1)
+        stop, ready, codes = threading.Event(), tmp_path / "held", []
+        guard = threading.Thread(target=lambda: codes.append(run(
+            BUDGETS, 1, namespace=NS, ready_file=str(ready), api=client.PolicyV1Api(fake.api_client()), stop=stop,
+            lease_s=1.5)))  # renewed every 0.5 s
+        guard.start()
+        try:
+            wait_for(ready)
+            first = [lease_of(fake, n) for n in BUDGETS]
+            now = datetime.now(timezone.utc)
+            for until in first:  # an RFC 3339 UTC time, a lease length ahead
+                held_until = datetime.strptime(until, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+                assert now - timedelta(seconds=1) < held_until <= now + timedelta(seconds=3), until
+            deadline = time.monotonic() + 10
+            while not all(lease_of(fake, n) > f for n, f in zip(BUDGETS, first)):
+                assert time.monotonic() < deadline, "the lease was never renewed"
+                time.sleep(0.1)
+            assert [budget(fake, n) for n in BUDGETS] == [(0, "sglab-bench-abc-xyz")] * 2  # still held, by it
+        finally:
+            stop.set()
+            guard.join(20)
+        assert codes == [0]
+        assert [budget(fake, n) for n in BUDGETS] == [(1, None)] * 2
+        assert [lease_of(fake, n) for n in BUDGETS] == [None, None]  # the release removes the lease too
+
+
+def test_a_guard_whose_hold_was_reaped_stops_renewing_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("POD_NAME", "sglab-bench-abc-xyz")
+    with FakeConfigMapApi() as fake:
+        for name in BUDGETS:
+            fake.add_pdb(NS, name, 1)
+        stop, ready = threading.Event(), tmp_path / "held"
+        guard = threading.Thread(target=lambda: run(
+            BUDGETS, 1, namespace=NS, ready_file=str(ready), api=client.PolicyV1Api(fake.api_client()), stop=stop,
+            lease_s=0.6))
+        guard.start()
+        try:
+            wait_for(ready)
+            client.PolicyV1Api(fake.api_client()).patch_namespaced_pod_disruption_budget(  # as the reaper releases
+                BUDGETS[0], NS, {"metadata": {"annotations": {HELD_BY: None, HELD_UNTIL: None}},
+                                 "spec": {"maxUnavailable": 1}})
+            time.sleep(1.0)  # several renewals
+            assert budget(fake, BUDGETS[0]) == (1, None) and lease_of(fake, BUDGETS[0]) is None  # not taken back
+            assert budget(fake, BUDGETS[1]) == (0, "sglab-bench-abc-xyz")  # the other one it still holds
+        finally:
+            stop.set()
+            guard.join(20)
+        assert "no longer held by sglab-bench-abc-xyz" in capsys.readouterr().err
+
+
+def held(fake: FakeConfigMapApi, name: str, holder: str, until: datetime | None) -> None:
+    fake.add_pdb(NS, name, 0)
+    annotations = {HELD_BY: holder}
+    if until is not None:
+        annotations[HELD_UNTIL] = rfc3339(until)
+    fake.pdbs[(NS, name)]["metadata"]["annotations"] = annotations
+
+
+def reaped(fake: FakeConfigMapApi, capsys, policy=None) -> tuple[int, str]:
+    code = reap(["sglang-baseline"], 1, namespace=NS, api=policy or client.PolicyV1Api(fake.api_client()),
+                core_api=fake.core_api())
+    return code, capsys.readouterr().out
+
+
+SOON = timedelta(minutes=4)
+
+
+def test_the_reaper_releases_a_hold_whose_holder_pod_is_gone(capsys):
+    with FakeConfigMapApi() as fake:
+        held(fake, "sglang-baseline", "sglab-bench-abc-xyz", datetime.now(timezone.utc) + SOON)  # force-deleted
+        code, out = reaped(fake, capsys)
+        assert code == 0
+        assert budget(fake, "sglang-baseline") == (1, None) and lease_of(fake, "sglang-baseline") is None
+        assert "released" in out and "sglab-bench-abc-xyz" in out and "no longer exists" in out
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_the_reaper_releases_a_hold_whose_holder_pod_has_ended(capsys, phase):
+    with FakeConfigMapApi() as fake:
+        held(fake, "sglang-baseline", "sglab-bench-abc-xyz", datetime.now(timezone.utc) + SOON)
+        fake.add_pod(NS, "sglab-bench-abc-xyz", phase)
+        code, out = reaped(fake, capsys)
+        assert code == 0 and budget(fake, "sglang-baseline") == (1, None)
+        assert "released" in out and phase in out
+
+
+def test_the_reaper_releases_an_expired_lease_even_while_its_pod_still_shows_running(capsys):
+    """A lost node: its pods keep phase Running in the API while nothing on them runs."""
+    with FakeConfigMapApi() as fake:
+        held(fake, "sglang-baseline", "sglab-bench-abc-xyz", datetime.now(timezone.utc) - timedelta(minutes=1))
+        fake.add_pod(NS, "sglab-bench-abc-xyz", "Running")
+        code, out = reaped(fake, capsys)
+        assert code == 0
+        assert budget(fake, "sglang-baseline") == (1, None) and lease_of(fake, "sglang-baseline") is None
+        assert "released" in out and "lease" in out
+
+
+def test_the_reaper_leaves_a_live_holder_within_its_lease_alone(capsys):
+    with FakeConfigMapApi() as fake:
+        until = datetime.now(timezone.utc) + SOON
+        held(fake, "sglang-baseline", "sglab-bench-abc-xyz", until)
+        fake.add_pod(NS, "sglab-bench-abc-xyz", "Running")
+        code, out = reaped(fake, capsys)
+        assert code == 0
+        assert budget(fake, "sglang-baseline") == (0, "sglab-bench-abc-xyz")
+        assert lease_of(fake, "sglang-baseline") == rfc3339(until)
+        assert not [r for r in fake.requests if r[0] == "PATCH"]
+        assert "left alone" in out and "sglab-bench-abc-xyz" in out
+
+
+def test_the_reaper_leaves_an_unheld_budget_alone(capsys):
+    with FakeConfigMapApi() as fake:
+        fake.add_pdb(NS, "sglang-baseline", 1)
+        code, out = reaped(fake, capsys)
+        assert code == 0 and budget(fake, "sglang-baseline") == (1, None)
+        assert [(m, p) for m, p, _ in fake.requests] == [
+            ("GET", f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/sglang-baseline")]  # no pod read, no patch
+        assert "not held" in out and "left alone" in out
+
+
+def test_a_lease_renewed_while_the_reaper_decides_is_left_alone(capsys):
+    """The reaper releases only the budget it read: a holder that renews in between wins (409 Conflict)."""
+    with FakeConfigMapApi() as fake:
+        held(fake, "sglang-baseline", "sglab-bench-abc-xyz", datetime.now(timezone.utc) - timedelta(seconds=1))
+        renewed = rfc3339(datetime.now(timezone.utc) + SOON)
+
+        class RenewedMeanwhile(client.PolicyV1Api):
+            def read_namespaced_pod_disruption_budget(self, name, namespace, **kwargs):
+                pdb = super().read_namespaced_pod_disruption_budget(name, namespace, **kwargs)
+                client.PolicyV1Api(fake.api_client()).patch_namespaced_pod_disruption_budget(
+                    name, namespace, {"metadata": {"annotations": {HELD_UNTIL: renewed}}})  # the guard renews
+                return pdb
+
+        code, out = reaped(fake, capsys, RenewedMeanwhile(fake.api_client()))
+        assert code == 0
+        assert budget(fake, "sglang-baseline") == (0, "sglab-bench-abc-xyz")
+        assert lease_of(fake, "sglang-baseline") == renewed
+        assert "renewed" in out and "left alone" in out
+
+
+def test_the_reaper_process_says_what_it_did_to_each_budget(tmp_path):
+    with FakeConfigMapApi() as fake:
+        held(fake, "sglang-baseline", "sglab-bench-gone", datetime.now(timezone.utc) + SOON)
+        fake.add_pdb(NS, "sglang-candidate", 1)
+        argv = [sys.executable, "-m", "sglab.deploy.disruption_guard", "--reap", "--release-to", "1",
+                "--namespace", NS, *[f"--pdb={n}" for n in BUDGETS]]
+        env = {**os.environ, "KUBECONFIG": str(fake.kubeconfig(tmp_path / "kubeconfig"))}
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert len(lines) == 2 and "sglang-baseline" in lines[0] and "released" in lines[0]
+        assert "sglang-candidate" in lines[1] and "not held" in lines[1]
+        assert [budget(fake, n) for n in BUDGETS] == [(1, None)] * 2
+
+
+def test_a_release_the_reaper_cannot_make_exits_1(capsys):
+    with FakeConfigMapApi() as fake:
+        held(fake, "sglang-baseline", "sglab-bench-gone", datetime.now(timezone.utc) + SOON)
+
+        class Refused(client.PolicyV1Api):
+            def patch_namespaced_pod_disruption_budget(self, *args, **kwargs):
+                raise client.ApiException(status=403, reason="Forbidden")
+
+        code = reap(["sglang-baseline"], 1, namespace=NS, api=Refused(fake.api_client()), core_api=fake.core_api())
+        assert code == 1
+        assert "could not release" in capsys.readouterr().err
+        assert budget(fake, "sglang-baseline") == (0, "sglab-bench-gone")
