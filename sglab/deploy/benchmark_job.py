@@ -17,9 +17,10 @@ baseline and the wave's arm Services instead, and the read-back exports the wave
 The pod runs as the project image's non-root user on a read-only root; it schedules where the stack's placement
 lets it (tolerations and priority class: on a tainted GPU-only pool it must still run), pulls with the stack's
 image pull secrets, and carries the label the servers' NetworkPolicy admits. The guard (a native sidecar,
-sglab/deploy/disruption_guard.py) holds the arms' PodDisruptionBudgets at 0 while the benchmark runs. The stack
-outputs (the verdict, per-level gains with their intervals, the break-even numbers) are read back from the
-result summary the Job stored.
+sglab/deploy/disruption_guard.py) holds the arms' PodDisruptionBudgets at 0 while the benchmark runs, on a lease;
+a CronJob beside the Job (the guard's reaper, with a Role of its own) releases a hold whose guard died without
+letting go. The stack outputs (the verdict, per-level gains with their intervals, the break-even numbers) are read
+back from the result summary the Job stored.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from sglab.config.arms import baseline_arm, candidate_arm
 from sglab.config.loader import NAMESPACE, load_stack, promotion_target_path
 from sglab.config.stack import StackConfig
 from sglab.core.paths import stacks_dir
-from sglab.deploy.disruption_guard import READY_DIR, READY_FILE
+from sglab.deploy.disruption_guard import LEASE_S, READY_DIR, READY_FILE
 from sglab.deploy.naming import (BENCH_SERVICE_ACCOUNT, PENDING, PROJECT_IMAGE_UID,  # noqa: F401 (re-exported)
                                  RESULT_CONFIGMAP_FLAG, SECRET_KEYS, arm_url)
 from sglab.deploy.objects import LOCKED_DOWN, common_labels, job_access, node_reader, support_pod_placement
@@ -121,15 +122,20 @@ def _restricted(**extra: Any) -> dict[str, Any]:
     return {**LOCKED_DOWN, "readOnlyRootFilesystem": True, **extra}
 
 
+def guard_command(stack: StackConfig, budgets: list[str], *flags: str) -> list[str]:
+    command = ["python", "-m", "sglab.deploy.disruption_guard", *flags, "--release-to",
+               str(stack.disruption_budget.max_unavailable)]
+    for name in budgets:
+        command += ["--pdb", name]
+    return command
+
+
 def guard_container(stack: StackConfig, budgets: list[str], scaled: list[str]) -> dict[str, Any]:
     """The native sidecar (restartPolicy Always): the benchmark container starts once its startup probe sees the
     budgets held; the kubelet stops it after the benchmark container, and it lets the budgets go."""
     # No hold limit of its own: when the Job ends (done, failed, or past activeDeadlineSeconds) the kubelet stops
     # the sidecar with SIGTERM, and it lets go (timeout-min stays out of the immutable pod template).
-    command = ["python", "-m", "sglab.deploy.disruption_guard", "--release-to",
-               str(stack.disruption_budget.max_unavailable)]
-    for name in budgets:
-        command += ["--pdb", name]
+    command = [*guard_command(stack, budgets), "--lease-s", str(LEASE_S)]
     for name in scaled:
         command += ["--scale-to-zero", name]
     return {
@@ -156,6 +162,12 @@ def api_key_env(stack: StackConfig) -> list[dict[str, Any]]:
     keys = stack.serving.api_keys
     return [{"name": env, "valueFrom": {"secretKeyRef": {"name": keys.secret, "key": key}}}
             for env, key in ((API_KEY_ENV, keys.api_key_key), (ADMIN_API_KEY_ENV, keys.admin_api_key_key))]
+
+
+def pod_security() -> dict[str, Any]:
+    """The pod's securityContext: the project image's non-root user, the runtime's seccomp profile."""
+    return {"runAsNonRoot": True, "runAsUser": PROJECT_IMAGE_UID, "runAsGroup": PROJECT_IMAGE_UID,
+            "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def bench_pod_template(stack: StackConfig, stack_name: str, *, command: list[str], stack_configmap: str,
@@ -187,8 +199,7 @@ def bench_pod_template(stack: StackConfig, stack_name: str, *, command: list[str
         "serviceAccountName": BENCH_SERVICE_ACCOUNT,
         "automountServiceAccountToken": True,
         "restartPolicy": "Never",
-        "securityContext": {"runAsNonRoot": True, "runAsUser": PROJECT_IMAGE_UID, "runAsGroup": PROJECT_IMAGE_UID,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": pod_security(),
         "containers": [container],
         "volumes": [{"name": "stack", "configMap": {"name": stack_configmap}},
                     {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}}],
@@ -198,6 +209,75 @@ def bench_pod_template(stack: StackConfig, stack_name: str, *, command: list[str
         spec["initContainers"] = [guard_container(stack, budgets, scaled or [])]
         spec["volumes"].append({"name": "guard", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
     return {"metadata": {"labels": pod_labels(stack, stack_name)}, "spec": spec}
+
+
+# The guard's reaper: a CronJob beside the Job that releases a hold whose guard died without letting go (its pod
+# force-deleted, its node lost: disruption_guard.py, "lease"). One per namespace, not per comparison: a hold left
+# by an earlier Job is as stuck as one left by this Job.
+REAPER = "sglab-guard-reaper"
+REAPER_SCHEDULE = "*/10 * * * *"
+REAPER_DEADLINE_S = 120  # a few API calls; a hung one is cut off and the next run tries again
+REAPER_TTL_S = 24 * 3600  # a failed run stays a day to be read (the history limits keep fewer anyway)
+
+
+@dataclass(frozen=True)
+class GuardReaper:
+    service_account: dict[str, Any]
+    role: dict[str, Any]
+    role_binding: dict[str, Any]
+    cron_job: dict[str, Any]
+
+    def manifests(self) -> list[dict[str, Any]]:
+        return [self.service_account, self.role, self.role_binding, self.cron_job]
+
+
+def reaper_rules(budgets: list[str]) -> list[dict[str, Any]]:
+    """get/patch exactly the held budgets; get pods (the holder's name is only known from the budget, so it cannot
+    be granted by name; no list)."""
+    return [{"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "resourceNames": list(budgets),
+             "verbs": ["get", "patch"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+
+
+def guard_reaper(stack: StackConfig, stack_name: str, budgets: list[str]) -> GuardReaper | None:
+    """Its ServiceAccount, Role, RoleBinding and CronJob, or None when no guard holds anything. The pod is the
+    Job's in image, pull secrets, placement and security; it carries no load generator label."""
+    if not budgets:
+        return None
+    ns = stack.namespace
+    labels = {**common_labels(stack_name), "app.kubernetes.io/component": "disruption-guard"}
+
+    def meta(name: str) -> dict[str, Any]:
+        return {"name": name, "namespace": ns, "labels": dict(labels)}
+
+    container = {
+        "name": "reaper",
+        "image": job_image(stack),
+        "imagePullPolicy": stack.image_pull_policy,
+        "command": guard_command(stack, budgets, "--reap"),
+        "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                {"name": "HOME", "value": "/tmp"}],
+        "resources": {"requests": {"cpu": GUARD_CPU, "memory": GUARD_MEMORY}, "limits": {"memory": GUARD_MEMORY}},
+        "securityContext": _restricted(),
+    }
+    own_labels = {"app.kubernetes.io/name": REAPER, "app.kubernetes.io/component": "disruption-guard",
+                  "app.kubernetes.io/part-of": "sglab", "sglab/stack": stack_name}
+    pod = {"metadata": {"labels": own_labels},
+           "spec": {"serviceAccountName": REAPER, "automountServiceAccountToken": True, "restartPolicy": "Never",
+                    "securityContext": pod_security(), "containers": [container], **support_pod_placement(stack)}}
+    cron_job = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta(REAPER), "spec": {
+        "schedule": REAPER_SCHEDULE, "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 300,
+        "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3,
+        "jobTemplate": {"spec": {"backoffLimit": 0, "activeDeadlineSeconds": REAPER_DEADLINE_S,
+                                 "ttlSecondsAfterFinished": REAPER_TTL_S, "template": pod}}}}
+    service_account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(REAPER),
+                       "automountServiceAccountToken": False}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(REAPER),
+            "rules": reaper_rules(budgets)}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(REAPER),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": REAPER},
+               "subjects": [{"kind": "ServiceAccount", "name": REAPER, "namespace": ns}]}
+    return GuardReaper(service_account, role, binding, cron_job)
 
 
 # The Job's stack outputs, read back from the result summary it stored.
@@ -347,6 +427,7 @@ class BenchmarkPlan:
     wave: Wave | None = None  # a sweep wave: the Job runs `sglab sweep` against its arms
     node_role: dict[str, Any] | None = None  # ClusterRole + binding: get nodes (the arms' GPU labels)
     node_role_binding: dict[str, Any] | None = None
+    reaper: GuardReaper | None = None  # the guard's reaper CronJob and its RBAC, where the guard holds budgets
 
     @property
     def result_configmap(self) -> dict[str, Any]:
@@ -356,7 +437,7 @@ class BenchmarkPlan:
     def manifests(self) -> list[dict[str, Any]]:
         nodes = [m for m in (self.node_role, self.node_role_binding) if m is not None]
         return [self.service_account, self.role, *nodes, self.role_binding, self.stack_configmap,
-                *self.result_configmaps, self.job]
+                *self.result_configmaps, self.job, *(self.reaper.manifests() if self.reaper else [])]
 
 
 def arm_read_rules(services: list[str]) -> list[dict[str, Any]]:
@@ -414,7 +495,7 @@ def benchmark_plan(stack: StackConfig, stack_name: str) -> BenchmarkPlan:
     nodes, nodes_binding = node_reader(labels, ns, BENCH_SERVICE_ACCOUNT) if job_cfg.read_node_labels else (None, None)
     return BenchmarkPlan(n, access.service_account, access.role, access.role_binding, stack_configmap,
                          access.result_configmaps, job, job_cfg.timeout_min + AWAIT_SLACK_MIN, wave, nodes,
-                         nodes_binding)
+                         nodes_binding, guard_reaper(stack, stack_name, budgets))
 
 
 def arm_budgets(stack: StackConfig, stack_name: str) -> list[str]:
@@ -469,6 +550,20 @@ def declare_job_access(parent: pulumi.Resource, name: str, plan: Any,
     return [sa, role, binding, *results]
 
 
+def declare_reaper(name: str, reaper: GuardReaper, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+    """The guard's reaper: its ServiceAccount (no token unless the pod asks), Role, RoleBinding and CronJob."""
+    sa = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=reaper.service_account["metadata"],
+                                    automount_service_account_token=False, opts=opts)
+    role = k8s.rbac.v1.Role(f"{name}-role", metadata=reaper.role["metadata"], rules=reaper.role["rules"], opts=opts)
+    binding = k8s.rbac.v1.RoleBinding(f"{name}-rolebinding", metadata=reaper.role_binding["metadata"],
+                                      role_ref=reaper.role_binding["roleRef"],
+                                      subjects=reaper.role_binding["subjects"], opts=opts)
+    cron = k8s.batch.v1.CronJob(name, metadata=reaper.cron_job["metadata"], spec=reaper.cron_job["spec"],
+                                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+                                    depends_on=[sa, role, binding])))
+    return [sa, role, binding, cron]
+
+
 class InClusterBenchmark(pulumi.ComponentResource):
     """The benchmark Job, its minimal RBAC, its stack file and result ConfigMaps, and the read-back."""
 
@@ -492,6 +587,8 @@ class InClusterBenchmark(pulumi.ComponentResource):
                                                       subjects=plan.node_role_binding["subjects"], opts=child)]
         stack_cm = k8s.core.v1.ConfigMap(f"{name}-stack", metadata=plan.stack_configmap["metadata"],
                                          data=plan.stack_configmap["data"], opts=child)
+        if plan.reaper is not None:
+            declare_reaper(f"{name}-reaper", plan.reaper, child)
         timeout = f"{plan.await_timeout_min}m"
         self.job = k8s.batch.v1.Job(
             f"{name}-job", metadata=plan.job["metadata"], spec=plan.job["spec"],

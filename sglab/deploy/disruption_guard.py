@@ -17,7 +17,7 @@ blocks every drain and node upgrade for good. So a hold is a lease: each budget 
 lease while the guard waits. The reaper (`--reap`, a CronJob beside the Job) releases a budget whose lease has
 lapsed or whose holder pod is gone or has ended, and leaves a live holder and an unheld budget alone. Its release
 names the resourceVersion it read, so a holder that renews in between wins (the API answers 409 Conflict). A lost
-node's pods keep phase Running in the API, which is why the lapsed lease counts on its own.
+node's pods can keep phase Running in the API, which is why the lapsed lease counts on its own.
 
 The lease length is LEASE_S, not a stack key: it weighs how long a dead guard's hold outlives it (at most a lease
 plus the reaper's period) against a renewal write per budget every LEASE_S / 3, and neither depends on the

@@ -102,6 +102,8 @@ def pod_templates(objects: list[dict[str, Any]]) -> list[tuple[str, dict[str, An
         what = f"{obj['kind']}/{obj['metadata']['name']}"
         if obj["kind"] in ("Deployment", "Job", "StatefulSet"):
             out.append((what, obj["spec"]["template"]))
+        elif obj["kind"] == "CronJob":
+            out.append((what, obj["spec"]["jobTemplate"]["spec"]["template"]))
         elif obj["kind"] == "LeaderWorkerSet":
             group = obj["spec"]["leaderWorkerTemplate"]
             out += [(f"{what}/{t}", group[t]) for t in ("leaderTemplate", "workerTemplate")]

@@ -70,8 +70,9 @@ def test_the_namespace_enforces_the_level_every_rendered_pod_meets(name, section
 def test_the_load_generators_are_restricted_and_the_servers_say_why_they_are_not():
     objects = render_stack(with_everything("eagle-nccl-ll")).objects
     pods = dict(pod_templates(objects))
+    assert "CronJob/sglab-guard-reaper" in pods
     for what, pod in pods.items():
-        if what.startswith(("Job/sglab-bench-", "Deployment/sglab-locust-")):
+        if what.startswith(("Job/sglab-bench-", "Deployment/sglab-locust-", "CronJob/sglab-guard-reaper")):
             assert restricted_violations(pod) == [], what
     server = pods["Deployment/sglang-candidate"]
     assert "volume model: hostPath" in baseline_violations(server)  # a lab stack: privileged, and the label says so

@@ -67,9 +67,12 @@ def test_the_job_and_locust_schedule_where_the_stack_says():
     loaded = with_sections("production", locust={"enabled": True}, **{"locust-password": {"secure": "x"},
                                                                       "benchmark-job": {"enabled": True}})
     stack = loaded.config
-    pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in render_stack(loaded).objects
+    objects = render_stack(loaded).objects
+    pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in objects
             if o["kind"] in ("Deployment", "Job") and not o["metadata"]["name"].startswith("sglang-")}
-    assert {n.split("-")[1] for n in pods} >= {"bench", "locust", "preflight"}
+    pods.update({o["metadata"]["name"]: o["spec"]["jobTemplate"]["spec"]["template"]["spec"] for o in objects
+                 if o["kind"] == "CronJob" and o["metadata"]["name"].startswith("sglab-")})
+    assert {n.split("-")[1] for n in pods} >= {"bench", "locust", "preflight", "guard"}  # guard: the reaper
     for name, pod in pods.items():
         assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], name
         assert pod["priorityClassName"] == stack.placement.priority_class_name == "inference-critical", name

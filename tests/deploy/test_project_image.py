@@ -122,8 +122,10 @@ def test_image_pull_secrets_reach_every_pod():
     objects = render_stack(load_mapping(loaded.name, loaded.path, raw)).objects
     pods = {f"{o['kind']}/{o['metadata']['name']}": o["spec"]["template"] for o in objects
             if o["kind"] in ("Deployment", "Job")}
+    pods.update({f"CronJob/{o['metadata']['name']}": o["spec"]["jobTemplate"]["spec"]["template"] for o in objects
+                 if o["kind"] == "CronJob"})
     kinds = {what.split("-")[0] + "-" + what.split("-")[1] for what in pods}
     assert {"Deployment/sglang-baseline", "Deployment/sglang-candidate", "Deployment/sglab-locust"} <= kinds
-    assert {"Job/sglab-bench", "Job/sglab-probe", "Job/sglab-preflight"} <= kinds
+    assert {"Job/sglab-bench", "Job/sglab-probe", "Job/sglab-preflight", "CronJob/sglab-guard"} <= kinds
     for what, template in pods.items():
         assert pull_secrets(template) == ["registry-creds"], what

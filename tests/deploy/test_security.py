@@ -295,8 +295,9 @@ POOL = {"serving": {"traffic-router": "replicas", "gateway": {"inference-pool": 
                          + [pytest.param("production", POOL, id="production-inference-pool")])
 def test_every_rendered_pod_is_locked_down(name, sections, monkeypatch, tmp_path):
     """Servers, Locust, the benchmark Job, the endpoint picker and any other Job: no escalation, no capabilities,
-    seccomp, a read-only root, a token only where the pod writes through the API (the result-writing Jobs, with
-    minimal RBAC) or reads it (the endpoint picker: its pool's pods, a namespaced Role)."""
+    seccomp, a read-only root, a token only where the pod writes through the API (the result-writing Jobs and the
+    disruption guard's reaper, with minimal RBAC) or reads it (the endpoint picker: its pool's pods, a namespaced
+    Role)."""
     from sglab.config.loader import load_mapping
     from sglab.core.paths import stack_path
     from sglab.deploy.render import render_stack
@@ -311,13 +312,15 @@ def test_every_rendered_pod_is_locked_down(name, sections, monkeypatch, tmp_path
     raw["probe"] = {**raw.get("probe", {}), "enabled": True, "hidden-size": 7168}
     pods = _every_pod(render_stack(load_mapping(name, stack_path(name), raw)).objects)
     assert any(what.startswith("Job/sglab-probe-") for what, _ in pods) and len(pods) >= 6
+    assert "CronJob/sglab-guard-reaper" in dict(pods)  # every stack's Job holds its arms' budgets by default
     assert any(what == "Deployment/sglang-candidate-epp" for what, _ in pods) is bool(sections)
     for what, pod in pods:
         spec = pod["spec"]
         tokens = {v["name"] for v in spec.get("volumes", [])
                   if any("serviceAccountToken" in s for s in v.get("projected", {}).get("sources", []))}
         has_token = spec.get("automountServiceAccountToken") is True or bool(tokens)
-        uses_api = what.startswith(("Job/sglab-bench-", "Job/sglab-probe-")) or what.endswith("-epp")
+        uses_api = what.startswith(("Job/sglab-bench-", "Job/sglab-probe-")) or what.endswith("-epp") \
+            or what == "CronJob/sglab-guard-reaper"
         assert has_token is uses_api, what
         if tokens:  # a projected token instead of automount: never in an init container (the probe's, say)
             assert spec["automountServiceAccountToken"] is False, what

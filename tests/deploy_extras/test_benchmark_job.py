@@ -31,6 +31,7 @@ CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 CLUSTER_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 CHART = "kubernetes:helm.sh/v4:Chart"
+CRON_JOB = "kubernetes:batch/v1:CronJob"
 
 
 def bench_jobs(run) -> list:
@@ -180,7 +181,7 @@ def test_program_declares_the_job_under_its_comparison_name(program):
 def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
     stack = load_stack(STACK).config
     n = names(stack, STACK)
-    (role,) = program.of_type(ROLE)
+    (role,) = [r for r in program.of_type(ROLE) if r.name == "benchmark-role"]  # the guard's reaper has its own
     # the result ConfigMaps, and for the machine in the evidence the arms' two Services by name and their pods
     assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
                                      "resourceNames": [n.result_configmap] + [f"{n.result_configmap}-{i}"
@@ -205,12 +206,12 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
                                               ["sglang-baseline", "sglang-candidate"],
                                               ["sglang-baseline", "sglang-candidate"]) + \
         arm_read_rules(["sglang-baseline", "sglang-candidate"])
-    (binding,) = program.of_type(BINDING)
+    (binding,) = [b for b in program.of_type(BINDING) if b.name == "benchmark-rolebinding"]
     assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                          "name": role.inputs["metadata"]["name"]}
     assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": BENCH_SERVICE_ACCOUNT,
                                            "namespace": stack.namespace}]
-    (sa,) = program.of_type(SA)
+    (sa,) = [a for a in program.of_type(SA) if a.name == "benchmark-sa"]
     assert sa.inputs["automountServiceAccountToken"] is False
     (nodes,) = program.of_type(CLUSTER_ROLE)  # the only cluster-wide grant, opted in: get nodes (GPU labels)
     assert nodes.inputs["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
@@ -225,6 +226,22 @@ def test_rbac_is_exactly_get_and_update_of_the_result_configmap(program):
     for c in precreated:
         options = program.options_of(CONFIGMAP, c.name)
         assert options["retain_on_delete"] is True and set(options["ignore_changes"]) >= {"binaryData", "data"}
+
+
+def test_program_declares_the_guards_reaper_with_its_own_role(program):
+    plan = benchmark_plan(load_stack(STACK).config, STACK)
+    declared = {typ: [r for r in program.of_type(typ) if r.name.startswith("benchmark-reaper")]
+                for typ in (SA, ROLE, BINDING, CRON_JOB)}
+    assert [len(found) for found in declared.values()] == [1, 1, 1, 1]
+    (sa,), (role,), (binding,), (cron,) = declared.values()
+    assert sa.inputs["automountServiceAccountToken"] is False
+    assert role.inputs["rules"] == plan.reaper.role["rules"]
+    assert binding.inputs["subjects"] == plan.reaper.role_binding["subjects"]
+    assert binding.inputs["roleRef"]["name"] == role.inputs["metadata"]["name"]
+    assert cron.inputs["spec"] == plan.reaper.cron_job["spec"]
+    assert cron.inputs["metadata"]["namespace"] == load_stack(STACK).config.namespace
+    deps = program.options_of(CRON_JOB, "benchmark-reaper")["dependencies"]
+    assert any(d.endswith("::benchmark-reaper-rolebinding") for d in deps)  # its first run may already act
 
 
 def test_job_waits_for_both_arms_and_takes_its_timeouts_from_config(program):
@@ -282,7 +299,8 @@ def test_job_and_rbac_objects_are_schema_valid(program, version):
     kinds = {JOB: ("batch/v1", "Job"), ROLE: ("rbac.authorization.k8s.io/v1", "Role"),
              BINDING: ("rbac.authorization.k8s.io/v1", "RoleBinding"), SA: ("v1", "ServiceAccount"),
              CONFIGMAP: ("v1", "ConfigMap"), CLUSTER_ROLE: ("rbac.authorization.k8s.io/v1", "ClusterRole"),
-             CLUSTER_BINDING: ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")}
+             CLUSTER_BINDING: ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+             CRON_JOB: ("batch/v1", "CronJob")}
     checked = 0
     for typ, (api_version, kind) in kinds.items():
         for resource in program.of_type(typ):
@@ -292,7 +310,7 @@ def test_job_and_rbac_objects_are_schema_valid(program, version):
                         **{k: v for k, v in resource.inputs.items() if k not in ("apiVersion", "kind")}}
             kubernetes_validate.validate(manifest, version, strict=True)
             checked += 1
-    assert checked == 7 + RESULT_PARTS
+    assert checked == 7 + RESULT_PARTS + 4  # and the guard's reaper: ServiceAccount, Role, RoleBinding, CronJob
     bad = benchmark_plan(load_stack(STACK).config, STACK).job
     bad["spec"]["template"]["spec"]["containers"][0]["resourcez"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):

@@ -190,7 +190,7 @@ def test_the_reaper_releases_a_hold_whose_holder_pod_has_ended(capsys, phase):
 
 
 def test_the_reaper_releases_an_expired_lease_even_while_its_pod_still_shows_running(capsys):
-    """A lost node: its pods keep phase Running in the API while nothing on them runs."""
+    """A lost node: its pods can keep phase Running in the API while nothing on them runs."""
     with FakeConfigMapApi() as fake:
         held(fake, "sglang-baseline", "sglab-bench-abc-xyz", datetime.now(timezone.utc) - timedelta(minutes=1))
         fake.add_pod(NS, "sglab-bench-abc-xyz", "Running")

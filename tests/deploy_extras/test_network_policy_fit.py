@@ -43,3 +43,5 @@ def test_loadgen_pods_are_admitted_and_plain_pods_are_not(allowed_from):
     for labels in [job_labels, *pods]:
         assert admitted(policies, labels), labels
     assert not admitted(policies, {"app": "something-else"})
+    reaper = benchmark_plan(stack, STACK).reaper.cron_job["spec"]["jobTemplate"]["spec"]["template"]
+    assert not admitted(policies, reaper["metadata"]["labels"])  # the guard's reaper talks to the API, not the arms
