@@ -21,12 +21,15 @@ from sglab.config.stack import StackConfig
 from sglab.deploy.naming import arm_release_name, chart_dir, release_host, release_name
 from sglab.sweep.arms import HOSTNAME_LABEL, plan_wave, slot_node
 from sglab.deploy.values import chart_values
+from sglab.serving.follow import NEXT_TEMPLATE
 from sglab.serving.objects import GATEWAY_PLUGIN
 
 # The chart's HTTPRoute as Pulumi registers it (a custom resource: kubernetes:<apiVersion>:<kind>)
 HTTP_ROUTE_TYPE = "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
 # Every backendRef weight of every rule, in Pulumi's property-path syntax (`[*]`: each element)
 ROUTE_WEIGHTS = "spec.rules[*].backendRefs[*].weight"
+DEPLOYMENT_TYPE = "kubernetes:apps/v1:Deployment"
+CONTROL_TEMPLATE = "spec.template"  # the standing control's pod template: the follower's to write
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,31 @@ def leave_route_weights_to_argo(args: pulumi.ResourceTransformArgs) -> Optional[
         args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(ignore_changes=[ROUTE_WEIGHTS])))
 
 
+def leave_control_template_to_follower(args: pulumi.ResourceTransformArgs
+                                       ) -> Optional[pulumi.ResourceTransformResult]:
+    """A chart transform: the standing control's Deployment ignores changes to its pod template. Pulumi creates it
+    with its template, then writes only the next one, as the annotation the follower (sglab/serving/follow.py)
+    copies in once the stable revision runs the same shared config: `pulumi up` never moves the control ahead of
+    the stable. Any other object (a Deployment without that annotation included): untouched."""
+    metadata = args.props.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    if args.type_ != DEPLOYMENT_TYPE or not isinstance(annotations, dict) or NEXT_TEMPLATE not in annotations:
+        return None
+    return pulumi.ResourceTransformResult(
+        args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(ignore_changes=[CONTROL_TEMPLATE])))
+
+
+def chart_transforms(values: dict[str, Any]) -> list[pulumi.ResourceTransform]:
+    """What the chart's objects leave to another manager: the route's weights to Argo, the control's template to
+    its follower."""
+    transforms: list[pulumi.ResourceTransform] = []
+    if argo_sets_route_weights(values):
+        transforms.append(leave_route_weights_to_argo)
+    if values.get("serving", {}).get("follow"):
+        transforms.append(leave_control_template_to_follower)
+    return transforms
+
+
 def argo_sets_route_weights(values: dict[str, Any]) -> bool:
     """Whether the chart's Rollout routes its canary through its HTTPRoute with the Gateway API plugin (with
     `traffic-router: replicas` Argo never writes the route, and an A/B arm renders none)."""
@@ -116,8 +144,7 @@ class SGLangServer(pulumi.ComponentResource):
         self.release = release
         # A large model can take longer to load than the provider's 10-minute default await.
         timeout = f"{release.timeout_min}m"
-        transforms: list[pulumi.ResourceTransform] = (
-            [leave_route_weights_to_argo] if argo_sets_route_weights(release.values) else [])
+        transforms = chart_transforms(release.values)
         self.chart = k8s.helm.v4.Chart(
             name,
             chart=str(release.chart),

@@ -18,6 +18,7 @@ from sglab.config.stack import StackConfig
 from sglab.config.serving import Serving, argo_steps, control_mirror_percent
 from sglab.deploy.objects import support_pod_placement
 from sglab.deploy.naming import PROJECT_IMAGE_UID, release_name
+from sglab.serving.follow import FOLLOWER, SCHEDULE as FOLLOW_SCHEDULE
 from sglab.sglang.client import ADMIN_API_KEY_ENV, API_KEY_ENV
 
 GATEWAY_PLUGIN = "argoproj-labs/gatewayAPI"
@@ -26,6 +27,7 @@ JUDGE_METRIC = "live-judge"
 # with its own `abort` and evidence rather than the Job's DeadlineExceeded.
 JUDGE_SLACK_S = 300
 TMP_SIZE = "1Gi"  # the judge's and the watch's /tmp, requested as ephemeral storage
+FOLLOWER_MEMORY = "256Mi"  # the control's follower: the Kubernetes client and two objects
 OFF = {"enabled": False, "workload": "Deployment", "replicas": 1}
 
 
@@ -53,15 +55,19 @@ def _prometheus_credentials(serving: Serving) -> tuple[dict[str, Any], list[dict
     return spec, volumes, mounts
 
 
-def _restricted_pod(stack: StackConfig, container: dict[str, Any]) -> dict[str, Any]:
-    """A pod of the project image that reads Prometheus and nothing else (no API token, read-only root), placed
-    as the stack's other CPU-only pods (pull secrets, tolerations, priority, off the GPU nodes)."""
+def _restricted_pod(stack: StackConfig, container: dict[str, Any], *, service_account: str | None = None
+                    ) -> dict[str, Any]:
+    """A pod of the project image that reads Prometheus and nothing else (no API token, read-only root), or with
+    a service account the API and not Prometheus (the control's follower), placed as the stack's other CPU-only
+    pods (pull secrets, tolerations, priority, off the GPU nodes)."""
     assert stack.serving is not None
-    _, volumes, mounts = _prometheus_credentials(stack.serving)
+    volumes, mounts = ([], []) if service_account else _prometheus_credentials(stack.serving)[1:]
+    account = ({"serviceAccountName": service_account, "automountServiceAccountToken": True} if service_account
+               else {"automountServiceAccountToken": False})
     return {
         **support_pod_placement(stack),
         "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
+        **account,
         "enableServiceLinks": False,
         "securityContext": {"runAsNonRoot": True, "runAsUser": PROJECT_IMAGE_UID, "runAsGroup": PROJECT_IMAGE_UID,
                             "seccompProfile": {"type": "RuntimeDefault"}},
@@ -113,6 +119,34 @@ def analysis_template(stack: StackConfig, stack_name: str, spec_json: str) -> di
                          "template": {"metadata": {"labels": _pod_labels(stack_name, "canary-judge")},
                                       "spec": _restricted_pod(stack, container)}}}},
         }],
+    }
+
+
+def control_follower(stack: StackConfig, stack_name: str, release: str) -> dict[str, Any]:
+    """The CronJob that moves the standing control to the stable revision's config (sglab/serving/follow.py),
+    with a Role that reads the Rollout and reads and patches the control's Deployment, by name."""
+    serving = stack.serving
+    assert serving is not None
+    name, control = FOLLOWER, release_name("baseline")
+    container = {
+        "name": "follower", "image": stack.project_image, "imagePullPolicy": stack.image_pull_policy,
+        "command": ["python", "-m", "sglab.serving.follow", "--rollout", release, "--control", control,
+                    "--namespace", stack.namespace],
+        "env": [{"name": "HOME", "value": "/tmp"}],
+        "resources": {"requests": {"cpu": "100m", "memory": FOLLOWER_MEMORY, "ephemeral-storage": TMP_SIZE},
+                      "limits": {"memory": FOLLOWER_MEMORY}},
+    }
+    labels = _pod_labels(stack_name, "control-follower")
+    return {
+        "name": name, "labels": labels, "schedule": FOLLOW_SCHEDULE,
+        "rules": [{"apiGroups": ["argoproj.io"], "resources": ["rollouts"], "resourceNames": [release],
+                   "verbs": ["get"]},
+                  {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": [control],
+                   "verbs": ["get", "patch"]}],
+        "jobSpec": {"backoffLimit": 0, "activeDeadlineSeconds": 300,
+                    "ttlSecondsAfterFinished": serving.finished_job_ttl_s,
+                    "template": {"metadata": {"labels": labels},
+                                 "spec": _restricted_pod(stack, container, service_account=name)}},
     }
 
 
@@ -212,8 +246,9 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
         "podAnnotations": ({"prometheus.io/scrape": "true", "prometheus.io/port": str(arm.port),
                             "prometheus.io/path": "/metrics"} if serving.monitoring.scrape == "annotations" else {}),
     }
-    if arm.role == "baseline":
-        return {**common, "workload": "Deployment", "replicas": serving.control.replicas}
+    if arm.role == "baseline":  # the standing control: its template changes only through the follower
+        return {**common, "workload": "Deployment", "replicas": serving.control.replicas,
+                "follow": bool(serving.control.replicas)}
     release = release_name("candidate")
     picker_labels = _pod_labels(stack_name, "endpoint-picker") if serving.gateway.inference_pool else {}
     if picker_labels:  # the pool's picker reads the servers' /metrics, on their port
@@ -245,4 +280,5 @@ def serving_values(stack: StackConfig, arm: ArmSpec, *, stack_name: str) -> dict
         **({"inferencePool": {"name": release, "spec": pool_spec(stack, release, arm.port)},
             "endpointPicker": endpoint_picker_values(stack, release, picker_labels)} if picker_labels else {}),
         **({"watch": watch} if watch else {}),
+        **({"follower": control_follower(stack, stack_name, release)} if serving.control.replicas else {}),
     }

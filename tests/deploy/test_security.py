@@ -295,9 +295,9 @@ POOL = {"serving": {"traffic-router": "replicas", "gateway": {"inference-pool": 
                          + [pytest.param("production", POOL, id="production-inference-pool")])
 def test_every_rendered_pod_is_locked_down(name, sections, monkeypatch, tmp_path):
     """Servers, Locust, the benchmark Job, the endpoint picker and any other Job: no escalation, no capabilities,
-    seccomp, a read-only root, a token only where the pod writes through the API (the result-writing Jobs and the
-    disruption guard's reaper, with minimal RBAC) or reads it (the endpoint picker: its pool's pods, a namespaced
-    Role)."""
+    seccomp, a read-only root, a token only where the pod writes through the API (the result-writing Jobs, the
+    disruption guard's reaper and the control's follower, with minimal RBAC) or reads it (the endpoint picker: its
+    pool's pods, a namespaced Role)."""
     from sglab.config.loader import load_mapping
     from sglab.core.paths import stack_path
     from sglab.deploy.render import render_stack
@@ -320,7 +320,7 @@ def test_every_rendered_pod_is_locked_down(name, sections, monkeypatch, tmp_path
                   if any("serviceAccountToken" in s for s in v.get("projected", {}).get("sources", []))}
         has_token = spec.get("automountServiceAccountToken") is True or bool(tokens)
         uses_api = what.startswith(("Job/sglab-bench-", "Job/sglab-probe-")) or what.endswith("-epp") \
-            or what == "CronJob/sglab-guard-reaper"
+            or what in ("CronJob/sglab-guard-reaper", "CronJob/sglang-baseline-follower")
         assert has_token is uses_api, what
         if tokens:  # a projected token instead of automount: never in an init container (the probe's, say)
             assert spec["automountServiceAccountToken"] is False, what

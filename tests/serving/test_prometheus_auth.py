@@ -68,7 +68,7 @@ def test_the_judge_and_watch_pods_mount_the_declared_credentials(tmp_path):
         yaml_rt.dump(doc, fh)
     objects = render_stack(load_stack("production", path=path)).objects
     (template,) = [o for o in objects if o["kind"] == "AnalysisTemplate"]
-    (cron,) = [o for o in objects if o["kind"] == "CronJob"]
+    (cron,) = [o for o in objects if o["kind"] == "CronJob" and o["metadata"]["name"].endswith("-watch")]
     for pod in (template["spec"]["metrics"][0]["provider"]["job"]["spec"]["template"]["spec"],
                 cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]):
         (container,) = pod["containers"]

@@ -238,7 +238,7 @@ def test_annotation_scraping_marks_both_arms_pods(tmp_path):
 def test_the_judge_and_watch_pods_are_locked_down(printed):
     """They only read Prometheus: no API token, non-root, no escalation, no capabilities, a read-only root."""
     (template,) = named(printed, "AnalysisTemplate")
-    (cron,) = named(printed, "CronJob")
+    (cron,) = named(printed, "CronJob", "sglang-candidate-watch")
     pods = [template["spec"]["metrics"][0]["provider"]["job"]["spec"]["template"],
             cron["spec"]["jobTemplate"]["spec"]["template"]]
     for pod in pods:

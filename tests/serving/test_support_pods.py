@@ -1,5 +1,6 @@
-"""The pods sglab runs beside the servers (judge Job, watch CronJob, benchmark Job, Locust, preflight) can pull,
-schedule and authenticate where the servers do, and stay off the GPU nodes unless the stack says otherwise."""
+"""The pods sglab runs beside the servers (judge Job, watch and follower CronJobs, benchmark Job, Locust,
+preflight) can pull, schedule and authenticate where the servers do, and stay off the GPU nodes unless the stack
+says otherwise."""
 
 from __future__ import annotations
 
@@ -33,17 +34,19 @@ def _support_pods(objects: list[dict]) -> dict[str, dict]:
     for o in objects:
         if o["kind"] == "AnalysisTemplate":
             pods["judge"] = o["spec"]["metrics"][0]["provider"]["job"]["spec"]["template"]["spec"]
-        elif o["kind"] == "CronJob":
-            pods["watch"] = o["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        elif o["kind"] == "CronJob":  # the watch, the control's follower
+            pods[o["metadata"]["name"].removeprefix("sglang-candidate-")] = o["spec"]["jobTemplate"]["spec"][
+                "template"]["spec"]
         elif o["kind"] == "Job":
             pods[o["metadata"]["name"]] = o["spec"]["template"]["spec"]
     return pods
 
 
-def test_judge_watch_and_preflight_pull_schedule_and_keep_off_gpu_nodes(tmp_path):
+def test_judge_watch_follower_and_preflight_pull_schedule_and_keep_off_gpu_nodes(tmp_path):
     loaded = _stack(tmp_path)
     pods = _support_pods(render_stack(loaded).objects)
-    assert {"judge", "watch"} <= set(pods) and any(name.startswith("sglab-preflight") for name in pods)
+    assert {"judge", "watch", "sglang-baseline-follower"} <= set(pods)
+    assert any(name.startswith("sglab-preflight") for name in pods)
     for name, pod in pods.items():
         assert pod["imagePullSecrets"] == [{"name": "registry-cred"}], name
         assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], name
@@ -73,11 +76,13 @@ def _disk_requests_cover_the_empty_dirs(pod: dict) -> None:
     assert requested >= sum(_gi(d["sizeLimit"]) for d in disk) > 0
 
 
-def test_finished_judge_and_watch_jobs_are_cleaned_up_and_request_their_disk(tmp_path):
+def test_finished_judge_watch_and_follower_jobs_are_cleaned_up_and_request_their_disk(tmp_path):
     objects = render_stack(_stack(tmp_path)).objects
     (template,) = [o for o in objects if o["kind"] == "AnalysisTemplate"]
-    (cron,) = [o for o in objects if o["kind"] == "CronJob"]
-    jobs = [template["spec"]["metrics"][0]["provider"]["job"]["spec"], cron["spec"]["jobTemplate"]["spec"]]
+    crons = [o for o in objects if o["kind"] == "CronJob"]  # the watch, the control's follower
+    assert len(crons) == 2
+    jobs = [template["spec"]["metrics"][0]["provider"]["job"]["spec"], *(c["spec"]["jobTemplate"]["spec"]
+                                                                          for c in crons)]
     for job in jobs:
         assert job["ttlSecondsAfterFinished"] == 7 * 24 * 3600
         _disk_requests_cover_the_empty_dirs(job["template"]["spec"])
