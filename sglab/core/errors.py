@@ -71,7 +71,7 @@ EXIT_STATUSES = (
                "froze; what was measured is kept), or the canary's judge needs more windows (`continue`)",
                "`sglab bench`, `sglab canary`, the judge Job"),
     ExitStatus(UNLIKE, "unlike-configs", "the live comparison is of unlike configs: the standing control runs "
-               "another config than the stable (after an aborted promotion that changed shared keys)",
+               "another config than the stable, and no rollout explains it (its follower did not move it)",
                "`sglab watch` and its CronJob"),
     ExitStatus(INTERRUPTED, "interrupted", "stopped by SIGINT, SIGTERM or SIGHUP: what was measured is kept "
                "(a sweep prints its `--resume`)", "`sglab bench`, `sglab sweep`, every command"),

@@ -8,9 +8,10 @@ Per-category gains say which traffic moved. The same check runs in the cluster o
 CronJob); its Job fails (exit 1) when the gain is below zero, so the usual failed-Job alert fires.
 
 The control is the serving config without speculation only while both run the same shared config (image,
-server flags, env, NCCL: the pods' sglab/shared-config label). The control's Deployment takes a new one at
-`pulumi up`, the stable only when Argo promotes the canary; where the two differ within the horizon the watch
-says `unlike-configs` instead of a gain (exit 4; 0 while a canary runs, when the live judge compares).
+server flags, env, NCCL: the pods' sglab/shared-config label). The stable takes a new one when Argo promotes the
+canary, the control after it (its follower, sglab/serving/follow.py); where the two differ within the horizon the
+watch says `unlike-configs` instead of a gain (exit 4 when they differ now and no rollout explains it: the
+follower did not move the control; 0 otherwise).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 
 from sglab.analysis.sequential import bounds, sequential_test
 from sglab.core.errors import NO, OK, UNLIKE
+from sglab.serving.follow import FOLLOWER
 from sglab.serving.judge import usable
 from sglab.serving.prometheus import Prometheus, selector
 from sglab.serving.spec import ARM, REVISION, SHARED_CONFIG, JudgeSpec
@@ -32,7 +34,7 @@ from sglab.serving.windows import REQUESTS, Window, fetch_windows
 SERVING, CONTROL = "serving", "control"
 Status = Literal["holding", "below-zero", "no-data", "unlike-configs"]
 # No data (a quiet night) is no alarm: a gain shown below zero fails the CronJob's Job (which pages), and so do
-# unlike configs that no rollout explains (an aborted promotion left the control ahead of the stable).
+# unlike configs that no rollout explains (the control's follower did not move it to the stable's config).
 EXIT_CODES: dict[str, int] = {"holding": OK, "below-zero": NO, "no-data": OK, "unlike-configs": UNLIKE}  # core.errors
 SHOWN_CONFIGS = 4  # hashes named per arm in the sentence (they come from Prometheus)
 
@@ -105,15 +107,15 @@ class WatchReport:
                     "sglab/shared-config label), so the control is not the same server without speculation and "
                     "no gain is computed")
             if c.canary:
-                return (f"{said}; a rollout is under way or ended within the horizon (the control takes a new "
-                        "shared config at pulumi up, the stable when the canary is promoted): the live judge "
-                        "compares now")
+                return (f"{said}; a rollout is under way or ended within the horizon (the stable takes a new "
+                        "shared config when the canary is promoted, the control after it, when its follower has "
+                        "moved it and it has loaded): the live judge compared then")
             if not c.apart_now:
                 return (f"{said}; the arms run the same config now (or one reports none, loading), and the horizon "
                         "still holds windows of another: compared again once they leave it")
-            return (f"{said}; no canary runs, so a promotion that changed shared keys was aborted and the control "
-                    f"runs what the stack file holds while the stable serves the config before. Put the file back "
-                    f"(the control follows): {self.rollback_command}")
+            return (f"{said}; no canary runs, and the control was not moved to the stable's config: the log of "
+                    f"the last Job of CronJob {FOLLOWER} says why (kubectl logs -l "
+                    f"app.kubernetes.io/component=control-follower)")
         if self.gain is None:
             return f"no paired windows of serving and control ({self.skipped} could not be paired)"
         shown = (f"live gain {self.gain:+.1%} decode tok/s over the standing control, {self.windows} windows "

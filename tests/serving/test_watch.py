@@ -51,19 +51,20 @@ HOLDING = [0.03, 0.031, 0.029, 0.032, 0.03, 0.028, 0.031]
 
 
 def test_unlike_configs_are_refused_instead_of_a_gain():
-    """After an abort of a promotion that changed the image, env or NCCL, the control already runs the new shared
-    config and the stable the old one: a gain between them measures the change, not speculation."""
+    """A control that did not follow the stable revision (its follower failed, or a render without one) runs
+    another shared config than the stable: a gain between them measures that change, not speculation. The page
+    names the follower, whose Job's log says why it did not move the control."""
     report = watch_report(_windows(HOLDING), SPEC,
                           ArmConfigs(serving=frozenset({"0ld0ld"}), control=frozenset({"new0new"}), canary=False))
     assert report.status == "unlike-configs" and report.gain is None and report.exit_code == 4
     sentence = report.sentence()
     assert "unlike configs" in sentence and "0ld0ld" in sentence and "new0new" in sentence
-    assert "sglab rollback --stack production && pulumi up --stack production" in sentence
+    assert "CronJob sglang-baseline-follower" in sentence and "rollback" not in sentence
 
 
 def test_unlike_configs_during_a_rollout_do_not_fail_the_job():
-    """While a canary runs, the control has the new shared config before the stable: the live judge compares
-    now, so the watch says so and pages no one."""
+    """A rollout within the horizon (the stable moved to a new shared config, the control follows it after the
+    rollout completes and loads): the live judge compared then, so the watch says so and pages no one."""
     report = watch_report(_windows(HOLDING), SPEC,
                           ArmConfigs(serving=frozenset({"a"}), control=frozenset({"b"}), canary=True))
     assert report.status == "unlike-configs" and report.exit_code == 0 and "rollout" in report.sentence()
@@ -77,8 +78,8 @@ def test_a_config_that_changed_within_the_horizon_is_unlike():
 
 
 def test_arms_alike_now_after_unlike_windows_do_not_fail_the_job():
-    """After the rollback that follows an abort, the control is back on the stable's config but the horizon still
-    holds its windows on the aborted one: no gain yet, and no page (nothing is left to fix)."""
+    """After the control followed the stable, both run one config now but the horizon still holds windows of the
+    old one: no gain yet, and no page (nothing is left to fix)."""
     report = watch_report(_windows(HOLDING), SPEC,
                           ArmConfigs(serving=frozenset({"a"}), control=frozenset({"a", "b"}), canary=False,
                                      serving_now=frozenset({"a"}), control_now=frozenset({"a"})))
