@@ -57,7 +57,7 @@ class ArmConfigs:
 
     @property
     def apart_now(self) -> bool:
-        """Both arms report now, on different configs: what an aborted promotion leaves, until it is fixed."""
+        """Both arms report now, on different configs: a control its follower did not move."""
         serving = self.serving if self.serving_now is None else self.serving_now
         control = self.control if self.control_now is None else self.control_now
         return bool(serving and control) and serving != control
