@@ -19,7 +19,7 @@ _NOT_ALL_REDUCE_TUNING = ("NCCL_DEBUG", "NCCL_IB_", "NCCL_SOCKET_", "NCCL_NET")
 
 Severity = Literal["error", "warning", "note"]
 # Lints that stop validate/render/pulumi up until the stack lists their code under sglab:accept-lints.
-NEEDS_OPT_IN: tuple[str, ...] = ("nccl-proto-ll128",)
+NEEDS_OPT_IN: tuple[str, ...] = ("nccl-proto-ll128", "image-tag-in-production")
 OPT_IN_KEY = "accept-lints"
 
 
@@ -146,7 +146,54 @@ def stack_lints(stack: Any) -> list[Lint]:
     """Lints of a StackConfig's baseline and candidate arms (what validate, render and results record)."""
     from sglab.config.arms import baseline_arm, candidate_arm
 
-    return lint_arms([baseline_arm(stack), candidate_arm(stack)], stack.accept_lints) + _fabric(stack)
+    return (lint_arms([baseline_arm(stack), candidate_arm(stack)], stack.accept_lints) + _fabric(stack)
+            + _image_pins(stack))
+
+
+def stack_images(stack: Any) -> dict[str, list[str]]:
+    """image -> the stack keys that set it, for every image the stack's pods may run: the servers, the project
+    image's pods (the benchmark Job, Locust, the preflight, the judge, the watch and the control's follower) and
+    the endpoint picker."""
+    from sglab.config.arms import baseline_arm, candidate_arm
+
+    images: dict[str, list[str]] = {}
+
+    def add(image: str, key: str) -> None:
+        keys = images.setdefault(image, [])
+        if key not in keys:
+            keys.append(key)
+
+    add(baseline_arm(stack).image, "image")
+    candidate = candidate_arm(stack).image
+    add(candidate, "image" if candidate == stack.image else "candidate.confounds.image")
+    add(stack.project_image, "project-image")
+    if stack.benchmark_job.image:
+        add(stack.benchmark_job.image, "benchmark-job.image")
+    if stack.locust.image:
+        add(stack.locust.image, "locust.image")
+    if stack.serving is not None and stack.serving.gateway.inference_pool:
+        add(stack.serving.gateway.endpoint_picker.image, "serving.gateway.endpoint-picker.image")
+    return images
+
+
+def pinned(image: str) -> bool:
+    return "@sha256:" in image
+
+
+def _image_pins(stack: Any) -> list[Lint]:
+    """Production on a tag: a tag can point to other bits by the time a pod starts (a canary's pod, a node's later
+    pull of the stable's image), so two pods of one revision could run different code; a digest cannot."""
+    tags = [(image, keys) for image, keys in stack_images(stack).items() if not pinned(image)]
+    if not stack.production or not tags:
+        return []
+    code = "image-tag-in-production"
+    accepted = code in stack.accept_lints
+    named = "; ".join(f"{image} ({', '.join(keys)})" for image, keys in tags)
+    return [Lint(code, "note" if accepted else "error", ("baseline", "candidate"), tags[0][1][0],
+                 f"production runs images by tag: {named}; a tag can be moved to other bits between two pods' "
+                 "starts" + (f" (accepted by sglab:{OPT_IN_KEY})" if accepted else ""),
+                 "pin each by digest (name:tag@sha256:<digest>; `docker buildx imagetools inspect <image>` prints "
+                 f"it), or accept tags explicitly: sglab:{OPT_IN_KEY}: [{code}]")]
 
 
 def _fabric(stack: Any) -> list[Lint]:

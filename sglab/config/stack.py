@@ -24,7 +24,7 @@ from sglab.sglang.flags import DEFAULT_IMAGE
 # The lint codes a stack may accept (`sglab:accept-lints`), declared with the stack model that names them
 # (sglab/config/lints.py reads the stack's arms, so it cannot be imported here).
 LintCode = Literal["custom-all-reduce-shadows-nccl", "sglang-overwrites-nccl-env", "nccl-proto-ll128",
-                   "multi-node-without-rdma"]
+                   "multi-node-without-rdma", "image-tag-in-production"]
 
 
 # StackConfig fields that must be Pulumi secrets (`{secure: ...}` in the stack file, `--secret` in Pulumi).

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglab.config.cluster import PSS_LEVELS, PssLevel
+from sglab.config.lints import pinned, stack_images
 from sglab.config.stack import StackConfig
 from sglab.core.errors import ConfigError
 from sglab.core.paths import stack_path
@@ -210,44 +211,11 @@ def tenancy_lines(stack: StackConfig, stack_name: str) -> list[str]:
     return lines
 
 
-def stack_images(stack: StackConfig) -> dict[str, list[str]]:
-    """image -> the stack keys that set it, for every image the stack's pods may run: the servers, the project
-    image's pods (the benchmark Job, Locust, the preflight, the judge and the watch) and the endpoint picker."""
-    from sglab.config.arms import baseline_arm, candidate_arm
-
-    images: dict[str, list[str]] = {}
-
-    def add(image: str, key: str) -> None:
-        keys = images.setdefault(image, [])
-        if key not in keys:
-            keys.append(key)
-
-    add(baseline_arm(stack).image, "image")
-    candidate = candidate_arm(stack).image
-    add(candidate, "image" if candidate == stack.image else "candidate.confounds.image")
-    add(stack.project_image, "project-image")
-    if stack.benchmark_job.image:
-        add(stack.benchmark_job.image, "benchmark-job.image")
-    if stack.locust.image:
-        add(stack.locust.image, "locust.image")
-    if stack.serving is not None and stack.serving.gateway.inference_pool:
-        add(stack.serving.gateway.endpoint_picker.image, "serving.gateway.endpoint-picker.image")
-    return images
-
-
 def images_line(stack: StackConfig) -> str:
-    """How each image is pinned: a tag can be moved to other bits, so two pods of one revision (a canary's pod and a
-    node's later pull of the stable one) could run different code; a digest cannot."""
-    parts, tags = [], 0
-    for image, keys in stack_images(stack).items():
-        pinned = "@sha256:" in image
-        tags += not pinned
-        parts.append(f"{image} ({', '.join(keys)}): {'pinned by digest' if pinned else 'a tag'}")
-    line = "images: " + "; ".join(parts)
-    if tags and stack.production:
-        line += (" -- production runs what a tag points to when a pod starts: pin each by digest "
-                 "(name:tag@sha256:<digest>; `docker buildx imagetools inspect <image>` prints it)")
-    return line
+    """Every image the stack's pods run, the keys that set it and how it is pinned (production refuses tags
+    unless it accepts them: the lint `image-tag-in-production`)."""
+    return "images: " + "; ".join(f"{image} ({', '.join(keys)}): {'pinned by digest' if pinned(image) else 'a tag'}"
+                                  for image, keys in stack_images(stack).items())
 
 
 def declare_namespace(dep: Any) -> None:

@@ -83,9 +83,11 @@ def test_validate_states_every_image_the_render_runs_and_whether_a_digest_pins_i
 
 def test_production_on_tags_is_told_to_pin_each_image_by_digest(capsys):
     assert main(["validate", "--stack", "production"]) == 0
-    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("images")]
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if line.startswith("images")]
     assert "lmsysorg/sglang:v0.5.23 (image): a tag" in line
-    assert "pin each by digest" in line and "@sha256:" in line and "docker buildx imagetools inspect" in line
+    (lint,) = [line for line in out.splitlines() if "[image-tag-in-production]" in line]
+    assert "pin each by digest" in lint and "@sha256:" in lint and "docker buildx imagetools inspect" in lint
 
 
 def test_images_pinned_by_digest_are_said_pinned(tmp_path, monkeypatch, capsys):
@@ -99,3 +101,49 @@ def test_images_pinned_by_digest_are_said_pinned(tmp_path, monkeypatch, capsys):
     assert main(["validate", "--stack", "production"]) == 0
     (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("images")]
     assert f"lmsysorg/sglang:v0.5.23@{digest} (image): pinned by digest" in line
+
+
+def _production_copy(tmp_path, monkeypatch, edit) -> None:
+    text = edit((stacks_dir() / "Pulumi.production.yaml").read_text())
+    (tmp_path / "Pulumi.production.yaml").write_text(text)
+    monkeypatch.setenv("SGLAB_STACKS_DIR", str(tmp_path))
+
+
+ACCEPTED = "  sglab:accept-lints: [image-tag-in-production]\n"
+
+
+def test_production_on_tags_is_refused_until_each_image_is_pinned_or_the_tags_are_accepted(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """A tag can point to other bits by the time a pod starts (a canary's pod, a node's later pull of the stable's
+    image): production refuses tags at validate, render and pulumi up, naming each image's key and the fix, unless
+    the stack accepts them by name, as the shipped one does (it has no registry to take a digest from)."""
+    assert ACCEPTED in (stacks_dir() / "Pulumi.production.yaml").read_text()
+    _production_copy(tmp_path, monkeypatch, lambda text: text.replace(ACCEPTED, ""))
+    assert main(["validate", "--stack", "production"]) == 2
+    err = capsys.readouterr().err
+    assert "lmsysorg/sglang:v0.5.23 (image)" in err and "project-image" in err
+    assert "@sha256:" in err and "accept-lints: [image-tag-in-production]" in err
+    assert main(["render", "--stack", "production"]) == 2
+    capsys.readouterr()
+    monkeypatch.delenv("SGLAB_STACKS_DIR")  # the shipped stack
+    assert main(["validate", "--stack", "production"]) == 0
+    assert "note [image-tag-in-production]" in capsys.readouterr().out
+
+
+def test_production_pinned_by_digest_needs_no_acceptance(tmp_path, monkeypatch, capsys):
+    from sglab.config.lints import stack_images
+
+    digest = "@sha256:" + "b" * 64
+    images = stack_images(load_stack("production").config)
+    assert set(images) == {"lmsysorg/sglang:v0.5.23", load_stack("production").config.project_image}
+
+    def pin(text: str) -> str:
+        text = text.replace(ACCEPTED, "").replace("sglab:image: lmsysorg/sglang:v0.5.23\n",
+                                                  f"sglab:image: lmsysorg/sglang:v0.5.23{digest}\n")
+        project = load_stack("production").config.project_image
+        return text.replace("config:\n", f"config:\n  sglab:project-image: {project}{digest}\n", 1)
+
+    _production_copy(tmp_path, monkeypatch, pin)
+    assert main(["validate", "--stack", "production"]) == 0
+    out = capsys.readouterr().out
+    assert "image-tag-in-production" not in out and out.count("pinned by digest") == 2
