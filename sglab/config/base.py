@@ -23,9 +23,10 @@ import re
 import types
 import typing
 import unicodedata
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import (AfterValidator, AliasGenerator, BaseModel, BeforeValidator, ConfigDict, ValidationInfo,
+                      field_validator)
 
 from sglab.sglang.env import NCCL_ENV_PREFIX, is_hf_token_env
 from sglab.sglang.secret_names import credential_kind, has_url_credentials, redact_url_credentials, secret_word
@@ -257,8 +258,6 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_NAME = re.compile(r"^(?=.{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(?=.{0,63}$)(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_CPU = re.compile(r"^([0-9]+(\.[0-9]+)?|[0-9]+m)$")
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
 def _check_labels(labels: dict[str, str]) -> dict[str, str]:
@@ -274,9 +273,25 @@ def _check_labels(labels: dict[str, str]) -> dict[str, str]:
     return labels
 
 
-def number_as_quantity(value: Any) -> Any:
-    """`cpu: 2` in YAML is a number; Kubernetes quantities are strings."""
+def number_as_text(value: Any) -> Any:
+    """`cpu: 2` or `rerun: 2` in YAML is a number; these keys take text (a Kubernetes quantity is a string)."""
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _matching(pattern: str, problem: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not re.fullmatch(pattern, value):
+            raise ValueError(f"{value!r} {problem}")
+        return value
+    return AfterValidator(check)
+
+
+# Kubernetes quantities, a YAML number included (`cpu: 2`), refused with their key here rather than at apply time.
+CpuQuantity = Annotated[str, BeforeValidator(number_as_text), _matching(
+    r"[0-9]+(\.[0-9]+)?|[0-9]+m", "is not a CPU quantity; write cores or millicores, like 2, 1.5 or 500m")]
+ByteQuantity = Annotated[str, BeforeValidator(number_as_text), _matching(  # memory and storage sizes
+    r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?", "is not a Kubernetes quantity; write a number and a unit, "
+    "like 64Gi, 512Mi or 2Ti")]
 
 
 class SecretValue(str):

@@ -14,7 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from sglab import __version__
-from sglab.config.base import _CPU, _DNS_LABEL, _DNS_SUBDOMAIN, _QUANTITY, KeyedValueError, Model, number_as_quantity
+from sglab.config.base import (_DNS_LABEL, _DNS_SUBDOMAIN, ByteQuantity, CpuQuantity, KeyedValueError, Model,
+                               number_as_text)
 from sglab.core.children import MAX_LOCUST_WORKERS
 
 
@@ -45,7 +46,7 @@ class NamespaceSpec(Model):
     @field_validator("name", mode="before")
     @classmethod
     def _number_as_name(cls, value: Any) -> Any:
-        return number_as_quantity(value)
+        return number_as_text(value)
 
     @field_validator("name")
     @classmethod
@@ -73,23 +74,11 @@ class HfCache(Model):
     (protected, kept when the stack is destroyed)."""
 
     claim_name: str | None = None
-    size: str = "2Ti"
+    size: ByteQuantity = "2Ti"
     storage_class: str | None = None
     access_modes: list[Literal["ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod", "ReadOnlyMany"]] = Field(
         default_factory=lambda: ["ReadWriteMany"])  # type: ignore[arg-type]  # mypy reads the lambda as list[str]
     mount_path: str = "/var/cache/huggingface"
-
-    @field_validator("size", mode="before")
-    @classmethod
-    def _size_text(cls, value: Any) -> Any:
-        return number_as_quantity(value)
-
-    @field_validator("size")
-    @classmethod
-    def _quantity(cls, value: str) -> str:
-        if not _QUANTITY.match(value):
-            raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 2Ti)")
-        return value
 
     @field_validator("claim_name", "storage_class")
     @classmethod
@@ -200,30 +189,7 @@ def _fabric_checks(stack: Any) -> None:
             raise KeyedValueError(f"env.{name}", f"{name} is set here and by placement.rdma; remove it here")
 
 
-class _PodRequests(Model):
-    """cpu/memory requests of an sglab-run pod, checked as Kubernetes quantities before anything is applied."""
-
-    @field_validator("cpu", "memory", mode="before", check_fields=False)
-    @classmethod
-    def _number_as_quantity(cls, value: Any) -> Any:
-        return number_as_quantity(value)
-
-    @field_validator("cpu", check_fields=False)
-    @classmethod
-    def _cpu(cls, value: str) -> str:
-        if not _CPU.match(value):
-            raise ValueError(f"{value!r} is not a CPU quantity (e.g. 2, 1.5 or 500m)")
-        return value
-
-    @field_validator("memory", check_fields=False)
-    @classmethod
-    def _memory(cls, value: str) -> str:
-        if not _QUANTITY.match(value):
-            raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 2Gi)")
-        return value
-
-
-class BenchmarkJob(_PodRequests):
+class BenchmarkJob(Model):
     """The in-cluster benchmark Job declared after the arms (runs again when the comparison changes)."""
 
     enabled: bool = True
@@ -231,8 +197,8 @@ class BenchmarkJob(_PodRequests):
     image: str | None = None
     timeout_min: Annotated[int, Field(ge=1)] = 60
     quick: bool = False
-    cpu: str = "2"
-    memory: str = "2Gi"
+    cpu: CpuQuantity = "2"
+    memory: ByteQuantity = "2Gi"
     # Runs whose result ConfigMaps stay in the cluster (each run is at most ~7 MiB of etcd: docs/in-cluster.md);
     # `sglab results pull` copies every run home and deletes the older ones from the cluster.
     keep_results: Annotated[int, Field(ge=1, le=100)] = 10  # 100 runs are up to ~700 MiB of etcd
@@ -246,10 +212,10 @@ class BenchmarkJob(_PodRequests):
     @classmethod
     def _token_as_string(cls, value: Any) -> Any:
         """`pulumi config set --path ...rerun 2` stores a number; any token will do."""
-        return number_as_quantity(value)
+        return number_as_text(value)
 
 
-class LocustSpec(_PodRequests):
+class LocustSpec(Model):
     """Locust master + workers in the cluster, driving both arms (Locust's web UI)."""
 
     enabled: bool = False
@@ -259,16 +225,16 @@ class LocustSpec(_PodRequests):
     username: str = "sglab"
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     locustfile: str = Field("loadtests/locustfile.py", description="path inside the project image")
-    cpu: str = Field("1", description="CPU request of the master and of each worker")
-    memory: str = "1Gi"
+    cpu: CpuQuantity = Field("1", description="CPU request of the master and of each worker")
+    memory: ByteQuantity = "1Gi"
 
 
-class PreflightSpec(_PodRequests):
+class PreflightSpec(Model):
     """The preflight Job before any GPU-holding object changes (sglab/deploy/preflight.py): in the server image,
     with no GPU, the stack's exact launch commands through that image's own SGLang argument parser, the model
     and draft paths on the volume, and the model's architecture among the ones that SGLang registers."""
 
     enabled: bool = True
     timeout_min: Annotated[int, Field(ge=1)] = 30  # pulling a 20 GB server image onto a fresh node takes minutes
-    cpu: str = "1"
-    memory: str = "8Gi"  # importing sglang (torch, transformers) on a CPU
+    cpu: CpuQuantity = "1"
+    memory: ByteQuantity = "8Gi"  # importing sglang (torch, transformers) on a CPU

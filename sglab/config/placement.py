@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sglab.config.base import (_CPU, _DNS_SUBDOMAIN, _QUANTITY, CONTAINER_SYSTEM_DIRS, KeyedValueError, Model,
-                               _check_labels, dir_problem, number_as_quantity)
+from sglab.config.base import (_DNS_SUBDOMAIN, CONTAINER_SYSTEM_DIRS, ByteQuantity, CpuQuantity, KeyedValueError,
+                               Model, _check_labels, dir_problem)
 
 _EXTENDED_RESOURCE = re.compile(r"^(?=.{1,253}/)[a-z0-9]([-a-z0-9.]*[a-z0-9])?/"
                                 r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -152,32 +152,13 @@ class Resources(Model):
     integer CPU count is needed for that); a Burstable server shares cores with whatever else lands on the node,
     a noise source for an A/B. Off: no CPU limit unless cpu-limit says one."""
 
-    shm_size: str = "64Gi"
-    cpu: str | None = None
-    memory: str | None = None
-    cpu_limit: str | None = None
+    shm_size: ByteQuantity = "64Gi"
+    cpu: CpuQuantity | None = None
+    memory: ByteQuantity | None = None
+    cpu_limit: CpuQuantity | None = None
     cpu_per_gpu: Annotated[int, Field(ge=1)] = 8
     memory_per_gpu_gi: Annotated[int, Field(ge=1)] = 128
     guaranteed: bool | None = None
-
-    @field_validator("shm_size", "memory", "cpu", "cpu_limit", mode="before")
-    @classmethod
-    def _number_as_quantity(cls, value: Any) -> Any:
-        return number_as_quantity(value)
-
-    @field_validator("shm_size", "memory")
-    @classmethod
-    def _quantity(cls, value: str | None) -> str | None:
-        if value is not None and not _QUANTITY.match(str(value)):
-            raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 64Gi)")
-        return value
-
-    @field_validator("cpu", "cpu_limit")
-    @classmethod
-    def _cpu(cls, value: str | None) -> str | None:
-        if value is not None and not _CPU.match(value):
-            raise ValueError(f"{value!r} is not a CPU quantity (e.g. 2, 1.5 or 500m)")
-        return value
 
     @model_validator(mode="after")
     def _guaranteed(self) -> "Resources":
@@ -200,7 +181,7 @@ class PodSecurity(Model):
     run_as_user: int | None = None
     read_only_root_filesystem: bool = True
     writable_paths: list[str] = Field(default_factory=lambda: ["/tmp", "/root/.cache", "/root/.triton"])
-    writable_size_limit: str = "64Gi"
+    writable_size_limit: ByteQuantity = "64Gi"
 
     @field_validator("run_as_user", mode="before")
     @classmethod
@@ -222,13 +203,6 @@ class PodSecurity(Model):
         if len(set(paths)) != len(paths):
             raise ValueError(f"{paths} lists a path twice; list each directory once")
         return paths
-
-    @field_validator("writable_size_limit")
-    @classmethod
-    def _size(cls, value: str) -> str:
-        if not _QUANTITY.match(str(value)):
-            raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 64Gi)")
-        return value
 
     @property
     def writable_storage(self) -> str:

@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from sglab.config.base import _CPU, _DNS_LABEL, _LABEL_NAME, _QUANTITY, KeyedValueError, Model, _check_labels
+from sglab.config.base import (_DNS_LABEL, _LABEL_NAME, ByteQuantity, CpuQuantity, KeyedValueError, Model,
+                               _check_labels)
 from sglab.config.cluster import image_problem
 from sglab.config.loadplan import MAX_ROUNDS
 
@@ -218,8 +219,8 @@ class EndpointPicker(Model):
     image's digest in production (image@sha256:...)."""
 
     image: str = PICKER_IMAGE
-    cpu: str = "1"
-    memory: str = "1Gi"
+    cpu: CpuQuantity = "1"
+    memory: ByteQuantity = "1Gi"
 
     @field_validator("image")
     @classmethod
@@ -227,20 +228,6 @@ class EndpointPicker(Model):
         problem = image_problem(value)
         if problem is not None:
             raise ValueError(f"{value!r} {problem}; give a pinned reference, e.g. {PICKER_IMAGE}")
-        return value
-
-    @field_validator("cpu")
-    @classmethod
-    def _cpu(cls, value: str) -> str:
-        if not _CPU.match(value):
-            raise ValueError(f"{value!r} is not a CPU quantity (e.g. 1, 500m)")
-        return value
-
-    @field_validator("memory")
-    @classmethod
-    def _memory(cls, value: str) -> str:
-        if not _QUANTITY.match(value):
-            raise ValueError(f"{value!r} is not a memory quantity (e.g. 1Gi)")
         return value
 
 
@@ -389,8 +376,8 @@ class Serving(Model):
     scale_down_delay_s: Annotated[int, Field(ge=0)] = 600
     # A change back to one of the last revisions skips the steps and the analysis (Argo's rollbackWindow).
     rollback_window_revisions: Annotated[int, Field(ge=1)] = 3
-    judge_cpu: str = "500m"
-    judge_memory: str = "512Mi"
+    judge_cpu: CpuQuantity = "500m"
+    judge_memory: ByteQuantity = "512Mi"
     # A finished judge or watch Job (and its pod, whose log holds the decision) is deleted after this long.
     finished_job_ttl_s: Annotated[int, Field(ge=0)] = 7 * 24 * 3600
 

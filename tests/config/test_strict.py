@@ -3,6 +3,7 @@
 - secrets by shape: any env name or flag name with a token/secret/password/pass/key/pat/bearer/credential/auth
   word (a short allow-list of known-safe names aside), and credentials inside URLs; never printed;
 - strict types: booleans only as booleans, integers only as integers (YAML floats for float keys stay fine);
+  every CPU key takes a CPU quantity and every memory or size key a Kubernetes quantity, a YAML number included;
 - no control characters in any name or path; mount, writable and host paths outside the system directories,
   a weights hostPath only under an allowed prefix;
 - candidate-only --speculative-* flags outside candidate.speculative are refused, not dropped from the confounds.
@@ -11,10 +12,11 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from sglab.cli import main
 from sglab.config import candidate_arm, confounds, load_stack
-from sglab.core.paths import list_stacks
+from sglab.core.paths import list_stacks, project_root, stack_path
 
 from .test_hardening import BASE, edit, refused, stacks  # noqa: F401 (stacks is a fixture)
 
@@ -336,3 +338,46 @@ def test_candidate_speculative_extra_args_reach_only_the_candidate(stacks):
 def test_candidate_speculative_extra_args_take_only_unmanaged_speculative_flags(args, words, stacks, capsys):
     text = edit("      num-draft-tokens: 3", f"      num-draft-tokens: 3\n      extra-args: {args}")
     refused(stacks, "spec-extra-bad", text, capsys, key="sglab:candidate.speculative.extra-args", words=words)
+
+
+# --- Kubernetes quantities -------------------------------------------------------------------------
+
+PRODUCTION = stack_path("production", project_root()).read_text()  # it serves: every section is read
+CPU_KEYS = ["resources.cpu", "resources.cpu-limit", "benchmark-job.cpu", "locust.cpu", "preflight.cpu",
+            "serving.judge-cpu", "serving.gateway.endpoint-picker.cpu"]
+BYTE_KEYS = ["resources.memory", "resources.shm-size", "pod-security.writable-size-limit", "hf-cache.size",
+             "benchmark-job.memory", "locust.memory", "preflight.memory", "serving.judge-memory",
+             "serving.gateway.endpoint-picker.memory"]
+
+
+def with_value(key: str, value: object) -> str:
+    """The production stack with `sglab:<key>` set to `value`."""
+    config = yaml.safe_load(PRODUCTION)
+    section, *path = key.split(".")
+    node = config["config"].setdefault(f"sglab:{section}", {})
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
+    return yaml.safe_dump(config)
+
+
+@pytest.mark.parametrize("key", CPU_KEYS)
+def test_a_cpu_key_refuses_what_is_not_a_cpu_quantity(key, stacks, capsys):
+    refused(stacks, "bad-cpu", with_value(key, "2Gi"), capsys, key=f"sglab:{key}",
+            words=["'2Gi' is not a CPU quantity\n  fix: write cores or millicores, like 2, 1.5 or 500m"])
+
+
+@pytest.mark.parametrize("key", BYTE_KEYS)
+def test_a_memory_or_size_key_refuses_what_is_not_a_kubernetes_quantity(key, stacks, capsys):
+    refused(stacks, "bad-memory", with_value(key, "8 GB"), capsys, key=f"sglab:{key}",
+            words=["'8 GB' is not a Kubernetes quantity\n  fix: write a number and a unit, like 64Gi, 512Mi or 2Ti"])
+
+
+@pytest.mark.parametrize("key", CPU_KEYS + BYTE_KEYS)
+def test_a_yaml_number_is_a_quantity_at_every_key(key, stacks):
+    (stacks / "Pulumi.number.yaml").write_text(with_value(key, 4))
+    section, *path = key.replace("-", "_").split(".")
+    node = getattr(load_stack("number").config, section)
+    for part in path:
+        node = getattr(node, part)
+    assert node == "4"
