@@ -111,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args.rollout, args.control, args.namespace)
     except ApiException as exc:  # a missing object or a Role that does not allow it: say which, change nothing
+        if exc.status == 404:  # the first pulumi up declares this CronJob beside them: it may run first
+            print(f"control follower: the Rollout {args.rollout} or the Deployment {args.control} is not there yet "
+                  "(a first pulumi up still declaring them): nothing to do", flush=True)
+            return 0
         print(f"control follower: the API refused ({exc.status} {exc.reason}); its Role must allow get on the "
               f"Rollout {args.rollout} and get/patch on the Deployment {args.control}", file=sys.stderr)
         return 1

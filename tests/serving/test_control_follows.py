@@ -212,3 +212,18 @@ def test_a_role_that_refuses_the_patch_fails_the_job_naming_what_it_needs(render
         api.close()
     err = capsys.readouterr().err
     assert "403" in err and "get/patch on the Deployment sglang-baseline" in err
+
+
+def test_a_rollout_not_there_yet_is_said_and_fails_nothing(renders, monkeypatch, capsys):
+    """The first `pulumi up` declares the CronJob beside the Rollout: a look before the Rollout exists waits."""
+    old, _ = renders
+    api = FakeApi(rollout(old, stable=OLD_HASH, current=OLD_HASH), _one(old, "Deployment", "sglang-baseline"))
+    api.objects = {path: obj for path, obj in api.objects.items() if "rollouts" not in path}
+    monkeypatch.setattr(follow, "_apis", api.apis)
+    namespace = _one(old, "Rollout", "sglang-candidate")["metadata"]["namespace"]
+    try:
+        assert follow.main(["--rollout", "sglang-candidate", "--control", "sglang-baseline",
+                            "--namespace", namespace]) == 0
+    finally:
+        api.close()
+    assert "not there yet" in capsys.readouterr().out and not api.patches
