@@ -23,7 +23,8 @@ from sglab.core.errors import ConfigError
 from sglab.config.loader import LoadedStack
 from sglab.config.stack import StackConfig
 from sglab.deploy.benchmark_job import build_benchmark_job
-from sglab.deploy.capacity import Node, check_capacity, check_drivers, read_cluster_nodes
+from sglab.deploy.capacity import (Node, check_capacity, check_drivers, check_native_sidecar, read_cluster_nodes,
+                                   read_cluster_version)
 from sglab.deploy.locust import build_locust
 from sglab.deploy.namespace import declare_hf_cache, declare_namespace
 from sglab.deploy.objects import hf_token_secret_manifest
@@ -73,6 +74,27 @@ def cluster_nodes() -> list[Node]:
     return read_cluster_nodes(kube.get("context"), kube.get("kubeconfig"))
 
 
+def cluster_version() -> str:
+    """The API server's gitVersion, read as the nodes are."""
+    kube = pulumi.Config("kubernetes")
+    return read_cluster_version(kube.get("context"), kube.get("kubeconfig"))
+
+
+def check_cluster_version(loaded: LoadedStack, read_version: Callable[[], str]) -> None:
+    """The native-sidecar check (sglab/deploy/capacity.py) on the API server's version; a version that cannot be
+    read (no cluster in a preview) leaves it unchecked, said."""
+    try:
+        version = read_version()
+    except Exception as exc:  # noqa: BLE001 - whatever stops the read, the check is skipped and says why
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        pulumi.log.warn(f"kubernetes version: the API server's version could not be read ({reason}): not checked")
+        return
+    try:
+        check_native_sidecar(loaded.config, loaded.name, version)
+    except ConfigError as exc:
+        raise _refusal(exc) from None
+
+
 def check_node_drivers(loaded: LoadedStack, read_nodes: Callable[[], Sequence[Node]]) -> None:
     """The driver check (sglab/deploy/capacity.py) on the nodes as read now; nodes that cannot be read (no
     cluster in a preview, a deployer that may not list nodes) leave it unchecked, said."""
@@ -94,9 +116,11 @@ def check_node_drivers(loaded: LoadedStack, read_nodes: Callable[[], Sequence[No
         pulumi.log.info(summary)
 
 
-def read_stack(read_nodes: Callable[[], Sequence[Node]] = cluster_nodes) -> Deployment:
-    """The stack config from Pulumi config; bad input, a plan that could deadlock, or GPU nodes whose driver is too
-    old for the image stop `pulumi up` with one clear message before anything is declared."""
+def read_stack(read_nodes: Callable[[], Sequence[Node]] = cluster_nodes,
+               read_version: Callable[[], str] = cluster_version) -> Deployment:
+    """The stack config from Pulumi config; bad input, a plan that could deadlock, GPU nodes whose driver is too
+    old for the image, or a cluster too old for the benchmark Job's sidecar stop `pulumi up` with one clear
+    message before anything is declared."""
     try:
         config: PulumiStack = read_pulumi_config()
     except ConfigError as exc:
@@ -117,6 +141,7 @@ def read_stack(read_nodes: Callable[[], Sequence[Node]] = cluster_nodes) -> Depl
     if capacity is not None:
         pulumi.log.info(capacity.describe())
     check_node_drivers(config.loaded, read_nodes)
+    check_cluster_version(config.loaded, read_version)
     return Deployment(stack_name=config.loaded.name, loaded=config.loaded, secrets=dict(config.secrets))
 
 
@@ -196,9 +221,10 @@ def build_arms(dep: Deployment, releases: list[ArmRelease]) -> None:
                                            "release": a.release, "carried": a.carried} for a in wave.arms})
 
 
-def run(read_nodes: Callable[[], Sequence[Node]] = cluster_nodes) -> Deployment:
-    """The whole program (`__main__.py` calls this; a test passes the nodes the driver check reads)."""
-    dep = read_stack(read_nodes)
+def run(read_nodes: Callable[[], Sequence[Node]] = cluster_nodes,
+        read_version: Callable[[], str] = cluster_version) -> Deployment:
+    """The whole program (`__main__.py` calls this; a test passes the nodes and the version the checks read)."""
+    dep = read_stack(read_nodes, read_version)
     try:
         declare_namespace(dep)
         build_hf_token_secret(dep)

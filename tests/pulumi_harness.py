@@ -170,10 +170,11 @@ def run_program(stack: str, overrides: dict[str, Any] | None = None, *, config: 
                 secret_keys: list[str] | None = None, secrets: dict[str, str] | None = None,
                 reads: dict[str, dict[str, Any]] | None = None, preview: bool = False,
                 outputs: dict[str, dict[str, Any]] | None = None,
-                fail: dict[tuple[str, str], str] | None = None, nodes: list[Any] | None = None) -> ProgramRun:
+                fail: dict[tuple[str, str], str] | None = None, nodes: list[Any] | None = None,
+                version: str | None = None) -> ProgramRun:
     """Run the program for `stack`: config is the stack file's with `overrides`/`secrets`, or `config` verbatim.
-    `nodes` are the cluster's nodes the driver check reads (sglab/deploy/capacity.py `Node`); by default there is
-    no cluster to read, as in a preview without one."""
+    `nodes` are the cluster's nodes the driver check reads (sglab/deploy/capacity.py `Node`) and `version` the API
+    server's gitVersion; by default there is no cluster to read, as in a preview without one."""
     from sglab.program import run
 
     _refuse_under_gevent()
@@ -189,7 +190,8 @@ def run_program(stack: str, overrides: dict[str, Any] | None = None, *, config: 
     @pulumi.runtime.test
     def program():
         try:
-            dep = run(read_nodes=(lambda: nodes) if nodes is not None else _no_cluster)
+            dep = run(read_nodes=(lambda: nodes) if nodes is not None else _no_cluster,
+                      read_version=(lambda: version) if version is not None else _no_cluster)
         except Exception as exc:  # the program's own refusal is what some tests assert on
             result.error = exc
             return None

@@ -24,6 +24,7 @@ deployer may not list nodes) are warnings: not checked, said.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,8 @@ MIN_DRIVER_MAJOR = {13: 580, 12: 525}
 # (NVIDIA/k8s-device-plugin internal/lm/nvml.go sets both)
 DRIVER_MAJOR_LABELS = ("nvidia.com/cuda.driver-version.major", "nvidia.com/cuda.driver.major")
 GPU_RESOURCE = "nvidia.com/gpu"  # what a server requests, gpus-per-node of it
+# An init container with restartPolicy Always (the benchmark Job's disruption guard) runs as a sidecar from 1.29.
+NATIVE_SIDECAR = (1, 29)
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")  # PreferNoSchedule only steers the scheduler
 NAMED_NODES = 10  # nodes named in a message; more are counted
 
@@ -217,18 +220,63 @@ def check_drivers(stack: StackConfig, stack_name: str, nodes: Sequence[Node]) ->
             f"R{minimum} or newer (CUDA {cuda}, image {image})"), warnings
 
 
-def read_cluster_nodes(context: str | None = None, kubeconfig: str | None = None) -> list[Node]:
-    """Every node's labels, allocatable GPUs and taints, through the kubeconfig Pulumi's Kubernetes provider uses
-    (`kubernetes:kubeconfig`, a path or the file's contents, else $KUBECONFIG or ~/.kube/config; `kubernetes:context`).
-    Listing nodes needs cluster-scoped `list nodes`; the caller turns any failure into "not checked"."""
+def _load_kubeconfig(context: str | None, kubeconfig: str | None) -> None:
+    """The kubeconfig Pulumi's Kubernetes provider uses (`kubernetes:kubeconfig`, a path or the file's contents,
+    else $KUBECONFIG or ~/.kube/config; `kubernetes:context`)."""
     import yaml
-    from kubernetes import client, config
+    from kubernetes import config
 
     if kubeconfig and not Path(kubeconfig).expanduser().is_file():
         config.load_kube_config_from_dict(yaml.safe_load(kubeconfig), context=context)
     else:
         config.load_kube_config(config_file=kubeconfig and str(Path(kubeconfig).expanduser()), context=context)
+
+
+def read_cluster_version(context: str | None = None, kubeconfig: str | None = None) -> str:
+    """The API server's gitVersion (`/version`: any authenticated deployer may read it)."""
+    from kubernetes import client
+
+    _load_kubeconfig(context, kubeconfig)
+    return str(client.VersionApi().get_code(_request_timeout=30).git_version)
+
+
+def read_cluster_nodes(context: str | None = None, kubeconfig: str | None = None) -> list[Node]:
+    """Every node's labels, allocatable GPUs and taints, through the kubeconfig Pulumi's Kubernetes provider uses.
+    Listing nodes needs cluster-scoped `list nodes`; the caller turns any failure into "not checked"."""
+    from kubernetes import client
+
+    _load_kubeconfig(context, kubeconfig)
     return [Node(n.metadata.name, dict(n.metadata.labels or {}),
                  int((n.status.allocatable or {}).get(GPU_RESOURCE, "0")),
                  tuple(Taint(t.key, t.value, t.effect) for t in (n.spec.taints or ())))
             for n in client.CoreV1Api().list_node(_request_timeout=30).items]
+
+
+def kubernetes_version(git_version: str) -> tuple[int, int] | None:
+    """(major, minor) of an API server's gitVersion (`v1.28.15-gke.1020000`, `v1.31.2+k3s1`), or None."""
+    parts = git_version.strip().lstrip("v").split(".")
+    if len(parts) < 2 or not parts[0].isdigit():
+        return None
+    minor = "".join(itertools.takewhile(str.isdigit, parts[1]))
+    return (int(parts[0]), int(minor)) if minor else None
+
+
+def check_native_sidecar(stack: StackConfig, stack_name: str, git_version: str) -> None:
+    """Raise ConfigError (exit 2) when the benchmark Job's guard is a native sidecar the cluster predates: an API
+    server before 1.29 drops an init container's restartPolicy (1.28: behind an alpha feature gate), so the guard
+    would be a plain init container that never ends, and the benchmark would never start."""
+    from sglab.deploy.benchmark_job import arm_budgets, arm_scaled
+
+    version = kubernetes_version(git_version)
+    if not stack.benchmark_job.enabled or version is None or version >= NATIVE_SIDECAR:
+        return
+    if not (arm_budgets(stack, stack_name) or arm_scaled(stack, stack_name)):
+        return
+    need = ".".join(map(str, NATIVE_SIDECAR))
+    raise ConfigError(stack_path(stack_name), "benchmark-job",
+                      f"the cluster's API server is {git_version} ({version[0]}.{version[1]}), and the benchmark "
+                      f"Job's disruption guard is a native sidecar, which Kubernetes runs from {need}: before it, "
+                      "the guard would never end and the benchmark never start",
+                      f"run on Kubernetes {need} or newer; or drop the guard: disruption-budget.hold-during-benchmark:"
+                      " false and benchmark-job.scale-arms-to-zero: false (a drain may then evict a server "
+                      "mid-run, and the GPUs stay held after it)")
