@@ -23,6 +23,7 @@ import re
 import types
 import typing
 import unicodedata
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (AfterValidator, AliasGenerator, BaseModel, BeforeValidator, ConfigDict, ValidationInfo,
@@ -286,10 +287,17 @@ def _matching(pattern: str, problem: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+@dataclass(frozen=True)
+class TypeName:
+    """How the key reference (docs/config.md) names an annotated type: what a value must be, not `string`."""
+
+    name: str
+
+
 # Kubernetes quantities, a YAML number included (`cpu: 2`), refused with their key here rather than at apply time.
-CpuQuantity = Annotated[str, BeforeValidator(number_as_text), _matching(
+CpuQuantity = Annotated[str, TypeName("CPU quantity"), BeforeValidator(number_as_text), _matching(
     r"[0-9]+(\.[0-9]+)?|[0-9]+m", "is not a CPU quantity; write cores or millicores, like 2, 1.5 or 500m")]
-ByteQuantity = Annotated[str, BeforeValidator(number_as_text), _matching(  # memory and storage sizes
+ByteQuantity = Annotated[str, TypeName("byte quantity"), BeforeValidator(number_as_text), _matching(  # sizes
     r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?", "is not a Kubernetes quantity; write a number and a unit, "
     "like 64Gi, 512Mi or 2Ti")]
 

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from sglab.config.base import TypeName
 from sglab.config.stack import StackConfig
 from sglab.config.nccl import NcclEnv
 from sglab.core.paths import project_root, write_or_check
@@ -36,7 +37,8 @@ def _type_name(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
-        return _type_name(args[0])
+        named = [m.name for m in args[1:] if isinstance(m, TypeName)]
+        return named[0] if named else _type_name(args[0])
     if origin is typing.Literal:
         return " \\| ".join(f"`{a}`" for a in args)
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
@@ -130,7 +132,8 @@ def rows(model: type[BaseModel] = StackConfig, prefix: str = "sglab:") -> list[t
             out.append((path, kind, _default(field) if is_list else "", "required" if field.is_required() else ""))
             out.extend(rows(nested, path + ("[]." if is_list else ".")))
             continue
-        out.append((path, _type_name(field.annotation), _default(field), _constraint(field)))
+        named = [m.name for m in field.metadata if isinstance(m, TypeName)]  # pydantic's home for a top Annotated
+        out.append((path, named[0] if named else _type_name(field.annotation), _default(field), _constraint(field)))
     return out
 
 
