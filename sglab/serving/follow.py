@@ -6,10 +6,11 @@ sglab/deploy/plan.py). A CronJob runs it every few minutes. It copies the next t
 when the Rollout's current revision is its stable one (Argo's own "completed": `status.stableRS ==
 status.currentPodHash`, for the spec the controller has observed) and that revision runs the same shared config
 (image, server flags, env, NCCL: the `sglab/shared-config` label) as the next template. So while a canary runs the
-control keeps the stable's config; an abort leaves both on the old one; a promotion moves the control after it
-completes; a rollback Argo takes without steps moves it back. Every run prints what it found and did.
+control keeps the stable's config; an abort leaves both on the old one (and fails the Job, naming the rollback that
+puts the stack file back); a promotion moves the control after it completes; a rollback Argo takes without steps
+moves it back. Every run prints what it found and did.
 
-    python -m sglab.serving.follow --rollout sglang-candidate --control sglang-baseline
+    python -m sglab.serving.follow --rollout sglang-candidate --control sglang-baseline --namespace N --stack S
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ def _shared_config(template: dict[str, Any]) -> str | None:
     return (template.get("metadata") or {}).get("labels", {}).get(SHARED_CONFIG_LABEL)
 
 
-def next_step(rollout: dict[str, Any], control: dict[str, Any]) -> Step:
-    """Whether the control moves to its next template now, from the Rollout and the control as the API returns them."""
+def next_step(rollout: dict[str, Any], control: dict[str, Any], rollback: str = "sglab rollback") -> Step:
+    """Whether the control moves to its next template now, from the Rollout and the control as the API returns them
+    (`rollback`: the command that puts the stack file back after an abort)."""
     annotations = control.get("metadata", {}).get("annotations") or {}
     if NEXT_TEMPLATE not in annotations or NEXT_DIGEST not in annotations:
         return Step(None, "the control carries no next template (rendered without a follower): nothing to do")
@@ -57,10 +59,13 @@ def next_step(rollout: dict[str, Any], control: dict[str, Any]) -> Step:
     if str(status.get("observedGeneration", "")) != generation:
         return Step(None, f"waiting: Argo has not observed the Rollout's generation {generation} yet")
     stable, current = status.get("stableRS", ""), status.get("currentPodHash", "")
+    if stable and stable != current and status.get("abort"):
+        return Step(None, f"the rollout was aborted: the stable revision {stable} and the control run the config "
+                          f"from before, the stack file the aborted one ({current}). Put the file back: {rollback} "
+                          "(or fix it and promote again); the control waits", ok=False)
     if not stable or stable != current:
-        what = "aborted" if status.get("abort") else "in progress"
-        return Step(None, f"waiting: a rollout is {what} (stable revision {stable or 'none'}, latest {current}); "
-                          "the control keeps the stable's config")
+        return Step(None, f"waiting: a rollout is in progress (stable revision {stable or 'none'}, latest "
+                          f"{current}); the control keeps the stable's config")
     template = json.loads(annotations[NEXT_TEMPLATE])
     stable_config = _shared_config(rollout["spec"]["template"])
     next_config = _shared_config(template)
@@ -83,13 +88,15 @@ def _apis() -> tuple[Any, Any]:
     return client.CustomObjectsApi(), client.AppsV1Api()
 
 
-def run(rollout_name: str, control_name: str, namespace: str, *, apis: tuple[Any, Any] | None = None) -> int:
-    """One look: read both, decide, replace the control's template when it follows. Exit 0, or 1 (not like)."""
+def run(rollout_name: str, control_name: str, namespace: str, *, stack: str = "<stack>",
+        apis: tuple[Any, Any] | None = None) -> int:
+    """One look: read both, decide, replace the control's template when it follows. Exit 0, or 1 (an abort to
+    put right, or unlike configs)."""
     custom, apps = apis or _apis()
     rollout = custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "rollouts", rollout_name)
     response = apps.read_namespaced_deployment(control_name, namespace, _preload_content=False)
     control = json.loads(response.data)
-    step = next_step(rollout, control)
+    step = next_step(rollout, control, rollback=f"sglab rollback --stack {stack} && pulumi up --stack {stack}")
     if step.template is not None:
         # a JSON patch replaces the whole template: a merge would keep env or volumes the next one dropped
         apps.patch_namespaced_deployment(control_name, namespace,
@@ -107,9 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rollout", required=True, help="the serving Rollout")
     parser.add_argument("--control", required=True, help="the standing control's Deployment")
     parser.add_argument("--namespace", required=True)
+    parser.add_argument("--stack", required=True, help="the stack's name, for the rollback command it names")
     args = parser.parse_args(argv)
     try:
-        return run(args.rollout, args.control, args.namespace)
+        return run(args.rollout, args.control, args.namespace, stack=args.stack)
     except ApiException as exc:  # a missing object or a Role that does not allow it: say which, change nothing
         if exc.status == 404:  # the first pulumi up declares this CronJob beside them: it may run first
             print(f"control follower: the Rollout {args.rollout} or the Deployment {args.control} is not there yet "

@@ -131,7 +131,7 @@ def control_follower(stack: StackConfig, stack_name: str, release: str) -> dict[
     container = {
         "name": "follower", "image": stack.project_image, "imagePullPolicy": stack.image_pull_policy,
         "command": ["python", "-m", "sglab.serving.follow", "--rollout", release, "--control", control,
-                    "--namespace", stack.namespace],
+                    "--namespace", stack.namespace, "--stack", stack_name],
         "env": [{"name": "HOME", "value": "/tmp"}],
         "resources": {"requests": {"cpu": "100m", "memory": FOLLOWER_MEMORY, "ephemeral-storage": TMP_SIZE},
                       "limits": {"memory": FOLLOWER_MEMORY}},

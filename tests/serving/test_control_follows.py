@@ -94,11 +94,15 @@ def test_a_promotion_of_a_new_image_leaves_the_control_on_the_stable_config_unti
     assert next_step(rollout(new, stable=NEW_HASH, current=NEW_HASH), control).template is None
 
 
-def test_an_abort_leaves_the_control_and_the_stable_alike(renders):
+def test_an_abort_leaves_the_control_and_the_stable_alike_and_fails_the_job_until_the_file_is_put_back(renders):
+    """The stack file now holds a config neither the stable nor the control runs: the follower's Job fails (the
+    failed-Job alert) naming the rollback that puts the file back, until someone does it or retries the rollout."""
     old, new = renders
     control = control_after_up(old, new)
-    step = next_step(rollout(new, stable=OLD_HASH, current=NEW_HASH, abort=True), control)
-    assert step.template is None and step.ok and "aborted" in step.reason
+    step = next_step(rollout(new, stable=OLD_HASH, current=NEW_HASH, abort=True), control,
+                     rollback="sglab rollback --stack production && pulumi up --stack production")
+    assert step.template is None and not step.ok and "aborted" in step.reason
+    assert "sglab rollback --stack production && pulumi up --stack production" in step.reason
     assert shared_config(control["spec"]["template"]) == shared_config(_one(old, "Rollout", "sglang-candidate")[
         "spec"]["template"])
 
@@ -183,7 +187,8 @@ def test_the_follower_replaces_the_controls_whole_template_through_the_api(rende
     assert command[:3] == ["python", "-m", "sglab.serving.follow"]
     options = dict(zip(command[3::2], command[4::2]))
     namespace = options["--namespace"]
-    assert options == {"--rollout": "sglang-candidate", "--control": "sglang-baseline", "--namespace": namespace}
+    assert options == {"--rollout": "sglang-candidate", "--control": "sglang-baseline", "--namespace": namespace,
+                       "--stack": "production"}
     assert namespace == _one(new, "Rollout", "sglang-candidate")["metadata"]["namespace"]
     api = FakeApi(rollout(new, stable=NEW_HASH, current=NEW_HASH), control_after_up(old, new))
     try:
@@ -207,7 +212,7 @@ def test_a_role_that_refuses_the_patch_fails_the_job_naming_what_it_needs(render
     namespace = _one(new, "Rollout", "sglang-candidate")["metadata"]["namespace"]
     try:
         assert follow.main(["--rollout", "sglang-candidate", "--control", "sglang-baseline",
-                            "--namespace", namespace]) == 1
+                            "--namespace", namespace, "--stack", "production"]) == 1
     finally:
         api.close()
     err = capsys.readouterr().err
@@ -223,7 +228,7 @@ def test_a_rollout_not_there_yet_is_said_and_fails_nothing(renders, monkeypatch,
     namespace = _one(old, "Rollout", "sglang-candidate")["metadata"]["namespace"]
     try:
         assert follow.main(["--rollout", "sglang-candidate", "--control", "sglang-baseline",
-                            "--namespace", namespace]) == 0
+                            "--namespace", namespace, "--stack", "production"]) == 0
     finally:
         api.close()
     assert "not there yet" in capsys.readouterr().out and not api.patches
