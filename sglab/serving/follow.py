@@ -28,7 +28,7 @@ from sglab.serving.spec import SHARED_CONFIG_LABEL
 NEXT_TEMPLATE = "sglab/follow-template"  # on the control Deployment: the pod template it should run (JSON)
 NEXT_DIGEST = "sglab/follow-digest"  # on the control Deployment: that template's digest
 RUNNING_DIGEST = "sglab/template-digest"  # on the pod template: the digest of the template it is
-SCHEDULE = "*/5 * * * *"
+SCHEDULE = "*/10 * * * *"  # a 1T-parameter control then loads for 20-60 min: no need to look more often
 FOLLOWER = f"{release_name('baseline')}-follower"  # its CronJob, ServiceAccount and Role
 
 
