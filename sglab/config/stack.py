@@ -85,6 +85,17 @@ class StackConfig(Model):
         return lab and self.benchmark_job.scale_arms_to_zero
 
     @property
+    def benchmark_holds_budgets(self) -> bool:
+        """The benchmark Job's guard holds the arms' PodDisruptionBudgets at 0 while it measures."""
+        return self.disruption_budget.enabled and self.disruption_budget.hold_during_benchmark
+
+    @property
+    def benchmark_runs_guard(self) -> bool:
+        """The benchmark Job's pod carries the guard (a native sidecar, Kubernetes 1.29+): it holds the budgets or
+        scales the arms down when the Job ends."""
+        return self.benchmark_job.enabled and (self.benchmark_holds_budgets or self.benchmark_scales_arms_down)
+
+    @property
     def namespace(self) -> str:
         return self.namespace_spec.name
 

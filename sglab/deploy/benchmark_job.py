@@ -83,8 +83,7 @@ TMP_SIZE = "4Gi"
 
 def held_budgets(stack: StackConfig, releases: list[str]) -> list[str]:
     """The PodDisruptionBudgets the guard holds (the chart names each after its release), or none."""
-    budget = stack.disruption_budget
-    return list(releases) if budget.enabled and budget.hold_during_benchmark else []
+    return list(releases) if stack.benchmark_holds_budgets else []
 
 
 def scaled_arms(stack: StackConfig, releases: list[str]) -> list[str]:

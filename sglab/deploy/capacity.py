@@ -265,12 +265,8 @@ def check_native_sidecar(stack: StackConfig, stack_name: str, git_version: str) 
     """Raise ConfigError (exit 2) when the benchmark Job's guard is a native sidecar the cluster predates: an API
     server before 1.29 drops an init container's restartPolicy (1.28: behind an alpha feature gate), so the guard
     would be a plain init container that never ends, and the benchmark would never start."""
-    from sglab.deploy.benchmark_job import arm_budgets, arm_scaled
-
     version = kubernetes_version(git_version)
-    if not stack.benchmark_job.enabled or version is None or version >= NATIVE_SIDECAR:
-        return
-    if not (arm_budgets(stack, stack_name) or arm_scaled(stack, stack_name)):
+    if not stack.benchmark_runs_guard or version is None or version >= NATIVE_SIDECAR:
         return
     need = ".".join(map(str, NATIVE_SIDECAR))
     raise ConfigError(stack_path(stack_name), "benchmark-job",

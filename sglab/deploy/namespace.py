@@ -28,6 +28,7 @@ from typing import Any
 
 from sglab.config.cluster import PSS_LEVELS, PssLevel
 from sglab.config.lints import pinned, stack_images
+from sglab.deploy.capacity import NATIVE_SIDECAR
 from sglab.config.stack import StackConfig
 from sglab.core.errors import ConfigError
 from sglab.core.paths import stack_path
@@ -201,6 +202,9 @@ def tenancy_lines(stack: StackConfig, stack_name: str) -> list[str]:
                      f"{keys.api_key_key}, {keys.admin_api_key_key}) in {stack.namespace}; create it before pulumi "
                      "up (docs/production.md)")
     lines.append(images_line(stack))
+    if stack.benchmark_runs_guard:
+        lines.append(f"kubernetes: {'.'.join(map(str, NATIVE_SIDECAR))} or newer (the benchmark Job's disruption guard "
+                     "is a native sidecar; pulumi up reads the API server's version and stops on an older one)")
     priority = stack.placement.priority_class_name
     if priority:
         lines.append(f"priority: {priority} for the servers and the pods beside them; if its value is above other "

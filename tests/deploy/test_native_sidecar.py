@@ -49,3 +49,13 @@ def test_an_unreadable_version_is_a_warning_not_a_refusal(caplog):
     run = run_program("eagle-default")  # no cluster under the mocks: /version cannot be read
     assert run.error is None
     assert any("kubernetes version: " in r.getMessage() and "not checked" in r.getMessage() for r in caplog.records)
+
+
+def test_validate_states_the_kubernetes_version_the_guard_needs(capsys):
+    from sglab.cli import main
+
+    assert main(["validate", "--stack", "eagle-default"]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("kubernetes:")]
+    assert "1.29 or newer" in line and "native sidecar" in line
+    assert main(["validate", "--stack", "production"]) == 0  # no benchmark Job: no guard
+    assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith("kubernetes:")]
