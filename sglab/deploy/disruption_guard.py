@@ -142,12 +142,19 @@ def wait_renewing(api: Any, namespace: str, budgets: list[str], holder: str, lea
             renewed = [name for name in renewed if name not in lost]
 
 
-def release(api: Any, namespace: str, budgets: list[str], standing: int) -> list[str]:
-    """Lower every budget back; returns the ones that failed (each is tried)."""
+def release(api: Any, namespace: str, budgets: list[str], standing: int, holder: str) -> list[str]:
+    """Lower every budget `holder` still holds (or nobody does) back; one another guard holds now (this one's lease
+    lapsed, the reaper released it and the next benchmark's guard took it) is left to that guard. Returns the ones
+    that failed (each is tried)."""
     failed = []
     for name in budgets:
         try:
-            set_budget(api, namespace, name, standing, None)
+            pdb = api.read_namespaced_pod_disruption_budget(name, namespace)
+            held_by = (pdb.metadata.annotations or {}).get(HELD_BY)
+            if held_by and held_by != holder:
+                print(f"disruption guard: left {namespace}/{name} alone: it is held by {held_by} now", flush=True)
+                continue
+            set_budget(api, namespace, name, standing, None, resource_version=pdb.metadata.resource_version)
             print(f"disruption guard: released {namespace}/{name} to maxUnavailable {standing}", flush=True)
         except Exception as exc:  # the API may be briefly unreachable: report, try the others
             failed.append(name)
@@ -198,14 +205,14 @@ def run(budgets: list[str], standing: int, *, namespace: str | None = None, read
     try:
         hold(api, namespace, budgets, holder, lease_s)
     except Exception as exc:
-        release(api, namespace, budgets, standing)  # never leave a partial hold behind
+        release(api, namespace, budgets, standing, holder)  # never leave a partial hold behind
         print(f"disruption guard: cannot hold the budgets ({type(exc).__name__}: {exc}); the benchmark will not "
               "start: the Job's Role must allow get/patch on them", file=sys.stderr, flush=True)
         return USAGE
     Path(ready_file).parent.mkdir(parents=True, exist_ok=True)
     Path(ready_file).write_text(f"{time.time():.0f}\n", encoding="utf-8")
     wait_renewing(api, namespace, budgets, holder, lease_s, stop, max_hold_s)
-    failed = release(api, namespace, budgets, standing)
+    failed = release(api, namespace, budgets, standing, holder)
     if scale_to_zero:
         failed += scale_down(apps_api or _apps_api(), namespace, scale_to_zero)
     return 1 if failed else 0

@@ -153,6 +153,30 @@ def test_a_guard_whose_hold_was_reaped_stops_renewing_it(tmp_path, monkeypatch, 
         assert "no longer held by sglab-bench-abc-xyz" in capsys.readouterr().err
 
 
+def test_a_guard_leaves_a_hold_another_guard_took_over_at_its_end(tmp_path, monkeypatch, capsys):
+    """Its lease lapsed (cut off from the API), the reaper released it, and the next benchmark's guard holds the
+    budget now: this guard's end lowers only what it still holds."""
+    monkeypatch.setenv("POD_NAME", "sglab-bench-abc-xyz")
+    with FakeConfigMapApi() as fake:
+        for name in BUDGETS:
+            fake.add_pdb(NS, name, 1)
+        stop, ready, codes = threading.Event(), tmp_path / "held", []
+        guard = threading.Thread(target=lambda: codes.append(run(
+            BUDGETS, 1, namespace=NS, ready_file=str(ready), api=client.PolicyV1Api(fake.api_client()), stop=stop)))
+        guard.start()
+        try:
+            wait_for(ready)
+            client.PolicyV1Api(fake.api_client()).patch_namespaced_pod_disruption_budget(  # the next guard's hold
+                BUDGETS[0], NS, {"metadata": {"annotations": {HELD_BY: "sglab-bench-next-pod"}}})
+        finally:
+            stop.set()
+            guard.join(20)
+        assert codes == [0]
+        assert budget(fake, BUDGETS[0]) == (0, "sglab-bench-next-pod")  # still held, by the other guard
+        assert budget(fake, BUDGETS[1]) == (1, None)
+    assert "held by sglab-bench-next-pod now" in capsys.readouterr().out
+
+
 def held(fake: FakeConfigMapApi, name: str, holder: str, until: datetime | None) -> None:
     fake.add_pdb(NS, name, 0)
     annotations = {HELD_BY: holder}

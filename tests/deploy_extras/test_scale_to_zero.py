@@ -4,6 +4,7 @@ its Role may patch exactly those Deployments' scale; a serving stack, a sweep or
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 from sglab.config.loader import load_stack
 from sglab.deploy.benchmark_job import benchmark_plan
@@ -13,11 +14,18 @@ ARMS = ["sglang-baseline", "sglang-candidate"]
 
 
 class FakePolicy:
+    """The budgets as the guard reads and patches them: their annotations, as last patched."""
+
     def __init__(self) -> None:
         self.patched: list[tuple[str, dict]] = []
+        self.annotations: dict[str, dict] = {}
 
     def patch_namespaced_pod_disruption_budget(self, name, namespace, body):
         self.patched.append((name, body))
+        self.annotations[name] = {k: v for k, v in body["metadata"]["annotations"].items() if v is not None}
+
+    def read_namespaced_pod_disruption_budget(self, name, namespace):
+        return SimpleNamespace(metadata=SimpleNamespace(annotations=self.annotations.get(name), resource_version="1"))
 
 
 class FakeApps:
