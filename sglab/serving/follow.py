@@ -51,18 +51,19 @@ def next_step(rollout: dict[str, Any], control: dict[str, Any], rollback: str = 
     annotations = control.get("metadata", {}).get("annotations") or {}
     if NEXT_TEMPLATE not in annotations or NEXT_DIGEST not in annotations:
         return Step(None, "the control carries no next template (rendered without a follower): nothing to do")
+    status = rollout.get("status") or {}
+    stable, current = status.get("stableRS", ""), status.get("currentPodHash", "")
+    if stable and stable != current and status.get("abort"):  # whatever the control runs: the file is ahead
+        return Step(None, f"the rollout was aborted: the stable revision {stable} runs the config from before, and "
+                          f"the stack file holds the aborted one ({current}), which no pod runs. Put the file back: "
+                          f"{rollback} (or fix it and promote again); the control keeps the stable's config",
+                    ok=False)
     running = (control["spec"]["template"].get("metadata") or {}).get("annotations", {}).get(RUNNING_DIGEST)
     if running == annotations[NEXT_DIGEST]:
         return Step(None, "the control runs its declared template: nothing to do")
-    status = rollout.get("status") or {}
     generation = str(rollout.get("metadata", {}).get("generation", ""))
     if str(status.get("observedGeneration", "")) != generation:
         return Step(None, f"waiting: Argo has not observed the Rollout's generation {generation} yet")
-    stable, current = status.get("stableRS", ""), status.get("currentPodHash", "")
-    if stable and stable != current and status.get("abort"):
-        return Step(None, f"the rollout was aborted: the stable revision {stable} and the control run the config "
-                          f"from before, the stack file the aborted one ({current}). Put the file back: {rollback} "
-                          "(or fix it and promote again); the control waits", ok=False)
     if not stable or stable != current:
         return Step(None, f"waiting: a rollout is in progress (stable revision {stable or 'none'}, latest "
                           f"{current}); the control keeps the stable's config")

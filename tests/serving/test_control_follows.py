@@ -107,6 +107,16 @@ def test_an_abort_leaves_the_control_and_the_stable_alike_and_fails_the_job_unti
         "spec"]["template"])
 
 
+def test_an_aborted_promotion_of_the_speculation_alone_fails_the_job_too(renders):
+    """The control's template does not change with the speculation, so it already runs its declared one; the stack
+    file still holds a config the stable does not run, and that is said the same way."""
+    old, _ = renders
+    control = _one(old, "Deployment", "sglang-baseline")
+    step = next_step(rollout(old, stable=OLD_HASH, current=NEW_HASH, abort=True), control,
+                     rollback="sglab rollback --stack production && pulumi up --stack production")
+    assert step.template is None and not step.ok and "aborted" in step.reason
+
+
 def test_a_rollback_argo_takes_without_steps_moves_the_control_back(renders):
     """After a completed promotion the control followed; `sglab rollback` + `pulumi up` renders the old config
     again, a revision within the rollback window: Argo returns to it at once, and the control follows it back."""
