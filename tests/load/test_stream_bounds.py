@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import statistics
 import threading
 import time
 import tracemalloc
@@ -192,7 +193,10 @@ def test_a_normal_stream_parses_with_each_line_timed_at_its_arrival(serve) -> No
     assert metrics.text == " tok" * TOKENS
     assert GAP_S * 0.8 <= metrics.ttft_s < GAP_S + 1.0
     assert len(metrics.itl_s) == TOKENS - 1
-    assert all(GAP_S * 0.5 <= gap < GAP_S + 1.0 for gap in metrics.itl_s), metrics.itl_s
+    assert all(gap < GAP_S + 1.0 for gap in metrics.itl_s), metrics.itl_s
+    # Timed as each line arrives, not when the stream ends (all gaps ~0 then): a typical gap is the server's pacing.
+    # The median, because a loaded machine may read two chunks in one go: one long gap, then one near 0.
+    assert statistics.median(metrics.itl_s) >= GAP_S * 0.5, metrics.itl_s
 
 
 def test_a_line_exactly_at_the_bound_is_read_one_byte_more_is_an_error(serve, monkeypatch) -> None:
