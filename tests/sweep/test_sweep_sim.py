@@ -152,7 +152,10 @@ def test_no_arm_better_than_the_baseline_ends_without_a_promotable_run(root: Pat
     assert state["status"] in ("no-winner", "not-confirmed"), out
     if state["status"] == "no-winner":
         assert state["winner"] is None and state["confirmation"] is None
-        assert all(a["reason"] == "below-min" for a in state["records"]["1"]["arms"])
+        # the last arm standing goes below the minimum; one eliminated before it may have gone as not-best (the
+        # other arm's pair was above it on a noisy machine): both are eliminations, never a pick
+        reasons = [a["reason"] for a in state["records"]["1"]["arms"]]
+        assert set(reasons) <= {"below-min", "not-best"} and "below-min" in reasons, reasons
         assert latest_complete("none", root / "results") is None  # the sweep run itself is never A/B evidence
     else:
         assert state["confirmation"]["outcome"] != "promote"
