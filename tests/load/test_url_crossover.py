@@ -72,14 +72,12 @@ def test_two_url_runs_with_the_machines_swapped_join_into_one_crossover(out, tmp
     verdict = result["verdict"]
     (gate,) = [lv for lv in verdict["levels"] if lv["concurrency"] == 1]
     node = gate["node_effect"]
-    # The sizes come from four pairs of live rounds on a shared machine (one run read the machines -37% [-72%, ..]),
-    # so what is asserted is the direction and the separation, not a tight value: machine-y (20% slower) is named
-    # the slower one; run 1 alone reads it as the candidate's loss; joined, the gain is nearer zero than that loss
-    # (the simulated speculation gains a few percent) because the machines' difference went to the node effect.
-    assert node["node"] == "machine-y" and node["estimate"] < -0.1, node
-    (alone,) = [lv for lv in load(run1)["verdict"]["levels"] if lv["concurrency"] == 1]
-    assert alone["decode"]["estimate"] < -0.05
-    assert abs(gate["decode"]["estimate"]) < abs(alone["decode"]["estimate"]), (gate["decode"], alone["decode"])
+    # The sizes come from four pairs of live rounds on a shared machine (one run read the machines -37%, another
+    # +5% with an interval from -56%): their direction is the power of a live run, not asserted here; the node
+    # effect's estimate from recorded rounds is tests/analysis/test_nodes.py's. What is asserted: the verdict
+    # carries a node effect for the two machines, within its own interval.
+    assert node["node"] == "machine-y" and node["other"] == "machine-x", node
+    assert node["low"] <= node["estimate"] <= node["high"], node
     # promotion finds period 1 again and checks it is the run that was joined
     assert check_joined(load_result(run2), out) is None
     path = run1 / "result.json"
